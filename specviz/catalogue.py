@@ -1,0 +1,89 @@
+"""The catalogue of draft/target pairs: `models.yaml` loaded into validated dataclasses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import ConfigDict, Field, ValidationError
+from pydantic.dataclasses import dataclass
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CATALOGUE_PATH = REPO_ROOT / "models.yaml"
+
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class CatalogueError(ValueError):
+    """models.yaml is malformed; the message names the file, the key and what was expected."""
+
+
+@dataclass(config=_STRICT)
+class Pair:
+    target: str  # a hub id ("Qwen/Qwen2.5-1.5B-Instruct") or a folder, relative to models.yaml
+    draft: str
+    description: str
+    chat_template: bool = False
+    gamma: int = Field(default=4, ge=1, le=16)
+    temperature: float = Field(default=0.0, ge=0.0)
+    domain: Literal["code", "prose", "chat"] = "prose"
+    dtype: Literal["float32", "bfloat16", "float16"] | None = None  # overrides the per-device default
+
+    def resolve(self, reference: str) -> str:
+        """A folder reference made absolute; a hub id unchanged."""
+        local = REPO_ROOT / reference
+        return str(local) if local.exists() or reference.startswith(("assets/", "./", "/")) else reference
+
+    @property
+    def target_ref(self) -> str:
+        return self.resolve(self.target)
+
+    @property
+    def draft_ref(self) -> str:
+        return self.resolve(self.draft)
+
+    @property
+    def bundled(self) -> bool:
+        return Path(self.target_ref).is_dir() and Path(self.draft_ref).is_dir()
+
+
+@dataclass(config=_STRICT)
+class Catalogue:
+    default: str
+    pairs: dict[str, Pair]
+
+    def __post_init__(self) -> None:
+        if self.default not in self.pairs:
+            raise ValueError(f"default pair {self.default!r} is not among the pairs ({', '.join(self.pairs)})")
+
+    def get(self, name: str) -> Pair:
+        if name not in self.pairs:
+            raise CatalogueError(f"unknown pair {name!r}; choose one of: {', '.join(self.pairs)}")
+        return self.pairs[name]
+
+    def offline_pairs(self) -> list[str]:
+        return [name for name, pair in self.pairs.items() if pair.bundled]
+
+
+def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
+    """Parse and validate; any unknown key, wrong type or missing field raises CatalogueError."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise CatalogueError(f"{path}: cannot read the catalogue: {error}") from None
+    if not isinstance(raw, dict):
+        raise CatalogueError(f"{path}: expected a mapping with 'default' and 'pairs' at the top level")
+    try:
+        pairs = {str(name): Pair(**fields) if isinstance(fields, dict) else _not_mapping(name) for name, fields in (raw.get("pairs") or {}).items()}
+        return Catalogue(**{**raw, "pairs": pairs})
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise CatalogueError(f"{path}: {where}: {first['msg']}") from None
+    except (TypeError, ValueError) as error:
+        raise CatalogueError(f"{path}: {error}") from None
+
+
+def _not_mapping(name: str) -> Pair:
+    raise CatalogueError(f"pair {name!r} must be a mapping of fields")

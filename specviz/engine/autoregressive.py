@@ -1,0 +1,66 @@
+"""The baseline: plain autoregressive decoding of the target, same sampling pipeline and seed semantics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+
+from specviz.engine.events import Event, RunStarted, Step, Summary
+from specviz.engine.kv_cache import CachedDecoder, synchronize
+from specviz.engine.sampling import sample, warp
+from specviz.engine.settings import DecodeSettings
+from specviz.engine.vocabulary import Vocabulary
+
+
+def autoregressive_decode(
+    target: CachedDecoder,
+    prompt_ids: list[int],
+    settings: DecodeSettings,
+    vocabulary: Vocabulary,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Iterator[Event]:
+    """Yield RunStarted, one Step per target forward, then a Summary."""
+    generator = torch.Generator(device=target.device).manual_seed(settings.seed)
+    started = time.perf_counter()
+    target.reset()
+    if len(prompt_ids) > 1:
+        target.feed(prompt_ids[:-1])
+    synchronize(target.device)
+    prefill_s = time.perf_counter() - started
+    yield RunStarted(
+        mode="autoregressive", prompt_token_ids=tuple(prompt_ids), prompt_texts=tuple(vocabulary.token_text(t) for t in prompt_ids),
+        gamma=0, temperature=settings.sampling.temperature, top_k=settings.sampling.top_k, top_p=settings.sampling.top_p,
+        seed=settings.seed, drafter="none", lenience=1.0, lossy=False, adaptive_gamma=False,
+        max_new_tokens=settings.max_new_tokens, prefill_s=prefill_s,
+    )
+
+    new_ids: list[int] = []
+    last_token = prompt_ids[-1]
+    decode_s = 0.0
+    stop_reason = "max_new_tokens"
+    while len(new_ids) < settings.max_new_tokens:
+        if should_stop():
+            stop_reason = "stopped"
+            break
+        step_start = time.perf_counter()
+        logits = target.feed([last_token])  # (1, vocab)
+        last_token = int(sample(warp(logits, settings.sampling), settings.sampling, generator).item())
+        step_s = time.perf_counter() - step_start
+        decode_s += step_s
+        new_ids.append(last_token)
+        yield Step(index=len(new_ids) - 1, token_id=last_token, text=vocabulary.token_text(last_token), step_s=step_s)
+        if last_token == vocabulary.eos_token_id:
+            stop_reason = "eos"
+            break
+
+    yield Summary(
+        mode="autoregressive",
+        new_token_ids=tuple(new_ids),
+        text=vocabulary.text(new_ids),
+        wall_s=prefill_s + decode_s,
+        prefill_s=prefill_s,
+        stop_reason=stop_reason,
+        target_forward_s=decode_s / len(new_ids) if new_ids else 0.0,
+    )

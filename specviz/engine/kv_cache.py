@@ -1,0 +1,62 @@
+"""A causal LM behind its KV cache, and the one helper that rolls a cache back after verification."""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+
+class CachedDecoder:
+    """Feeds new tokens to a model through its KV cache, so the prefix is never recomputed."""
+
+    def __init__(self, model: PreTrainedModel, vocab_size: int) -> None:
+        self.model = model
+        self.vocab_size = vocab_size  # logits are cut to the length the pair shares
+        self.device = model.device
+        self.cache = DynamicCache(config=model.config)
+
+    @property
+    def cached_length(self) -> int:
+        return self.cache.get_seq_length()
+
+    def reset(self) -> None:
+        self.cache = DynamicCache(config=self.model.config)
+
+    @torch.inference_mode()
+    def feed(self, token_ids: list[int] | torch.Tensor, keep_last: int = 1) -> torch.Tensor:
+        """Run the model on tokens that follow the cache; return logits of the last `keep_last` of them."""  # (keep_last, vocab)
+        if not isinstance(token_ids, torch.Tensor):
+            token_ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
+        output = self.model(
+            input_ids=token_ids.view(1, -1),
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=keep_last,
+        )
+        return output.logits[0, -keep_last:, : self.vocab_size].float()
+
+    def truncate(self, length: int) -> None:
+        """Forget cached positions from `length` on."""
+        surplus = self.cached_length - length
+        if surplus > 0:
+            self.cache.crop(-surplus)
+
+
+def rollback_to_accepted(decoder: CachedDecoder, committed: list[int]) -> list[int]:
+    """Roll the cache back to the accepted prefix; return the committed tokens it has yet to see.
+
+    The cache holds the previous committed tokens plus the drafts fed this cycle. The committed
+    sequence now ends with the accepted drafts and the target's own token, so its first
+    `len(committed) - 1` tokens agree with the cache wherever both exist.
+    """
+    valid_length = min(decoder.cached_length, len(committed) - 1)
+    decoder.truncate(valid_length)
+    return committed[valid_length:]
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued device work, so wall-clock timings are real."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()

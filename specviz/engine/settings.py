@@ -1,0 +1,45 @@
+"""Everything a run needs besides the models, validated in one place."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from specviz.engine.sampling import SamplingSettings
+
+MAX_GAMMA = 16
+
+
+class SettingsError(ValueError):
+    """A setting out of range; the message is one sentence for the user."""
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    max_new_tokens: int = 64
+    gamma: int = 4
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    seed: int = 0
+    lenience: float = 1.0  # 1 is exact; below 1 accepts more often and is lossy
+    adaptive_gamma: bool = False  # +2 after a fully accepted window, −1 otherwise (floor 1)
+    top_n: int = 5  # entries of p, q and the residual kept per position for display
+
+    @property
+    def lossy(self) -> bool:
+        return self.lenience < 1.0
+
+    def validate(self) -> DecodeSettings:
+        temperature, top_p = self.sampling.temperature, self.sampling.top_p
+        checks = [
+            (self.max_new_tokens >= 1, f"max_new_tokens must be at least 1 (got {self.max_new_tokens})"),
+            (1 <= self.gamma <= MAX_GAMMA, f"γ (gamma) must be between 1 and {MAX_GAMMA} (got {self.gamma})"),
+            (math.isfinite(temperature) and temperature >= 0, f"temperature must be a finite number ≥ 0 (got {temperature})"),
+            (math.isfinite(top_p) and 0 < top_p <= 1, f"top-p must be in (0, 1] (got {top_p})"),
+            (self.sampling.top_k >= 0, f"top-k must be ≥ 0, 0 meaning off (got {self.sampling.top_k})"),
+            (math.isfinite(self.lenience) and 0 < self.lenience <= 1, f"lenience must be in (0, 1], 1 being exact (got {self.lenience})"),
+            (self.seed >= 0, f"seed must be ≥ 0 (got {self.seed})"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise SettingsError(message)
+        return self

@@ -1,0 +1,182 @@
+"""Speculative decoding (Leviathan et al. 2023), one cycle at a time, as a generator of events.
+
+Notation (GUIDE.md): p is the target's next-token distribution and q the draft's, both after the
+same temperature / top-k / top-p warping; γ drafts are proposed per cycle; α is the probability
+that one draft is accepted; τ is the time of a draft forward over the time of a target forward.
+
+One cycle:
+  1. draft: sample x_1..x_γ from q, one step at a time, keeping each q_i;
+  2. verify: one target forward over the last token + x_1..x_γ gives p_1..p_{γ+1};
+  3. accept x_i while u_i ≤ min(1, p_i(x_i) / q_i(x_i)); at the first rejection sample from
+     norm(max(0, p_i − q_i)); if all γ pass, sample a bonus token from p_{γ+1};
+  4. roll both KV caches back to the accepted prefix (the draft catches up next cycle).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+
+from specviz.engine.drafters import Drafter, Proposal
+from specviz.engine.events import Cycle, DraftPosition, Event, RunStarted, Summary
+from specviz.engine.kv_cache import CachedDecoder, rollback_to_accepted, synchronize
+from specviz.engine.settings import MAX_GAMMA, DecodeSettings
+from specviz.engine.verification import Verdict, verify
+from specviz.engine.vocabulary import Vocabulary
+
+StopCheck = Callable[[], bool]
+
+
+def speculative_decode(
+    target: CachedDecoder,
+    drafter: Drafter,
+    prompt_ids: list[int],
+    settings: DecodeSettings,
+    vocabulary: Vocabulary,
+    should_stop: StopCheck = lambda: False,
+) -> Iterator[Event]:
+    """Yield RunStarted, then one Cycle per target forward, then a Summary."""
+    generator = torch.Generator(device=target.device).manual_seed(settings.seed)
+    started = time.perf_counter()
+    target.reset()
+    if len(prompt_ids) > 1:
+        target.feed(prompt_ids[:-1])
+    drafter.start(prompt_ids)
+    synchronize(target.device)
+    prefill_s = time.perf_counter() - started
+    yield RunStarted(
+        mode="speculative", prompt_token_ids=tuple(prompt_ids), prompt_texts=tuple(vocabulary.token_text(t) for t in prompt_ids),
+        gamma=settings.gamma, temperature=settings.sampling.temperature, top_k=settings.sampling.top_k,
+        top_p=settings.sampling.top_p, seed=settings.seed, drafter=drafter.name, lenience=settings.lenience,
+        lossy=settings.lossy, adaptive_gamma=settings.adaptive_gamma, max_new_tokens=settings.max_new_tokens,
+        prefill_s=prefill_s,
+    )
+
+    committed = list(prompt_ids)
+    new_ids: list[int] = []
+    gamma = settings.gamma
+    totals = dict(draft_s=0.0, verify_s=0.0, drafted=0, accepted=0, rejections=0, overlap=0.0, tested=0, cycles=0)
+    decode_s = 0.0
+    stop_reason = "max_new_tokens"
+    while len(new_ids) < settings.max_new_tokens:
+        if should_stop():
+            stop_reason = "stopped"
+            break
+        cycle_start = time.perf_counter()
+        window = min(gamma, settings.max_new_tokens - len(new_ids) - 1)  # never draft past the limit
+
+        # 1. draft model inference, sequentially
+        proposal = drafter.propose(committed, window, settings.sampling, generator)
+        synchronize(target.device)
+        draft_done = time.perf_counter()
+
+        # 2. parallel inference on the target: the pending token plus every draft, one forward
+        target_input = committed[target.cached_length :] + proposal.token_ids
+        target_logits = target.feed(target_input, keep_last=len(proposal.token_ids) + 1)  # (k+1, vocab)
+        synchronize(target.device)
+        verify_done = time.perf_counter()
+
+        # 3. accept a prefix of the drafts, then the target's own token
+        verdict = verify(
+            target_logits, proposal.token_ids, proposal.draft_probs, proposal.draft_logits,
+            settings.sampling, settings.lenience, generator, settings.top_n,
+        )
+        emitted = proposal.token_ids[: verdict.n_accepted] + [verdict.new_token_id]
+        emitted = emitted[: settings.max_new_tokens - len(new_ids)]
+        if vocabulary.eos_token_id in emitted:
+            emitted = emitted[: emitted.index(vocabulary.eos_token_id) + 1]
+            stop_reason = "eos"
+        committed += emitted
+        new_ids += emitted
+
+        # 4. roll both KV caches back to the accepted prefix
+        rollback_to_accepted(target, committed)
+        drafter.rollback(committed)
+
+        timings = dict(draft_s=draft_done - cycle_start, verify_s=verify_done - draft_done, overhead_s=time.perf_counter() - verify_done)
+        cycle = _cycle_event(totals["cycles"], window, proposal, verdict, emitted, vocabulary, settings, timings)
+        decode_s += time.perf_counter() - cycle_start
+        _accumulate(totals, cycle, verdict)
+        yield cycle
+
+        if settings.adaptive_gamma:
+            gamma = min(MAX_GAMMA, gamma + 2) if verdict.n_accepted == window else max(1, gamma - 1)
+        if stop_reason == "eos":
+            break
+
+    yield Summary(
+        mode="speculative",
+        new_token_ids=tuple(new_ids),
+        text=vocabulary.text(new_ids),
+        wall_s=prefill_s + decode_s,
+        prefill_s=prefill_s,
+        stop_reason=stop_reason,
+        n_cycles=totals["cycles"],
+        n_drafted=totals["drafted"],
+        n_accepted=totals["accepted"],
+        n_rejections=totals["rejections"],
+        overlap_sum=totals["overlap"],
+        n_tested=totals["tested"],
+        draft_forward_s=totals["draft_s"] / totals["drafted"] if totals["drafted"] else 0.0,
+        target_forward_s=totals["verify_s"] / totals["cycles"] if totals["cycles"] else 0.0,
+        lossy=settings.lossy,
+    )
+
+
+def _cycle_event(
+    index: int, window: int, proposal: Proposal, verdict: Verdict, emitted: list[int],
+    vocabulary: Vocabulary, settings: DecodeSettings, timings: dict[str, float],
+) -> Cycle:
+    """Turn the verdict's numbers into a plain event, one DraftPosition per drafted token."""
+
+    def ranked(entries: list[tuple[int, float]]) -> tuple[tuple[int, str, float], ...]:
+        return tuple((token, decode_token(token), prob) for token, prob in entries)
+
+    decode_token = vocabulary.token_text
+    positions = []
+    for i, token in enumerate(proposal.token_ids):
+        tested = i <= verdict.n_accepted
+        status = "accepted" if i < verdict.n_accepted else ("rejected" if i == verdict.n_accepted else "unverified")
+        positions.append(
+            DraftPosition(
+                token_id=token,
+                text=decode_token(token),
+                status=status,
+                q=verdict.q_shown[i],
+                p=verdict.p_shown[i] if tested else None,
+                accept_probability=verdict.accept_probability[i] if tested else None,
+                u=verdict.uniforms[i] if tested and verdict.uniforms is not None else None,
+                overlap=verdict.overlap[i] if tested else None,
+                top_p=ranked(verdict.top_p[i]),
+                top_q=ranked(verdict.top_q[i]),
+                top_residual=ranked(verdict.top_residual) if status == "rejected" else (),
+            )
+        )
+    return Cycle(
+        index=index,
+        gamma=window,
+        positions=tuple(positions),
+        n_accepted=verdict.n_accepted,
+        resampled_token_id=None if verdict.is_bonus else verdict.new_token_id,
+        bonus_token_id=verdict.new_token_id if verdict.is_bonus else None,
+        new_token_text=decode_token(verdict.new_token_id),
+        bonus_top_p=ranked(verdict.top_p[verdict.n_accepted]),
+        emitted_token_ids=tuple(emitted),
+        **timings,
+        n_draft_forwards=proposal.n_forwards,
+        lossy=settings.lossy,
+    )
+
+
+def _accumulate(totals: dict, cycle: Cycle, verdict: Verdict) -> None:
+    n_tested = min(verdict.n_accepted + 1, len(cycle.positions))
+    totals["cycles"] += 1
+    totals["draft_s"] += cycle.draft_s
+    totals["verify_s"] += cycle.verify_s
+    totals["drafted"] += len(cycle.positions)
+    totals["accepted"] += verdict.n_accepted
+    totals["rejections"] += 0 if verdict.is_bonus else 1
+    totals["tested"] += n_tested
+    totals["overlap"] += sum(verdict.overlap[:n_tested])

@@ -1,0 +1,67 @@
+"""Built-in prompts by domain: the domain effect on α is one click (or one flag) away."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PROMPTS: dict[str, list[str]] = {
+    "code": [
+        "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+        "import os\nimport sys\n\n\ndef main():\n",
+        "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n",
+        "def read_config(path):\n    with open(path) as f:\n",
+        "    for key, value in sorted(mapping.items()):\n        if ",
+        "try:\n    import json\nexcept ImportError:\n",
+        "def parse_args(argv=None):\n    parser = argparse.ArgumentParser(",
+        "class Timer:\n    \"\"\"Context manager that measures elapsed time.\"\"\"\n\n    def __enter__(self):\n",
+    ],
+    "prose": [
+        "The history of the printing press begins",
+        "Once upon a time, in a small village by the sea,",
+        "Photosynthesis is the process by which plants",
+        "The most important lesson I learned as a teacher was",
+    ],
+    "repetitive": [
+        "Copy this list exactly: apple, banana, cherry, apple, banana, cherry, apple, banana, cherry,",
+        "x = 1\ny = 2\nx = 1\ny = 2\nx = 1\ny = 2\n",
+        "red green blue red green blue red green blue red green",
+        "for i in range(10):\n    print(i)\nfor i in range(10):\n    print(i)\nfor i in range(10):\n",
+    ],
+    "arithmetic": [
+        "12 + 35 = 47\n48 + 21 = 69\n73 + 14 =",
+        "Question: what is 17 times 23? Answer:",
+        "1, 2, 4, 8, 16, 32,",
+        "total = 0\nfor n in range(1, 11):\n    total += n * n\nprint(total)  # prints",
+    ],
+}
+DOMAINS = tuple(PROMPTS)
+
+
+def heldout_code_prompts(count: int = 8, n_lines: int = 12) -> list[str]:
+    """Code the bundled pair never saw: windows of the standard-library files held out from its training."""
+    from specviz.training.corpus import read_sources, split_stdlib
+
+    prompts = []
+    for text in read_sources(split_stdlib().validation):
+        lines = text.splitlines(keepends=True)
+        if len(lines) < 60:
+            continue
+        start = len(lines) // 3  # past the licence header and imports, into real code
+        prompts.append("".join(lines[start : start + n_lines]))
+        if len(prompts) == count:
+            break
+    return prompts
+
+
+def load_prompt_set(name: str) -> list[str]:
+    """A domain name, 'all', 'heldout', or a text file whose prompts are separated by blank-line '---' lines."""
+    if name in PROMPTS:
+        return PROMPTS[name]
+    if name == "all":
+        return [prompt for prompts in PROMPTS.values() for prompt in prompts]
+    if name == "heldout":
+        return heldout_code_prompts()
+    path = Path(name)
+    if not path.is_file():
+        raise ValueError(f"unknown prompt set {name!r}: use one of {', '.join(DOMAINS)}, all, heldout, or a file")
+    return [chunk.strip("\n") for chunk in path.read_text().split("\n---\n") if chunk.strip()]

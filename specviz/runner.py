@@ -1,0 +1,65 @@
+"""From a loaded pair, a prompt and settings to a stream of engine events: the one entry point for CLI and UI."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Literal
+
+from specviz.engine import (
+    CachedDecoder, DecodeSettings, Drafter, Event, ModelDrafter, PromptLookupDrafter, SettingsError,
+    autoregressive_decode, speculative_decode,
+)
+from specviz.loading import LoadedPair
+
+MAX_PROMPT_CHARS = 20_000
+DrafterKind = Literal["model", "lookup"]
+
+
+class PromptError(ValueError):
+    """An unusable prompt; the message is one sentence for the user."""
+
+
+def encode_prompt(pair: LoadedPair, prompt: str, max_new_tokens: int, gamma: int) -> list[int]:
+    """Token ids of the prompt (through the chat template if the pair uses one), checked against the context."""
+    if not prompt or not prompt.strip():
+        raise PromptError("The prompt is empty: type something for the models to continue.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise PromptError(f"The prompt is {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}.")
+    tokenizer = pair.tokenizer
+    if pair.chat_template and tokenizer.chat_template:
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True)
+        ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+    else:
+        ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
+    budget = pair.context_length - max_new_tokens - gamma - 1
+    if len(ids) > budget:
+        raise PromptError(
+            f"The prompt is {len(ids):,} tokens; with {max_new_tokens} new tokens and γ = {gamma} it must stay under "
+            f"{max(budget, 0):,} tokens to fit the models' context of {pair.context_length:,}."
+        )
+    return list(ids)
+
+
+def make_drafter(pair: LoadedPair, kind: DrafterKind) -> Drafter:
+    if kind == "model":
+        return ModelDrafter(CachedDecoder(pair.draft.model, pair.shared_vocab_size))
+    if kind == "lookup":
+        return PromptLookupDrafter()
+    raise SettingsError(f"unknown drafter {kind!r}: choose 'model' or 'lookup'")
+
+
+def run(
+    pair: LoadedPair,
+    prompt: str,
+    settings: DecodeSettings,
+    mode: Literal["speculative", "autoregressive"] = "speculative",
+    drafter: DrafterKind = "model",
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Iterator[Event]:
+    """Validate everything first, then stream the engine's events."""
+    settings.validate()
+    prompt_ids = encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma)
+    target = CachedDecoder(pair.target.model, pair.shared_vocab_size)
+    if mode == "autoregressive":
+        return autoregressive_decode(target, prompt_ids, settings, pair.vocabulary, should_stop)
+    return speculative_decode(target, make_drafter(pair, drafter), prompt_ids, settings, pair.vocabulary, should_stop)

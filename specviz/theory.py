@@ -1,0 +1,80 @@
+"""Leviathan et al. 2023 (arXiv 2211.17192): what α, γ and τ predict.
+
+α: probability that one draft is accepted; γ: drafts per cycle; τ: draft step time / target step time
+(the paper's c). Formulas assume each draft is accepted independently with probability α.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BEST_GAMMA_SEARCH_LIMIT = 256
+
+
+def expected_tokens_per_cycle(alpha: float, gamma: int) -> float:
+    """E = (1 − α^(γ+1)) / (1 − α): accepted drafts + the target's own token (Eq. 1)."""
+    if alpha >= 1.0:
+        return gamma + 1.0
+    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def expected_speedup(alpha: float, gamma: int, tau: float) -> float:
+    """Walltime speedup over autoregressive decoding: E / (γτ + 1) (Theorem 3.8)."""
+    return expected_tokens_per_cycle(alpha, gamma) / (gamma * tau + 1)
+
+
+def operations_factor(alpha: float, gamma: int, tau_hat: float) -> float:
+    """Arithmetic operations relative to autoregressive: (1 − α)(γτ̂ + γ + 1) / (1 − α^(γ+1)) (Theorem 3.11)."""
+    return (gamma * tau_hat + gamma + 1) / expected_tokens_per_cycle(alpha, gamma)
+
+
+def best_gamma(alpha: float, tau: float, limit: int = BEST_GAMMA_SEARCH_LIMIT) -> tuple[int, float]:
+    """The integer γ ≥ 1 that maximises the expected speedup, and that speedup."""
+    speedups = [(expected_speedup(alpha, gamma, tau), gamma) for gamma in range(1, limit + 1)]
+    speedup, gamma = max(speedups)
+    return gamma, speedup
+
+
+def speedup_possible(alpha: float, tau: float) -> bool:
+    """Some γ gives a speedup iff α > τ (Corollary 3.9)."""
+    return alpha > tau
+
+
+def speedup_lower_bound(alpha: float, tau: float) -> float:
+    """When α > τ, the best γ gives at least (1 + α) / (1 + τ)."""
+    return (1 + alpha) / (1 + tau)
+
+
+def speedup_bound_free_draft(alpha: float) -> float:
+    """As τ → 0 and γ → ∞ the speedup tends to 1 / (1 − α)."""
+    return float("inf") if alpha >= 1.0 else 1 / (1 - alpha)
+
+
+def alpha_maximum_likelihood(n_accepted: int, n_rejections: int) -> float | None:
+    """accepted / (accepted + rejections): drafts after a rejection were never tested, so they don't count."""
+    tested = n_accepted + n_rejections
+    return n_accepted / tested if tested else None
+
+
+def alpha_analytic(overlaps: list[float]) -> float | None:
+    """Mean of Σ_x min(p(x), q(x)) over tested positions (Corollary 3.6): far less variance."""
+    return sum(overlaps) / len(overlaps) if overlaps else None
+
+
+def practitioner_claim_speedup(alpha: float, tau: float) -> float:
+    """The seeds' "(1 + τ) / (1 + τ/α)": not in the literature, shown only to be checked against Leviathan."""
+    return (1 + tau) / (1 + tau / alpha)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    tokens_per_cycle: float
+    speedup: float
+    best_gamma: int
+    best_speedup: float
+    worth_it: bool
+
+    @classmethod
+    def of(cls, alpha: float, gamma: int, tau: float) -> Prediction:
+        gamma_star, best = best_gamma(alpha, tau)
+        return cls(expected_tokens_per_cycle(alpha, gamma), expected_speedup(alpha, gamma, tau), gamma_star, best, speedup_possible(alpha, tau))

@@ -1,0 +1,118 @@
+"""Train the bundled pair: `python -m specviz.train` (defaults are the ones used for the shipped weights).
+
+1. corpus: this interpreter's standard-library `.py` files, ~5% of files held out;
+2. tokenizer: byte-level BPE;
+3. target: a ~16M-parameter Llama trained on the corpus;
+4. draft: a ~2M-parameter one-layer Llama distilled from the target's logits;
+5. plain draft: the same draft architecture trained on tokens alone, for a quarter of the steps,
+   to show that alignment with the target matters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import time
+from pathlib import Path
+
+import torch
+from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+
+from specviz.training import corpus, models
+from specviz.training.loop import TrainSettings, train
+from specviz.training.tokenizer import save_tokenizer, train_tokenizer
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m specviz.train", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ASSETS, help="folder for the three model folders")
+    parser.add_argument("--work", type=Path, default=Path(".train_work"), help="scratch folder for checkpoints")
+    parser.add_argument("--vocab-size", type=int, default=4096)
+    parser.add_argument("--target-steps", type=int, default=900)
+    parser.add_argument("--draft-steps", type=int, default=700)
+    parser.add_argument("--plain-draft-steps", type=int, default=175)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--sequence-length", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--reuse-target", action="store_true", help="keep an already trained target in --out")
+    return parser.parse_args()
+
+
+def encode_stream(tokenizer: PreTrainedTokenizerFast, texts: list[str]) -> torch.Tensor:
+    """All files as one token stream, separated by end-of-text."""
+    stream: list[int] = []
+    for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]:
+        stream.extend(ids)
+        stream.append(tokenizer.eos_token_id)
+    return torch.tensor(stream, dtype=torch.long)
+
+
+def save_model(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, folder: Path) -> None:
+    """A plain transformers folder, weights in bf16 to keep the bundle small."""
+    shutil.rmtree(folder, ignore_errors=True)
+    model.to(torch.bfloat16).save_pretrained(folder)
+    model.to(torch.float32)
+    save_tokenizer(tokenizer, folder)
+
+
+def main() -> None:
+    args = parse_args()
+    torch.manual_seed(args.seed)
+    args.work.mkdir(parents=True, exist_ok=True)
+    report: dict = {"python": platform.python_version(), "torch": torch.__version__, "args": {k: str(v) for k, v in vars(args).items()}}
+    started = time.perf_counter()
+
+    # 1. corpus
+    split = corpus.split_stdlib()
+    train_texts, validation_texts = corpus.read_sources(split.train), corpus.read_sources(split.validation)
+    report["corpus"] = {
+        "root": str(corpus.stdlib_root()),
+        "train_files": len(train_texts),
+        "validation_files": len(validation_texts),
+        "train_bytes": sum(len(t) for t in train_texts),
+        "validation_files_list": [p.name for p in split.validation],
+    }
+
+    # 2. tokenizer
+    tokenizer = train_tokenizer(train_texts, args.vocab_size)
+    train_tokens, validation_tokens = encode_stream(tokenizer, train_texts), encode_stream(tokenizer, validation_texts)
+    report["corpus"].update(train_tokens=len(train_tokens), validation_tokens=len(validation_tokens))
+    print(f"corpus: {len(train_texts)} train files ({len(train_tokens):,} tokens), {len(validation_texts)} validation files")
+
+    def settings(steps: int, learning_rate: float) -> TrainSettings:
+        return TrainSettings(steps=steps, batch_size=args.batch_size, sequence_length=args.sequence_length, learning_rate=learning_rate, seed=args.seed)
+
+    # 3. target
+    target_folder = args.out / "pycode-target"
+    if args.reuse_target:
+        target = LlamaForCausalLM.from_pretrained(target_folder, dtype=torch.float32)
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(target_folder)
+    else:
+        target = models.build(models.target_config(len(tokenizer)))
+        result = train(target, train_tokens, validation_tokens, settings(args.target_steps, 1.5e-3), args.work / "target", description="target")
+        report["target"] = {"parameters": models.count_parameters(target), **vars(result)}
+        save_model(target, tokenizer, target_folder)
+
+    # 4. distilled draft
+    draft = models.build(models.draft_config(len(tokenizer)))
+    result = train(draft, train_tokens, validation_tokens, settings(args.draft_steps, 3e-3), args.work / "draft", teacher=target, description="draft (distilled)")
+    report["draft_distilled"] = {"parameters": models.count_parameters(draft), **vars(result)}
+    save_model(draft, tokenizer, args.out / "pycode-draft")
+
+    # 5. plain draft
+    plain = models.build(models.draft_config(len(tokenizer)))
+    result = train(plain, train_tokens, validation_tokens, settings(args.plain_draft_steps, 3e-3), args.work / "plain", description="draft (plain)")
+    report["draft_plain"] = {"parameters": models.count_parameters(plain), **vars(result)}
+    save_model(plain, tokenizer, args.out / "pycode-draft-plain")
+
+    report["total_seconds"] = time.perf_counter() - started
+    (args.out / "training_report.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in report.items() if k not in ("corpus", "args")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

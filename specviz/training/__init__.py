@@ -1,0 +1,1 @@
+"""Reproducible training of the bundled Python code-completion pair (see `python -m specviz.train`)."""

@@ -1,0 +1,38 @@
+"""Tiny models built from a config inside the tests: nothing is downloaded."""
+
+from __future__ import annotations
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from specviz.engine import Vocabulary
+
+
+def tiny_llama(vocab_size: int = 64, seed: int = 0, hidden: int = 32, layers: int = 2, sharpness: float = 1.0) -> LlamaForCausalLM:
+    """A random Llama; sharpness > 1 scales the output layer so its distributions are peaked, not near-uniform."""
+    config = LlamaConfig(
+        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256, tie_word_embeddings=False,
+        bos_token_id=None, eos_token_id=None, pad_token_id=None,
+    )
+    generator = torch.Generator().manual_seed(seed)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5 if parameter.dim() > 1 else parameter)
+        model.lm_head.weight.mul_(sharpness)
+    return model
+
+
+class FakeTokenizer:
+    """Token i is the text "<i>"; enough for the engine, which only decodes."""
+
+    def __init__(self, eos_token_id: int | None = None) -> None:
+        self.eos_token_id = eos_token_id
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return "".join(f"<{i}>" for i in ids)
+
+
+def fake_vocabulary(eos_token_id: int | None = None) -> Vocabulary:
+    return Vocabulary(FakeTokenizer(eos_token_id))
