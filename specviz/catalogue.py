@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -10,7 +11,7 @@ from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CATALOGUE_PATH = REPO_ROOT / "models.yaml"
+CATALOGUE_PATH = Path(os.environ.get("SPECVIZ_CATALOGUE", REPO_ROOT / "models.yaml"))
 
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 

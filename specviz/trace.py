@@ -1,0 +1,80 @@
+"""A recorded run (speculative events + the autoregressive baseline) as plain data and JSON.
+
+A trace recorded on a GPU can be replayed in a classroom with no GPU: every view is a pure
+function of it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+from specviz.engine.events import Cycle, DraftPosition, RunStarted, Step, Summary
+
+TRACE_FORMAT = "specviz-trace/1"
+
+
+@dataclass
+class Trace:
+    pair: dict = field(default_factory=dict)  # name, models, device, dtype, sizes: for display only
+    prompt: str = ""
+    started: RunStarted | None = None
+    cycles: list[Cycle] = field(default_factory=list)
+    summary: Summary | None = None
+    baseline_steps: list[Step] = field(default_factory=list)
+    baseline: Summary | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.summary is not None
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "format": TRACE_FORMAT,
+            "pair": self.pair,
+            "prompt": self.prompt,
+            "started": asdict(self.started) if self.started else None,
+            "cycles": [asdict(cycle) for cycle in self.cycles],
+            "summary": asdict(self.summary) if self.summary else None,
+            "baseline_steps": [asdict(step) for step in self.baseline_steps],
+            "baseline": asdict(self.baseline) if self.baseline else None,
+        })
+
+    @classmethod
+    def from_json(cls, text: str) -> Trace:
+        """Parse a trace; a file that is not one raises ValueError with a readable message."""
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"not a JSON file: {error}") from None
+        if not isinstance(raw, dict) or raw.get("format") != TRACE_FORMAT:
+            raise ValueError(f"not a specviz trace (expected format {TRACE_FORMAT!r})")
+        try:
+            return cls(
+                pair=raw.get("pair") or {},
+                prompt=raw.get("prompt", ""),
+                started=_build(RunStarted, raw["started"]) if raw.get("started") else None,
+                cycles=[_cycle(c) for c in raw.get("cycles", [])],
+                summary=_build(Summary, raw["summary"]) if raw.get("summary") else None,
+                baseline_steps=[_build(Step, s) for s in raw.get("baseline_steps", [])],
+                baseline=_build(Summary, raw["baseline"]) if raw.get("baseline") else None,
+            )
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"damaged specviz trace: {error}") from None
+
+
+def _tuples(value):
+    """JSON lists back into the tuples the frozen events use."""
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+def _build(kind, data: dict):
+    names = {f.name for f in fields(kind)}
+    return kind(**{k: (_tuples(v) if k != "extra" else v) for k, v in data.items() if k in names})
+
+
+def _cycle(data: dict) -> Cycle:
+    positions = tuple(_build(DraftPosition, p) for p in data.get("positions", []))
+    return _build(Cycle, {**data, "positions": positions})

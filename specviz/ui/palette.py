@@ -1,0 +1,66 @@
+"""One colour legend everywhere (GUIDE.md): Okabe–Ito shades, each state with a second, non-colour cue."""
+
+from __future__ import annotations
+
+COLOURS = {
+    "prompt": "#4b5563",
+    "drafted": "#8c8c8c",
+    "accepted": "#009E73",
+    "rejected": "#D55E00",
+    "unverified": "#b5b5b5",
+    "resampled": "#0072B2",
+    "bonus": "#9B4F96",
+    "predicted": "#E69F00",
+    "baseline": "#56B4E9",
+}
+
+LEGEND = [  # (status, label, second cue)
+    ("prompt", "prompt", "plain"),
+    ("drafted", "drafted, not yet verified", "dashed outline"),
+    ("accepted", "accepted draft token", "solid"),
+    ("rejected", "rejected draft token", "struck through"),
+    ("unverified", "never tested (after a rejection)", "faded, dotted"),
+    ("resampled", "resampled by the target", "underlined"),
+    ("bonus", "bonus token (all drafts accepted)", "star"),
+]
+
+CSS = """
+:root { --sv-accepted: #009E73; --sv-rejected: #D55E00; --sv-resampled: #0072B2; --sv-bonus: #9B4F96;
+        --sv-drafted: #8c8c8c; --sv-unverified: #b5b5b5; --sv-prompt: #4b5563; }
+.sv-stream { font-family: ui-monospace, 'JetBrains Mono', Menlo, Consolas, monospace; font-size: 1.05rem; line-height: 2.0;
+             white-space: pre-wrap; word-break: break-word; padding: 12px 14px; border-radius: 10px;
+             background: var(--block-background-fill); border: 1px solid var(--border-color-primary); min-height: 5.5em; }
+.sv-tok { position: relative; border-radius: 4px; padding: 1px 1px; margin: 0 0.5px; cursor: help; }
+.sv-tok[data-status=prompt] { color: var(--body-text-color-subdued); }
+.sv-tok[data-status=drafted] { color: var(--sv-drafted); outline: 1.5px dashed var(--sv-drafted); outline-offset: -1px; }
+.sv-tok[data-status=accepted] { background: var(--sv-accepted); color: #fff; }
+.sv-tok[data-status=rejected] { background: var(--sv-rejected); color: #fff; text-decoration: line-through 2px; }
+.sv-tok[data-status=unverified] { color: var(--sv-unverified); outline: 1.5px dotted var(--sv-unverified); outline-offset: -1px; opacity: .75; }
+.sv-tok[data-status=resampled] { background: var(--sv-resampled); color: #fff; text-decoration: underline 2px; text-underline-offset: 3px; }
+.sv-tok[data-status=bonus] { background: var(--sv-bonus); color: #fff; }
+.sv-tok[data-status=bonus]::before { content: "★"; font-size: .6em; vertical-align: super; margin-right: 1px; }
+.sv-tok.sv-current { box-shadow: 0 0 0 2px var(--body-text-color); }
+.sv-tok[data-tip]:hover::after { content: attr(data-tip); position: absolute; left: 0; top: 1.9em; z-index: 50; white-space: pre;
+             background: #111827; color: #f9fafb; padding: 6px 9px; border-radius: 6px; font-size: .78rem; line-height: 1.45;
+             box-shadow: 0 4px 14px rgba(0,0,0,.3); pointer-events: none; text-decoration: none; }
+.sv-sep { display: inline-block; width: 0; height: 1.3em; border-left: 2px solid var(--border-color-primary); margin: 0 3px;
+          vertical-align: middle; }
+.sv-sep::after { content: attr(data-label); position: relative; top: -1.15em; left: 2px; font-size: .55rem; color: var(--body-text-color-subdued); }
+.sv-legend { display: flex; flex-wrap: wrap; gap: 6px 12px; font-size: .85rem; align-items: center; margin: 2px 0 6px; }
+.sv-legend .sv-tok { cursor: default; font-family: ui-monospace, Menlo, monospace; }
+.sv-lossy { display: inline-block; background: var(--sv-rejected); color: #fff; font-weight: 700; padding: 2px 8px; border-radius: 6px; margin: 4px 0; }
+.sv-race { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; }
+@media (max-width: 760px) { .sv-race { grid-template-columns: 1fr; } }
+.sv-lane { border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 10px 12px; background: var(--block-background-fill); }
+.sv-lane h4 { margin: 0 0 4px; font-size: .95rem; }
+.sv-lane .sv-stats { font-size: .85rem; color: var(--body-text-color-subdued); margin-bottom: 6px; }
+.sv-lane .sv-text { font-family: ui-monospace, Menlo, monospace; white-space: pre-wrap; word-break: break-word; font-size: .9rem; min-height: 6em; }
+.sv-lane .sv-text span { opacity: 0; animation: sv-appear 0.01s linear forwards; }
+.sv-bar { height: 6px; border-radius: 3px; background: var(--border-color-primary); overflow: hidden; margin-bottom: 6px; }
+.sv-bar > div { height: 100%; width: 0; animation-name: sv-grow; animation-timing-function: linear; animation-fill-mode: forwards; }
+@keyframes sv-appear { to { opacity: 1; } }
+@keyframes sv-grow { to { width: 100%; } }
+.sv-verdict { font-size: 1.05rem; padding: 8px 12px; border-radius: 8px; border-left: 5px solid var(--sv-accepted); background: var(--block-background-fill); }
+.sv-verdict.sv-no { border-left-color: var(--sv-rejected); }
+.sv-narration { font-size: 1.02rem; min-height: 2.6em; }
+"""

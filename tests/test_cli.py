@@ -1,0 +1,83 @@
+"""`python -m specviz`: the JSON contract our own checks rely on, and one clear line for bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.local_models import save_model_folder
+
+
+def specviz(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "specviz", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_run_json_on_the_bundled_pair():
+    result = specviz("run", "--prompt", "def main():\n", "--max-new-tokens", "24", "--json")
+    assert result.returncode == 0, result.stderr
+    output = json.loads(result.stdout)
+    assert {"mode", "text", "new_token_ids", "cycles", "summary"} <= output.keys()
+    assert output["mode"] == "speculative" and len(output["new_token_ids"]) == 24
+    assert set(output["cycles"][0]) >= {"draft_token_ids", "n_accepted", "resampled_token_id", "bonus_token_id", "draft_s", "verify_s"}
+    assert set(output["summary"]) >= {"new_tokens", "wall_s", "tokens_per_s", "alpha", "tau", "tokens_per_cycle"}
+    assert sum(c["n_accepted"] + 1 for c in output["cycles"]) == 24
+
+    baseline = json.loads(specviz("run", "--prompt", "def main():\n", "--max-new-tokens", "24", "--mode", "autoregressive", "--json").stdout)
+    assert baseline["new_token_ids"] == output["new_token_ids"], "greedy speculative must equal greedy autoregressive"
+
+
+def test_samples_use_consecutive_seeds():
+    result = specviz("run", "--prompt", "import ", "--max-new-tokens", "12", "--temperature", "1", "--samples", "3", "--seed", "5", "--json")
+    samples = json.loads(result.stdout)["samples"]
+    assert len(samples) == 3
+    single = json.loads(specviz("run", "--prompt", "import ", "--max-new-tokens", "12", "--temperature", "1", "--seed", "6", "--json").stdout)
+    assert samples[1]["new_token_ids"] == single["new_token_ids"], "sample i uses seed S + i"
+
+
+def test_custom_pair_from_folders(tmp_path):
+    folder = save_model_folder(tmp_path / "m")
+    result = specviz("run", "--target", str(folder), "--draft", str(folder), "--prompt", "def", "--max-new-tokens", "8", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["summary"]["alpha"] == 1.0, "a draft identical to its target is always accepted"
+
+
+def test_theory_json():
+    result = json.loads(specviz("theory", "--alpha", "0.8", "--gamma", "5", "--tau", "0.01", "--json").stdout)
+    assert result["speedup"] == pytest.approx(3.51, abs=0.005)
+    assert result["best_gamma"] == 14 and result["best_speedup"] == pytest.approx(4.23, abs=0.005)
+    assert result["tokens_per_cycle"] == pytest.approx(3.69, abs=0.005)
+
+
+@pytest.mark.parametrize("args,complaint", [
+    (["run", "--prompt", "x", "--gamma", "0"], "γ"),
+    (["run", "--prompt", "x", "--temperature", "-1"], "temperature"),
+    (["run", "--prompt", "x", "--temperature", "nan"], "temperature"),
+    (["run", "--prompt", "x", "--top-p", "1.5"], "top-p"),
+    (["run", "--prompt", "x", "--top-p", "0"], "top-p"),
+    (["run", "--prompt", "x", "--max-new-tokens", "0"], "max_new_tokens"),
+    (["run", "--prompt", ""], "empty"),
+    (["run", "--prompt", "x", "--pair", "no-such-pair"], "unknown pair"),
+    (["run", "--prompt", "x", "--lenience", "0"], "lenience"),
+    (["run", "--prompt", "x", "--target", "only-a-target"], "--draft"),
+    (["theory", "--alpha", "1.5", "--gamma", "3", "--tau", "0.1"], "alpha"),
+    (["bench", "--gamma", "2,x"], "gamma"),
+])
+def test_bad_arguments_exit_nonzero_with_one_line(args, complaint):
+    result = specviz(*args)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and complaint in lines[0], result.stderr
+
+
+def test_bench_json_compares_three_methods():
+    result = specviz("bench", "--prompts", "code", "--repeats", "1", "--max-new-tokens", "16", "--gamma", "2,4", "--json", timeout=600)
+    assert result.returncode == 0, result.stderr
+    output = json.loads(result.stdout)
+    methods = [row["method"] for row in output["rows"]]
+    assert methods == ["autoregressive", "speculative", "transformers-assisted", "speculative", "transformers-assisted"]
+    assert output["greedy_identical"] is True
+    for row in output["rows"]:
+        assert {"method", "tokens_per_s", "speedup", "alpha", "tau", "predicted_speedup"} <= row.keys()
+        assert row["tokens_per_s"] > 0

@@ -1,0 +1,83 @@
+"""Traces survive a JSON round trip, and the views are pure functions of them."""
+
+import pytest
+
+from specviz.engine import CachedDecoder, Cycle, DecodeSettings, ModelDrafter, RunStarted, SamplingSettings, Summary, speculative_decode
+from specviz.engine import autoregressive_decode
+from specviz.measures import measure
+from specviz.trace import Trace
+from specviz.ui import charts
+from specviz.ui.controller import inspector_choices, next_cursor
+from specviz.ui.render import narration, race_html, stream_html
+from tests.tiny import fake_vocabulary, tiny_llama
+
+VOCAB = 32
+
+
+@pytest.fixture(scope="module")
+def trace() -> Trace:
+    target, draft = tiny_llama(VOCAB, seed=0), tiny_llama(VOCAB, seed=1, layers=1)
+    settings = DecodeSettings(max_new_tokens=20, gamma=3, sampling=SamplingSettings(temperature=1.0), seed=2)
+    recorded = Trace(pair={"name": "tiny"}, prompt="<1><2><3>")
+    for event in speculative_decode(CachedDecoder(target, VOCAB), ModelDrafter(CachedDecoder(draft, VOCAB)), [1, 2, 3], settings, fake_vocabulary()):
+        if isinstance(event, RunStarted):
+            recorded.started = event
+        elif isinstance(event, Cycle):
+            recorded.cycles.append(event)
+        elif isinstance(event, Summary):
+            recorded.summary = event
+    events = list(autoregressive_decode(CachedDecoder(target, VOCAB), [1, 2, 3], settings, fake_vocabulary()))
+    recorded.baseline_steps = events[1:-1]
+    recorded.baseline = events[-1]
+    return recorded
+
+
+def test_json_round_trip_is_lossless(trace):
+    again = Trace.from_json(trace.to_json())
+    assert again == trace
+
+
+@pytest.mark.parametrize("text", ["{}", "[1, 2]", "not json", '{"format": "specviz-trace/1", "started": {"mode": 1}}'])
+def test_bad_trace_files_are_rejected(text):
+    with pytest.raises(ValueError):
+        Trace.from_json(text)
+
+
+def test_stream_shows_every_token_with_its_state(trace):
+    html = stream_html(trace)
+    n_tokens = len(trace.started.prompt_token_ids) + sum(len(c.positions) + 1 for c in trace.cycles)
+    assert html.count("data-status=") == n_tokens
+    assert html.count('data-status="accepted"') == sum(c.n_accepted for c in trace.cycles)
+    assert html.count('data-status="bonus"') == sum(c.bonus_token_id is not None for c in trace.cycles)
+    drafting = stream_html(trace, shown_cycles=1, phase="draft")
+    assert drafting.count('data-status="drafted"') == len(trace.cycles[0].positions)
+
+
+def test_narration_explains_rejections_with_the_numbers(trace):
+    rejected = next(c for c in trace.cycles if c.resampled_token_id is not None and c.positions)
+    text = narration(trace, rejected.index, "decide")
+    position = rejected.positions[rejected.n_accepted]
+    assert f"u = {position.u:.2f} > p/q = {position.accept_probability:.2f}" in text
+    assert "residual" in text
+
+
+def test_step_cursor_walks_every_phase(trace):
+    cursor, seen = (0, "decide"), []
+    while (cursor := next_cursor(trace, *cursor)) is not None:
+        seen.append(cursor)
+    assert len(seen) == 3 * len(trace.cycles)
+    assert seen[0] == (1, "draft") and seen[-1] == (len(trace.cycles), "decide")
+
+
+def test_measures_and_figures(trace):
+    m = measure(trace)
+    accepted = sum(c.n_accepted for c in trace.cycles)
+    rejections = sum(c.resampled_token_id is not None and bool(c.positions) for c in trace.cycles)
+    assert m.alpha == pytest.approx(accepted / (accepted + rejections))
+    assert m.measured_speedup == pytest.approx(trace.summary.tokens_per_s / trace.baseline.tokens_per_s)
+    assert m.tau_source.endswith("(autoregressive run)")
+    for figure in (charts.alpha_figure(trace), charts.tau_figure(trace), charts.speedup_figure(trace), charts.theory_figure(0.8, 0.05, 4)):
+        assert figure.data, "every chart draws something"
+    choice = inspector_choices(trace)[0][1]
+    assert charts.inspector_figure(trace, *map(int, choice.split(":"))).data
+    assert "Greedy" not in race_html(trace, 1.0), "no greedy identity claim is made when sampling"
