@@ -18,8 +18,8 @@ from specviz.runner import PromptError
 from specviz.trace import Trace
 from specviz.ui import charts, texts
 from specviz.ui.controller import PLAYBACK, RunRequest, inspector_choices, live_run, next_cursor, record
+from specviz.ui.pairs import catalogue, choice_label, get_pair
 from specviz.ui.palette import CSS
-from specviz.ui.pairs import catalogue, choice_label, get_pair, pair_info
 from specviz.ui.render import legend_html, narration, race_html, stream_html
 
 log = logging.getLogger("specviz")
@@ -31,6 +31,7 @@ try:  # on a Hugging Face ZeroGPU Space, runs get a GPU; elsewhere this is a no-
 
     on_gpu = spaces.GPU(duration=120)
 except ImportError:
+
     def on_gpu(function):
         return function
 
@@ -59,12 +60,22 @@ def views(trace: Trace, shown: int, phase: str, request: RunRequest | None, char
     if shown:
         updates[narration_box] = narration(trace, shown - 1, phase)
     if charts_too:
-        updates.update({alpha_chart: charts.alpha_figure(_upto(trace, shown)), tau_chart: charts.tau_figure(_upto(trace, shown)),
-                        speedup_chart: charts.speedup_figure(trace if shown == len(trace.cycles) else _upto(trace, shown))})
+        updates.update(
+            {
+                alpha_chart: charts.alpha_figure(_upto(trace, shown)),
+                tau_chart: charts.tau_figure(_upto(trace, shown)),
+                speedup_chart: charts.speedup_figure(trace if shown == len(trace.cycles) else _upto(trace, shown)),
+            }
+        )
     if trace.summary is not None and trace.baseline is not None and shown == len(trace.cycles):
         slowdown = request.slowdown if request else 1.0
-        updates.update({race: race_html(trace, slowdown), verdict: texts.verdict_markdown(measure(trace), trace.pair.get("name", "")),
-                        inspector: gr.update(choices=inspector_choices(trace), value=None)})
+        updates.update(
+            {
+                race: race_html(trace, slowdown),
+                verdict: texts.verdict_markdown(measure(trace), trace.pair.get("name", "")),
+                inspector: gr.update(choices=inspector_choices(trace), value=None),
+            }
+        )
     if trace.pair:
         updates[details] = texts.details_markdown(trace.pair)
     return updates
@@ -84,10 +95,17 @@ def run_live(*values):
         frames = 0
         for frame in live_run(request):
             frames += 1
-            label = {"speculative": "Speculative decoding…", "baseline": "Now the target alone, for the race…", "done": "Done."}[frame.stage]
+            label = {"speculative": "Speculative decoding…", "baseline": "Now the target alone, for the race…", "done": "Done."}[
+                frame.stage
+            ]
             charts_too = frame.stage != "speculative" or request.slowdown > 1 or frames % 4 == 0
-            yield {**views(frame.trace, frame.shown_cycles, frame.phase, request, charts_too), status: label,
-                   trace_state: frame.trace, cursor_state: (frame.shown_cycles, frame.phase), request_state: request}
+            yield {
+                **views(frame.trace, frame.shown_cycles, frame.phase, request, charts_too),
+                status: label,
+                trace_state: frame.trace,
+                cursor_state: (frame.shown_cycles, frame.phase),
+                request_state: request,
+            }
     except Exception as error:  # one user's bad input must not take the server down
         raise user_error(error) from None
 
@@ -101,10 +119,18 @@ def step_once(trace: Trace | None, cursor, last_request: RunRequest | None, *val
             cursor = (0, "decide")
         position = next_cursor(trace, *cursor)
         if position is None:
-            return {narration_box: "End of the run. Press **Step** again after changing anything to record a new run.", status: "Step mode: done."}
+            return {
+                narration_box: "End of the run. Press **Step** again after changing anything to record a new run.",
+                status: "Step mode: done.",
+            }
         shown, phase = position
-        return {**views(trace, shown, phase, request), trace_state: trace, cursor_state: position, request_state: request,
-                status: f"Step mode: cycle {shown} of {len(trace.cycles)}, {phase}."}
+        return {
+            **views(trace, shown, phase, request),
+            trace_state: trace,
+            cursor_state: position,
+            request_state: request,
+            status: f"Step mode: cycle {shown} of {len(trace.cycles)}, {phase}.",
+        }
     except Exception as error:
         raise user_error(error) from None
 
@@ -133,9 +159,13 @@ def import_trace(path: str | None):
             trace = Trace.from_json(file.read())
     except (OSError, ValueError) as error:
         raise gr.Error(f"Cannot replay that file: {error}") from None
-    return {**views(trace, len(trace.cycles), "decide", None), trace_state: trace, cursor_state: (len(trace.cycles), "decide"),
-            status: f"Replaying a trace recorded on {trace.pair.get('device', '?')} ({trace.pair.get('name', '?')}).",
-            prompt: trace.prompt}
+    return {
+        **views(trace, len(trace.cycles), "decide", None),
+        trace_state: trace,
+        cursor_state: (len(trace.cycles), "decide"),
+        status: f"Replaying a trace recorded on {trace.pair.get('device', '?')} ({trace.pair.get('name', '?')}).",
+        prompt: trace.prompt,
+    }
 
 
 def pair_defaults(name: str):
@@ -148,9 +178,11 @@ def theory_view(alpha: float, tau: float, gamma_value: int):
     from specviz import theory
 
     p = theory.Prediction.of(alpha, int(gamma_value), tau)
-    text = (f"E = **{p.tokens_per_cycle:.2f}** tokens per target forward · speedup at γ = {int(gamma_value)}: **{p.speedup:.2f}×** · "
-            f"best γ = **{p.best_gamma}** ({p.best_speedup:.2f}×) · "
-            + ("α > τ: some γ pays off." if p.worth_it else "α ≤ τ: **no γ gives a speedup.**"))
+    text = (
+        f"E = **{p.tokens_per_cycle:.2f}** tokens per target forward · speedup at γ = {int(gamma_value)}: **{p.speedup:.2f}×** · "
+        f"best γ = **{p.best_gamma}** ({p.best_speedup:.2f}×) · "
+        + ("α > τ: some γ pays off." if p.worth_it else "α ≤ τ: **no γ gives a speedup.**")
+    )
     return charts.theory_figure(alpha, tau, int(gamma_value)), text
 
 
@@ -162,23 +194,43 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
     cursor_state = gr.State((0, "decide"))
     request_state = gr.State(None)
 
-    gr.Markdown("# specviz · speculative decoding, run for real\n"
-                "A small **draft** model proposes γ tokens; the big **target** checks them all in one pass. "
-                "Watch every cycle, and measure whether it pays off for your pair and your prompt.")
+    gr.Markdown(
+        "# specviz · speculative decoding, run for real\n"
+        "A small **draft** model proposes γ tokens; the big **target** checks them all in one pass. "
+        "Watch every cycle, and measure whether it pays off for your pair and your prompt."
+    )
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300):
-            pair_box = gr.Dropdown([(choice_label(n), n) for n in catalogue().pairs], value=default_pair, label="Draft → target pair", elem_id="pair")
-            preset = gr.Dropdown(preset_choices(), label="Preset prompt (code, prose, repetitive, arithmetic)", value=None, elem_id="preset")
+            pair_box = gr.Dropdown(
+                [(choice_label(n), n) for n in catalogue().pairs], value=default_pair, label="Draft → target pair", elem_id="pair"
+            )
+            preset = gr.Dropdown(
+                preset_choices(), label="Preset prompt (code, prose, repetitive, arithmetic)", value=None, elem_id="preset"
+            )
             prompt = gr.Textbox(default_prompt, label="Prompt", lines=5, max_lines=14, elem_id="prompt")
             with gr.Row():
                 run_button = gr.Button("Run", variant="primary", elem_id="run")
                 step_button = gr.Button("Step", elem_id="step")
                 stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
             with gr.Accordion("Settings", open=True):
-                gamma = gr.Slider(1, MAX_GAMMA, value=catalogue().get(default_pair).gamma, step=1, label="γ: drafts per cycle", elem_id="gamma")
-                verification = gr.Radio(["exact", "greedy", "lenient"], value="exact", label="Verification",
-                                        info="exact: min(1, p/q) test · greedy: argmax · lenient: accepts more, LOSSY", elem_id="verification")
-                lenience = gr.Slider(0.05, 1.0, value=0.5, step=0.05, label="Lenience l (lenient only): accept if u ≤ p / (l·q)", elem_id="lenience")
+                gamma = gr.Slider(
+                    1, MAX_GAMMA, value=catalogue().get(default_pair).gamma, step=1, label="γ: drafts per cycle", elem_id="gamma"
+                )
+                verification = gr.Radio(
+                    ["exact", "greedy", "lenient"],
+                    value="exact",
+                    label="Verification",
+                    info="exact: min(1, p/q) test · greedy: argmax · lenient: accepts more, LOSSY",
+                    elem_id="verification",
+                )
+                lenience = gr.Slider(
+                    0.05,
+                    1.0,
+                    value=0.5,
+                    step=0.05,
+                    label="Lenience l (lenient only): accept if u ≤ p / (l·q)",
+                    elem_id="lenience",
+                )
                 temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature")
                 with gr.Row():
                     top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p", elem_id="top-p")
@@ -186,9 +238,16 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                 with gr.Row():
                     max_new_tokens = gr.Slider(1, 256, value=64, step=1, label="Max new tokens", elem_id="max-new-tokens")
                     seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="seed")
-                drafter = gr.Radio([("draft model", "model"), ("prompt lookup (no model)", "lookup")], value="model", label="Drafter", elem_id="drafter")
+                drafter = gr.Radio(
+                    [("draft model", "model"), ("prompt lookup (no model)", "lookup")],
+                    value="model",
+                    label="Drafter",
+                    elem_id="drafter",
+                )
                 adaptive = gr.Checkbox(False, label="Adaptive γ (+2 after a full accept, −1 otherwise)", elem_id="adaptive")
-                playback = gr.Radio(list(PLAYBACK), value="10× slower", label="Playback (timings are always the real ones)", elem_id="playback")
+                playback = gr.Radio(
+                    list(PLAYBACK), value="10× slower", label="Playback (timings are always the real ones)", elem_id="playback"
+                )
         with gr.Column(scale=2, min_width=340):
             status = gr.Markdown("Ready.", elem_id="status")
             gr.HTML(legend_html(), elem_id="legend")
@@ -222,9 +281,37 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                         export_file = gr.File(label="trace", elem_id="export-file")
                     import_file = gr.File(label="Replay a trace (.json)", file_types=[".json"], type="filepath", elem_id="import")
 
-    controls = [pair_box, prompt, gamma, temperature, top_k, top_p, max_new_tokens, seed, drafter, adaptive, verification, lenience, playback]
-    run_outputs = [stream, summary, narration_box, alpha_chart, tau_chart, speedup_chart, race, verdict, inspector, details, status,
-                   trace_state, cursor_state, request_state]
+    controls = [
+        pair_box,
+        prompt,
+        gamma,
+        temperature,
+        top_k,
+        top_p,
+        max_new_tokens,
+        seed,
+        drafter,
+        adaptive,
+        verification,
+        lenience,
+        playback,
+    ]
+    run_outputs = [
+        stream,
+        summary,
+        narration_box,
+        alpha_chart,
+        tau_chart,
+        speedup_chart,
+        race,
+        verdict,
+        inspector,
+        details,
+        status,
+        trace_state,
+        cursor_state,
+        request_state,
+    ]
 
     run_event = run_button.click(run_live, controls, run_outputs, concurrency_limit=RUN_CONCURRENCY, concurrency_id="decode")
     submit_event = prompt.submit(run_live, controls, run_outputs, concurrency_id="decode")
@@ -242,6 +329,7 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
 
 if __name__ == "__main__":
     demo.queue(default_concurrency_limit=8).launch(
-        css=CSS, theme=gr.themes.Soft(primary_hue="emerald", neutral_hue="slate"),
+        css=CSS,
+        theme=gr.themes.Soft(primary_hue="emerald", neutral_hue="slate"),
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
     )

@@ -34,7 +34,9 @@ class MethodResult:
         return statistics.median(self.tokens_per_s)
 
 
-def run_ours(pair: LoadedPair, prompts: list[str], args: argparse.Namespace, mode: str, gamma: int, result: MethodResult, record: bool) -> None:
+def run_ours(
+    pair: LoadedPair, prompts: list[str], args: argparse.Namespace, mode: str, gamma: int, result: MethodResult, record: bool
+) -> None:
     from specviz.cli import settings_from
 
     tokens, wall = 0, 0.0
@@ -50,15 +52,28 @@ def run_ours(pair: LoadedPair, prompts: list[str], args: argparse.Namespace, mod
     result.tokens_per_s.append(tokens / wall)
 
 
-def run_transformers(pair: LoadedPair, prompts: list[str], args: argparse.Namespace, gamma: int, result: MethodResult, record: bool) -> None:
+def run_transformers(
+    pair: LoadedPair, prompts: list[str], args: argparse.Namespace, gamma: int, result: MethodResult, record: bool
+) -> None:
     """transformers' own assisted generation (or prompt lookup) on the same pair, prompts and γ."""
     tokens, wall = 0, 0.0
-    sampling = {"do_sample": False} if args.temperature == 0 else {
-        "do_sample": True, "temperature": args.temperature, "top_k": args.top_k or None, "top_p": args.top_p,
-    }
+    sampling = (
+        {"do_sample": False}
+        if args.temperature == 0
+        else {
+            "do_sample": True,
+            "temperature": args.temperature,
+            "top_k": args.top_k or None,
+            "top_p": args.top_p,
+        }
+    )
     if args.drafter == "model":
-        drafting = {"assistant_model": pair.draft.model, "num_assistant_tokens": gamma,
-                    "num_assistant_tokens_schedule": "constant", "assistant_confidence_threshold": 0.0}
+        drafting = {
+            "assistant_model": pair.draft.model,
+            "num_assistant_tokens": gamma,
+            "num_assistant_tokens_schedule": "constant",
+            "assistant_confidence_threshold": 0.0,
+        }
     else:
         drafting = {"prompt_lookup_num_tokens": gamma}
     for prompt in prompts:
@@ -66,8 +81,12 @@ def run_transformers(pair: LoadedPair, prompts: list[str], args: argparse.Namesp
         torch.manual_seed(args.seed)
         started = time.perf_counter()
         output = pair.target.model.generate(
-            ids, attention_mask=torch.ones_like(ids), max_new_tokens=args.max_new_tokens,
-            pad_token_id=pair.tokenizer.pad_token_id or pair.tokenizer.eos_token_id, **sampling, **drafting,
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=args.max_new_tokens,
+            pad_token_id=pair.tokenizer.pad_token_id or pair.tokenizer.eos_token_id,
+            **sampling,
+            **drafting,
         )
         synchronize(pair.device)
         wall += time.perf_counter() - started
@@ -93,12 +112,20 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
     predicted = theory.expected_speedup(alpha, result.gamma, tau) if alpha is not None and tau is not None else None
     speedup = result.median_tokens_per_s / baseline.median_tokens_per_s
     return {
-        "method": "speculative", "gamma": result.gamma, "tokens_per_s": result.median_tokens_per_s, "speedup": speedup,
-        "alpha": alpha, "alpha_analytic": theory.alpha_analytic([o for s in result.summaries for o in [s.overlap_sum / s.n_tested] if s.n_tested]),
-        "tau": tau, "predicted_speedup": predicted,
+        "method": "speculative",
+        "gamma": result.gamma,
+        "tokens_per_s": result.median_tokens_per_s,
+        "speedup": speedup,
+        "alpha": alpha,
+        "alpha_analytic": theory.alpha_analytic(
+            [o for s in result.summaries for o in [s.overlap_sum / s.n_tested] if s.n_tested]
+        ),
+        "tau": tau,
+        "predicted_speedup": predicted,
         "measured_over_predicted": speedup / predicted if predicted else None,
         "tokens_per_cycle": sum(len(c.emitted_token_ids) for c in result.cycles) / n_cycles,
-        "draft_ms_per_cycle": 1000 * draft_s / n_cycles, "verify_ms_per_cycle": 1000 * verify_s / n_cycles,
+        "draft_ms_per_cycle": 1000 * draft_s / n_cycles,
+        "verify_ms_per_cycle": 1000 * verify_s / n_cycles,
         "other_ms_per_cycle": 1000 * overhead_s / n_cycles,
         "verify_over_step": (verify_s / n_cycles) / step_s if step_s else None,
     }
@@ -118,8 +145,10 @@ def command_bench(args: argparse.Namespace) -> int:
     prompts = load_prompt_set(args.prompts)
     pair = resolve_pair(args)
     log = (lambda *a: None) if args.json else print
-    log(f"pair {pair.name} on {pair.device} ({pair.dtype}), {len(prompts)} prompts, {args.max_new_tokens} new tokens, "
-        f"temperature {args.temperature}, {args.repeats} repeats")
+    log(
+        f"pair {pair.name} on {pair.device} ({pair.dtype}), {len(prompts)} prompts, {args.max_new_tokens} new tokens, "
+        f"temperature {args.temperature}, {args.repeats} repeats"
+    )
 
     # warm up every path once (allocators, kernels, caches)
     warm = argparse.Namespace(**{**vars(args), "max_new_tokens": 8})
@@ -141,18 +170,37 @@ def command_bench(args: argparse.Namespace) -> int:
         log(f"  repeat {repeat + 1}/{args.repeats} done")
 
     step_s = statistics.mean(s.target_forward_s for s in baseline.summaries)
-    rows = [{"method": "autoregressive", "gamma": None, "tokens_per_s": baseline.median_tokens_per_s, "speedup": 1.0,
-             "alpha": None, "tau": None, "predicted_speedup": None, "target_step_ms": 1000 * step_s}]
+    rows = [
+        {
+            "method": "autoregressive",
+            "gamma": None,
+            "tokens_per_s": baseline.median_tokens_per_s,
+            "speedup": 1.0,
+            "alpha": None,
+            "tau": None,
+            "predicted_speedup": None,
+            "target_step_ms": 1000 * step_s,
+        }
+    ]
     for gamma in gammas:
         rows.append(speculative_row(ours[gamma], baseline, step_s))
         if not args.no_hf:
-            rows.append({"method": "transformers-assisted", "gamma": gamma, "tokens_per_s": theirs[gamma].median_tokens_per_s,
-                         "speedup": theirs[gamma].median_tokens_per_s / baseline.median_tokens_per_s,
-                         "alpha": None, "tau": None, "predicted_speedup": None})
+            rows.append(
+                {
+                    "method": "transformers-assisted",
+                    "gamma": gamma,
+                    "tokens_per_s": theirs[gamma].median_tokens_per_s,
+                    "speedup": theirs[gamma].median_tokens_per_s / baseline.median_tokens_per_s,
+                    "alpha": None,
+                    "tau": None,
+                    "predicted_speedup": None,
+                }
+            )
     greedy_identical = None
     if args.temperature == 0:
         greedy_identical = all(ours[g].outputs == baseline.outputs for g in gammas) and (
-            args.no_hf or all(theirs[g].outputs == baseline.outputs for g in gammas))
+            args.no_hf or all(theirs[g].outputs == baseline.outputs for g in gammas)
+        )
     if args.json:
         print(json.dumps({"rows": rows, "greedy_identical": greedy_identical}))
     else:
@@ -163,10 +211,20 @@ def command_bench(args: argparse.Namespace) -> int:
 
 
 def format_table(rows: list[dict]) -> str:
-    columns = [("method", "{}"), ("gamma", "{}"), ("tokens_per_s", "{:.1f}"), ("speedup", "{:.2f}x"), ("alpha", "{:.3f}"),
-               ("tau", "{:.3f}"), ("predicted_speedup", "{:.2f}x"), ("measured_over_predicted", "{:.2f}"),
-               ("tokens_per_cycle", "{:.2f}"), ("draft_ms_per_cycle", "{:.2f}"), ("verify_ms_per_cycle", "{:.2f}"),
-               ("other_ms_per_cycle", "{:.2f}")]
+    columns = [
+        ("method", "{}"),
+        ("gamma", "{}"),
+        ("tokens_per_s", "{:.1f}"),
+        ("speedup", "{:.2f}x"),
+        ("alpha", "{:.3f}"),
+        ("tau", "{:.3f}"),
+        ("predicted_speedup", "{:.2f}x"),
+        ("measured_over_predicted", "{:.2f}"),
+        ("tokens_per_cycle", "{:.2f}"),
+        ("draft_ms_per_cycle", "{:.2f}"),
+        ("verify_ms_per_cycle", "{:.2f}"),
+        ("other_ms_per_cycle", "{:.2f}"),
+    ]
     header = [name for name, _ in columns]
     body = [[("-" if row.get(name) is None else fmt.format(row[name])) for name, fmt in columns] for row in rows]
     widths = [max(len(cell) for cell in column) for column in zip(header, *body)]

@@ -76,7 +76,10 @@ def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
     if not isinstance(raw, dict):
         raise CatalogueError(f"{path}: expected a mapping with 'default' and 'pairs' at the top level")
     try:
-        pairs = {str(name): Pair(**fields) if isinstance(fields, dict) else _not_mapping(name) for name, fields in (raw.get("pairs") or {}).items()}
+        pairs = {
+            str(name): Pair(**fields) if isinstance(fields, dict) else _not_mapping(name)
+            for name, fields in (raw.get("pairs") or {}).items()
+        }
         return Catalogue(**{**raw, "pairs": pairs})
     except ValidationError as error:
         first = error.errors()[0]

@@ -69,8 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from(args: argparse.Namespace, gamma: int, seed: int | None = None) -> DecodeSettings:
     sampling = SamplingSettings(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
     return DecodeSettings(
-        max_new_tokens=args.max_new_tokens, gamma=gamma, sampling=sampling, seed=args.seed if seed is None else seed,
-        lenience=args.lenience, adaptive_gamma=args.adaptive_gamma,
+        max_new_tokens=args.max_new_tokens,
+        gamma=gamma,
+        sampling=sampling,
+        seed=args.seed if seed is None else seed,
+        lenience=args.lenience,
+        adaptive_gamma=args.adaptive_gamma,
     ).validate()
 
 
@@ -124,7 +128,7 @@ def run_to_dict(events: list) -> dict:
 def command_run(args: argparse.Namespace) -> int:
     if args.samples < 1:
         raise UsageError(f"--samples must be at least 1 (got {args.samples})")
-    settings = settings_from(args, args.gamma)
+    settings_from(args, args.gamma)  # validate before loading any model
     if not args.prompt.strip():
         raise PromptError("The prompt is empty: type something for the models to continue.")
     pair = resolve_pair(args)

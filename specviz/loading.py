@@ -116,7 +116,9 @@ def load_tokenizer(reference: str) -> PreTrainedTokenizerBase:
         raise PairError(f"Cannot load the tokenizer of {reference}: {str(error).splitlines()[0]}") from None
 
 
-def check_same_tokenizer(target_ref: str, target_tok: PreTrainedTokenizerBase, draft_ref: str, draft_tok: PreTrainedTokenizerBase) -> None:
+def check_same_tokenizer(
+    target_ref: str, target_tok: PreTrainedTokenizerBase, draft_ref: str, draft_tok: PreTrainedTokenizerBase
+) -> None:
     """Speculative decoding compares probabilities token by token: both models must share one vocabulary."""
     if target_tok.get_vocab() != draft_tok.get_vocab():
         raise PairError(
@@ -149,5 +151,14 @@ def load_pair(name: str, pair: Pair, offline_pairs: list[str], device: torch.dev
     target, draft = load_model(pair.target_ref, device, dtype), load_model(pair.draft_ref, device, dtype)
     shared = min(target.model.config.vocab_size, draft.model.config.vocab_size)  # configs may pad differently
     return LoadedPair(
-        name, target, draft, target_tok, shared, device, dtype, time.perf_counter() - started, pair.chat_template, Vocabulary(target_tok)
+        name,
+        target,
+        draft,
+        target_tok,
+        shared,
+        device,
+        dtype,
+        time.perf_counter() - started,
+        pair.chat_template,
+        Vocabulary(target_tok),
     )

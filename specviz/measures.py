@@ -55,8 +55,16 @@ def measure(trace: Trace, upto: int | None = None) -> Measures:
         measured = trace.baseline.wall_s / trace.summary.wall_s * trace.summary.new_tokens / max(1, trace.baseline.new_tokens)
     emitted = sum(len(c.emitted_token_ids) for c in cycles)
     return Measures(
-        n_cycles=len(cycles), alpha=alpha, alpha_naive=accepted / drafted if drafted else None,
-        alpha_analytic=theory.alpha_analytic(overlaps), tau=tau, tau_source=source,
-        tokens_per_cycle=emitted / len(cycles) if cycles else None, gamma=gamma,
-        measured_speedup=measured, predicted_speedup=predicted, best_gamma=best_gamma, best_speedup=best_speedup,
+        n_cycles=len(cycles),
+        alpha=alpha,
+        alpha_naive=accepted / drafted if drafted else None,
+        alpha_analytic=theory.alpha_analytic(overlaps),
+        tau=tau,
+        tau_source=source,
+        tokens_per_cycle=emitted / len(cycles) if cycles else None,
+        gamma=gamma,
+        measured_speedup=measured,
+        predicted_speedup=predicted,
+        best_gamma=best_gamma,
+        best_speedup=best_speedup,
     )

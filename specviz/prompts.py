@@ -6,14 +6,14 @@ from pathlib import Path
 
 PROMPTS: dict[str, list[str]] = {
     "code": [
-        "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+        'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
         "import os\nimport sys\n\n\ndef main():\n",
         "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n",
         "def read_config(path):\n    with open(path) as f:\n",
         "    for key, value in sorted(mapping.items()):\n        if ",
         "try:\n    import json\nexcept ImportError:\n",
         "def parse_args(argv=None):\n    parser = argparse.ArgumentParser(",
-        "class Timer:\n    \"\"\"Context manager that measures elapsed time.\"\"\"\n\n    def __enter__(self):\n",
+        'class Timer:\n    """Context manager that measures elapsed time."""\n\n    def __enter__(self):\n',
     ],
     "prose": [
         "The history of the printing press begins",

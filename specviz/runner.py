@@ -6,8 +6,15 @@ from collections.abc import Callable, Iterator
 from typing import Literal
 
 from specviz.engine import (
-    CachedDecoder, DecodeSettings, Drafter, Event, ModelDrafter, PromptLookupDrafter, SettingsError,
-    autoregressive_decode, speculative_decode,
+    CachedDecoder,
+    DecodeSettings,
+    Drafter,
+    Event,
+    ModelDrafter,
+    PromptLookupDrafter,
+    SettingsError,
+    autoregressive_decode,
+    speculative_decode,
 )
 from specviz.loading import LoadedPair
 

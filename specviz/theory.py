@@ -77,4 +77,10 @@ class Prediction:
     @classmethod
     def of(cls, alpha: float, gamma: int, tau: float) -> Prediction:
         gamma_star, best = best_gamma(alpha, tau)
-        return cls(expected_tokens_per_cycle(alpha, gamma), expected_speedup(alpha, gamma, tau), gamma_star, best, speedup_possible(alpha, tau))
+        return cls(
+            expected_tokens_per_cycle(alpha, gamma),
+            expected_speedup(alpha, gamma, tau),
+            gamma_star,
+            best,
+            speedup_possible(alpha, tau),
+        )

@@ -29,16 +29,18 @@ class Trace:
         return self.summary is not None
 
     def to_json(self) -> str:
-        return json.dumps({
-            "format": TRACE_FORMAT,
-            "pair": self.pair,
-            "prompt": self.prompt,
-            "started": asdict(self.started) if self.started else None,
-            "cycles": [asdict(cycle) for cycle in self.cycles],
-            "summary": asdict(self.summary) if self.summary else None,
-            "baseline_steps": [asdict(step) for step in self.baseline_steps],
-            "baseline": asdict(self.baseline) if self.baseline else None,
-        })
+        return json.dumps(
+            {
+                "format": TRACE_FORMAT,
+                "pair": self.pair,
+                "prompt": self.prompt,
+                "started": asdict(self.started) if self.started else None,
+                "cycles": [asdict(cycle) for cycle in self.cycles],
+                "summary": asdict(self.summary) if self.summary else None,
+                "baseline_steps": [asdict(step) for step in self.baseline_steps],
+                "baseline": asdict(self.baseline) if self.baseline else None,
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str) -> Trace:

@@ -63,7 +63,11 @@ def main() -> None:
     args = parse_args()
     torch.manual_seed(args.seed)
     args.work.mkdir(parents=True, exist_ok=True)
-    report: dict = {"python": platform.python_version(), "torch": torch.__version__, "args": {k: str(v) for k, v in vars(args).items()}}
+    report: dict = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "args": {k: str(v) for k, v in vars(args).items()},
+    }
     started = time.perf_counter()
 
     # 1. corpus
@@ -84,7 +88,13 @@ def main() -> None:
     print(f"corpus: {len(train_texts)} train files ({len(train_tokens):,} tokens), {len(validation_texts)} validation files")
 
     def settings(steps: int, learning_rate: float) -> TrainSettings:
-        return TrainSettings(steps=steps, batch_size=args.batch_size, sequence_length=args.sequence_length, learning_rate=learning_rate, seed=args.seed)
+        return TrainSettings(
+            steps=steps,
+            batch_size=args.batch_size,
+            sequence_length=args.sequence_length,
+            learning_rate=learning_rate,
+            seed=args.seed,
+        )
 
     # 3. target
     target_folder = args.out / "pycode-target"
@@ -93,19 +103,41 @@ def main() -> None:
         tokenizer = PreTrainedTokenizerFast.from_pretrained(target_folder)
     else:
         target = models.build(models.target_config(len(tokenizer)))
-        result = train(target, train_tokens, validation_tokens, settings(args.target_steps, 1.5e-3), args.work / "target", description="target")
+        result = train(
+            target,
+            train_tokens,
+            validation_tokens,
+            settings(args.target_steps, 1.5e-3),
+            args.work / "target",
+            description="target",
+        )
         report["target"] = {"parameters": models.count_parameters(target), **vars(result)}
         save_model(target, tokenizer, target_folder)
 
     # 4. distilled draft
     draft = models.build(models.draft_config(len(tokenizer)))
-    result = train(draft, train_tokens, validation_tokens, settings(args.draft_steps, 3e-3), args.work / "draft", teacher=target, description="draft (distilled)")
+    result = train(
+        draft,
+        train_tokens,
+        validation_tokens,
+        settings(args.draft_steps, 3e-3),
+        args.work / "draft",
+        teacher=target,
+        description="draft (distilled)",
+    )
     report["draft_distilled"] = {"parameters": models.count_parameters(draft), **vars(result)}
     save_model(draft, tokenizer, args.out / "pycode-draft")
 
     # 5. plain draft
     plain = models.build(models.draft_config(len(tokenizer)))
-    result = train(plain, train_tokens, validation_tokens, settings(args.plain_draft_steps, 3e-3), args.work / "plain", description="draft (plain)")
+    result = train(
+        plain,
+        train_tokens,
+        validation_tokens,
+        settings(args.plain_draft_steps, 3e-3),
+        args.work / "plain",
+        description="draft (plain)",
+    )
     report["draft_plain"] = {"parameters": models.count_parameters(plain), **vars(result)}
     save_model(plain, tokenizer, args.out / "pycode-draft-plain")
 

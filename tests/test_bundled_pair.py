@@ -22,7 +22,11 @@ def greedy_alpha(pair, prompts, draft_model=None) -> float:
         else:
             ids = encode_prompt(pair, prompt, 48, 4)
             drafter = ModelDrafter(CachedDecoder(draft_model, pair.shared_vocab_size))
-            summary = list(speculative_decode(CachedDecoder(pair.target.model, pair.shared_vocab_size), drafter, ids, settings, pair.vocabulary))[-1]
+            summary = list(
+                speculative_decode(
+                    CachedDecoder(pair.target.model, pair.shared_vocab_size), drafter, ids, settings, pair.vocabulary
+                )
+            )[-1]
         accepted += summary.n_accepted
         tested += summary.n_accepted + summary.n_rejections
     return accepted / tested
@@ -33,8 +37,10 @@ def test_greedy_equals_transformers_generate_on_real_code(bundled_pair):
         ids = encode_prompt(bundled_pair, prompt, 40, 4)
         ours = list(run(bundled_pair, prompt, DecodeSettings(max_new_tokens=40, gamma=4)))[-1].new_token_ids
         tensor = torch.tensor([ids])
-        reference = bundled_pair.target.model.generate(tensor, attention_mask=torch.ones_like(tensor), max_new_tokens=40, do_sample=False)
-        assert list(ours) == reference[0, len(ids):].tolist()[: len(ours)], f"diverged on {prompt!r}"
+        reference = bundled_pair.target.model.generate(
+            tensor, attention_mask=torch.ones_like(tensor), max_new_tokens=40, do_sample=False
+        )
+        assert list(ours) == reference[0, len(ids) :].tolist()[: len(ours)], f"diverged on {prompt!r}"
 
 
 def test_distilled_draft_is_far_better_aligned_than_chance(bundled_pair):

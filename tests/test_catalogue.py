@@ -22,16 +22,19 @@ def test_the_shipped_catalogue_loads_with_the_bundled_default():
     assert not catalogue.get("qwen2.5-0.5b-7b").bundled
 
 
-@pytest.mark.parametrize("text,complaint", [
-    ("default: x\npairs:\n  x:\n" + GOOD_PAIR + "    colour: red\n", "colour"),
-    ("default: x\npairs:\n  x:\n" + GOOD_PAIR + "    gamma: four\n", "gamma"),
-    ("default: x\npairs:\n  x:\n" + GOOD_PAIR + "    gamma: 99\n", "gamma"),
-    ("default: x\npairs:\n  x:\n    target: a/b\n    description: d\n", "draft"),
-    ("default: y\npairs:\n  x:\n" + GOOD_PAIR, "default"),
-    ("default: x\nextra: 1\npairs:\n  x:\n" + GOOD_PAIR, "extra"),
-    ("- just\n- a list\n", "mapping"),
-    ("default: x\npairs:\n  x: [1, 2]\n", "mapping"),
-])
+@pytest.mark.parametrize(
+    "text,complaint",
+    [
+        ("default: x\npairs:\n  x:\n" + GOOD_PAIR + "    colour: red\n", "colour"),
+        ("default: x\npairs:\n  x:\n" + GOOD_PAIR + "    gamma: four\n", "gamma"),
+        ("default: x\npairs:\n  x:\n" + GOOD_PAIR + "    gamma: 99\n", "gamma"),
+        ("default: x\npairs:\n  x:\n    target: a/b\n    description: d\n", "draft"),
+        ("default: y\npairs:\n  x:\n" + GOOD_PAIR, "default"),
+        ("default: x\nextra: 1\npairs:\n  x:\n" + GOOD_PAIR, "extra"),
+        ("- just\n- a list\n", "mapping"),
+        ("default: x\npairs:\n  x: [1, 2]\n", "mapping"),
+    ],
+)
 def test_malformed_catalogues_are_rejected_with_the_key_named(tmp_path, text, complaint):
     with pytest.raises(CatalogueError, match=complaint):
         load_catalogue(write(tmp_path, text))

@@ -19,19 +19,32 @@ def test_run_json_on_the_bundled_pair():
     output = json.loads(result.stdout)
     assert {"mode", "text", "new_token_ids", "cycles", "summary"} <= output.keys()
     assert output["mode"] == "speculative" and len(output["new_token_ids"]) == 24
-    assert set(output["cycles"][0]) >= {"draft_token_ids", "n_accepted", "resampled_token_id", "bonus_token_id", "draft_s", "verify_s"}
+    assert set(output["cycles"][0]) >= {
+        "draft_token_ids",
+        "n_accepted",
+        "resampled_token_id",
+        "bonus_token_id",
+        "draft_s",
+        "verify_s",
+    }
     assert set(output["summary"]) >= {"new_tokens", "wall_s", "tokens_per_s", "alpha", "tau", "tokens_per_cycle"}
     assert sum(c["n_accepted"] + 1 for c in output["cycles"]) == 24
 
-    baseline = json.loads(specviz("run", "--prompt", "def main():\n", "--max-new-tokens", "24", "--mode", "autoregressive", "--json").stdout)
+    baseline = json.loads(
+        specviz("run", "--prompt", "def main():\n", "--max-new-tokens", "24", "--mode", "autoregressive", "--json").stdout
+    )
     assert baseline["new_token_ids"] == output["new_token_ids"], "greedy speculative must equal greedy autoregressive"
 
 
 def test_samples_use_consecutive_seeds():
-    result = specviz("run", "--prompt", "import ", "--max-new-tokens", "12", "--temperature", "1", "--samples", "3", "--seed", "5", "--json")
+    result = specviz(
+        "run", "--prompt", "import ", "--max-new-tokens", "12", "--temperature", "1", "--samples", "3", "--seed", "5", "--json"
+    )
     samples = json.loads(result.stdout)["samples"]
     assert len(samples) == 3
-    single = json.loads(specviz("run", "--prompt", "import ", "--max-new-tokens", "12", "--temperature", "1", "--seed", "6", "--json").stdout)
+    single = json.loads(
+        specviz("run", "--prompt", "import ", "--max-new-tokens", "12", "--temperature", "1", "--seed", "6", "--json").stdout
+    )
     assert samples[1]["new_token_ids"] == single["new_token_ids"], "sample i uses seed S + i"
 
 
@@ -49,20 +62,23 @@ def test_theory_json():
     assert result["tokens_per_cycle"] == pytest.approx(3.69, abs=0.005)
 
 
-@pytest.mark.parametrize("args,complaint", [
-    (["run", "--prompt", "x", "--gamma", "0"], "γ"),
-    (["run", "--prompt", "x", "--temperature", "-1"], "temperature"),
-    (["run", "--prompt", "x", "--temperature", "nan"], "temperature"),
-    (["run", "--prompt", "x", "--top-p", "1.5"], "top-p"),
-    (["run", "--prompt", "x", "--top-p", "0"], "top-p"),
-    (["run", "--prompt", "x", "--max-new-tokens", "0"], "max_new_tokens"),
-    (["run", "--prompt", ""], "empty"),
-    (["run", "--prompt", "x", "--pair", "no-such-pair"], "unknown pair"),
-    (["run", "--prompt", "x", "--lenience", "0"], "lenience"),
-    (["run", "--prompt", "x", "--target", "only-a-target"], "--draft"),
-    (["theory", "--alpha", "1.5", "--gamma", "3", "--tau", "0.1"], "alpha"),
-    (["bench", "--gamma", "2,x"], "gamma"),
-])
+@pytest.mark.parametrize(
+    "args,complaint",
+    [
+        (["run", "--prompt", "x", "--gamma", "0"], "γ"),
+        (["run", "--prompt", "x", "--temperature", "-1"], "temperature"),
+        (["run", "--prompt", "x", "--temperature", "nan"], "temperature"),
+        (["run", "--prompt", "x", "--top-p", "1.5"], "top-p"),
+        (["run", "--prompt", "x", "--top-p", "0"], "top-p"),
+        (["run", "--prompt", "x", "--max-new-tokens", "0"], "max_new_tokens"),
+        (["run", "--prompt", ""], "empty"),
+        (["run", "--prompt", "x", "--pair", "no-such-pair"], "unknown pair"),
+        (["run", "--prompt", "x", "--lenience", "0"], "lenience"),
+        (["run", "--prompt", "x", "--target", "only-a-target"], "--draft"),
+        (["theory", "--alpha", "1.5", "--gamma", "3", "--tau", "0.1"], "alpha"),
+        (["bench", "--gamma", "2,x"], "gamma"),
+    ],
+)
 def test_bad_arguments_exit_nonzero_with_one_line(args, complaint):
     result = specviz(*args)
     assert result.returncode != 0
@@ -72,7 +88,9 @@ def test_bad_arguments_exit_nonzero_with_one_line(args, complaint):
 
 
 def test_bench_json_compares_three_methods():
-    result = specviz("bench", "--prompts", "code", "--repeats", "1", "--max-new-tokens", "16", "--gamma", "2,4", "--json", timeout=600)
+    result = specviz(
+        "bench", "--prompts", "code", "--repeats", "1", "--max-new-tokens", "16", "--gamma", "2,4", "--json", timeout=600
+    )
     assert result.returncode == 0, result.stderr
     output = json.loads(result.stdout)
     methods = [row["method"] for row in output["rows"]]

@@ -4,7 +4,13 @@ import pytest
 import torch
 
 from specviz.engine import (
-    CachedDecoder, DecodeSettings, ModelDrafter, PromptLookupDrafter, Summary, autoregressive_decode, speculative_decode,
+    CachedDecoder,
+    DecodeSettings,
+    ModelDrafter,
+    PromptLookupDrafter,
+    Summary,
+    autoregressive_decode,
+    speculative_decode,
 )
 from tests.tiny import fake_vocabulary, tiny_llama
 
@@ -21,8 +27,10 @@ def final(events) -> Summary:
 def transformers_greedy(model, prompt: list[int], max_new_tokens: int) -> list[int]:
     """The reference: transformers' own generate(), no cache tricks of ours."""
     ids = torch.tensor([prompt])
-    output = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=0)
-    return output[0, len(prompt):].tolist()
+    output = model.generate(
+        ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=0
+    )
+    return output[0, len(prompt) :].tolist()
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +60,11 @@ def test_speculative_greedy_equals_target_greedy(target, draft_kind, gamma):
 
 def test_adaptive_gamma_stays_exact(target):
     settings = DecodeSettings(max_new_tokens=50, gamma=2, adaptive_gamma=True)
-    events = list(speculative_decode(CachedDecoder(target, VOCAB), ModelDrafter(CachedDecoder(target, VOCAB)), PROMPT, settings, fake_vocabulary()))
+    events = list(
+        speculative_decode(
+            CachedDecoder(target, VOCAB), ModelDrafter(CachedDecoder(target, VOCAB)), PROMPT, settings, fake_vocabulary()
+        )
+    )
     gammas = [event.gamma for event in events if hasattr(event, "positions")]
     assert gammas[:3] == [2, 4, 6], "all-accepted windows must grow γ by 2"
     assert list(events[-1].new_token_ids) == transformers_greedy(target, PROMPT, 50)
@@ -61,7 +73,11 @@ def test_adaptive_gamma_stays_exact(target):
 def test_adaptive_gamma_shrinks_on_rejection(target):
     settings = DecodeSettings(max_new_tokens=30, gamma=6, adaptive_gamma=True)
     draft = tiny_llama(VOCAB, seed=5, layers=1)
-    events = list(speculative_decode(CachedDecoder(target, VOCAB), ModelDrafter(CachedDecoder(draft, VOCAB)), PROMPT, settings, fake_vocabulary()))
+    events = list(
+        speculative_decode(
+            CachedDecoder(target, VOCAB), ModelDrafter(CachedDecoder(draft, VOCAB)), PROMPT, settings, fake_vocabulary()
+        )
+    )
     cycles = [event for event in events if hasattr(event, "positions")]
     scheduled, emitted = settings.gamma, 0
     for cycle in cycles:
@@ -76,5 +92,9 @@ def test_padded_draft_vocabulary_is_cut_to_the_shared_length(target):
     """Like Qwen2.5 0.5B (151,936 rows) drafting for 7B (152,064): logits are cut to the shared length."""
     padded_draft = tiny_llama(VOCAB + 16, seed=2, layers=1)
     settings = DecodeSettings(max_new_tokens=30, gamma=4)
-    speculative = final(speculative_decode(CachedDecoder(target, VOCAB), ModelDrafter(CachedDecoder(padded_draft, VOCAB)), PROMPT, settings, fake_vocabulary()))
+    speculative = final(
+        speculative_decode(
+            CachedDecoder(target, VOCAB), ModelDrafter(CachedDecoder(padded_draft, VOCAB)), PROMPT, settings, fake_vocabulary()
+        )
+    )
     assert list(speculative.new_token_ids) == transformers_greedy(target, PROMPT, 30)

@@ -16,10 +16,15 @@ def models():
 
 def decode(models, vocabulary=None, **settings):
     target, draft = models
-    return list(speculative_decode(
-        CachedDecoder(target, VOCAB), ModelDrafter(CachedDecoder(draft, VOCAB)), PROMPT, DecodeSettings(**settings),
-        vocabulary or fake_vocabulary(),
-    ))
+    return list(
+        speculative_decode(
+            CachedDecoder(target, VOCAB),
+            ModelDrafter(CachedDecoder(draft, VOCAB)),
+            PROMPT,
+            DecodeSettings(**settings),
+            vocabulary or fake_vocabulary(),
+        )
+    )
 
 
 def test_same_seed_same_output_and_other_seeds_differ(models):
@@ -49,7 +54,9 @@ def test_each_cycle_emits_accepted_plus_one(models):
         assert len(cycle.emitted_token_ids) == cycle.n_accepted + 1
         assert (cycle.resampled_token_id is None) != (cycle.bonus_token_id is None), "exactly one target token per cycle"
         statuses = [position.status for position in cycle.positions]
-        assert statuses == ["accepted"] * cycle.n_accepted + (["rejected"] + ["unverified"] * (len(statuses) - cycle.n_accepted - 1) if cycle.n_accepted < len(statuses) else [])
+        assert statuses == ["accepted"] * cycle.n_accepted + (
+            ["rejected"] + ["unverified"] * (len(statuses) - cycle.n_accepted - 1) if cycle.n_accepted < len(statuses) else []
+        )
     summary = events[-1]
     assert summary.new_tokens == sum(len(c.emitted_token_ids) for c in cycles)
     assert summary.n_accepted == sum(c.n_accepted for c in cycles)
@@ -65,10 +72,16 @@ def test_eos_stops_the_run(models):
 
 def test_stop_request_ends_the_run_early(models):
     calls = iter(range(100))
-    events = list(speculative_decode(
-        CachedDecoder(models[0], VOCAB), ModelDrafter(CachedDecoder(models[1], VOCAB)), PROMPT,
-        DecodeSettings(max_new_tokens=60), fake_vocabulary(), should_stop=lambda: next(calls) >= 2,
-    ))
+    events = list(
+        speculative_decode(
+            CachedDecoder(models[0], VOCAB),
+            ModelDrafter(CachedDecoder(models[1], VOCAB)),
+            PROMPT,
+            DecodeSettings(max_new_tokens=60),
+            fake_vocabulary(),
+            should_stop=lambda: next(calls) >= 2,
+        )
+    )
     assert events[-1].stop_reason == "stopped"
     assert sum(isinstance(e, Cycle) for e in events) == 2
 

@@ -24,9 +24,9 @@ def test_cache_matches_full_forward_after_random_rollbacks():
     decoder.feed(sequence[:-1])
     for step in range(40):
         drafts = [rng.randrange(VOCAB) for _ in range(rng.randint(0, 6))]
-        pending = sequence[decoder.cached_length:]
+        pending = sequence[decoder.cached_length :]
         logits = decoder.feed(pending + drafts, keep_last=len(drafts) + 1)
-        reference = full_forward_logits(model, sequence + drafts)[-(len(drafts) + 1):]
+        reference = full_forward_logits(model, sequence + drafts)[-(len(drafts) + 1) :]
         torch.testing.assert_close(logits, reference, atol=1e-4, rtol=1e-4, msg=f"step {step}: cached logits differ")
         n_accepted = rng.randint(0, len(drafts))
         sequence += drafts[:n_accepted] + [rng.randrange(VOCAB)]

@@ -38,7 +38,11 @@ def test_unreachable_hub_model_gets_one_sentence_fast(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     started = time.perf_counter()
     with pytest.raises(PairError) as error:
-        load_pair("hub", Pair(target="nobody/not-a-cached-model-7b", draft="nobody/not-a-cached-model-1b", description="x"), ["pycode-distilled"])
+        load_pair(
+            "hub",
+            Pair(target="nobody/not-a-cached-model-7b", draft="nobody/not-a-cached-model-1b", description="x"),
+            ["pycode-distilled"],
+        )
     message = str(error.value)
     assert "nobody/not-a-cached-model-7b" in message and "unreachable" in message and "pycode-distilled" in message
     assert "\n" not in message

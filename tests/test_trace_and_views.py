@@ -2,8 +2,17 @@
 
 import pytest
 
-from specviz.engine import CachedDecoder, Cycle, DecodeSettings, ModelDrafter, RunStarted, SamplingSettings, Summary, speculative_decode
-from specviz.engine import autoregressive_decode
+from specviz.engine import (
+    CachedDecoder,
+    Cycle,
+    DecodeSettings,
+    ModelDrafter,
+    RunStarted,
+    SamplingSettings,
+    Summary,
+    autoregressive_decode,
+    speculative_decode,
+)
 from specviz.measures import measure
 from specviz.trace import Trace
 from specviz.ui import charts
@@ -19,7 +28,9 @@ def trace() -> Trace:
     target, draft = tiny_llama(VOCAB, seed=0), tiny_llama(VOCAB, seed=1, layers=1)
     settings = DecodeSettings(max_new_tokens=20, gamma=3, sampling=SamplingSettings(temperature=1.0), seed=2)
     recorded = Trace(pair={"name": "tiny"}, prompt="<1><2><3>")
-    for event in speculative_decode(CachedDecoder(target, VOCAB), ModelDrafter(CachedDecoder(draft, VOCAB)), [1, 2, 3], settings, fake_vocabulary()):
+    for event in speculative_decode(
+        CachedDecoder(target, VOCAB), ModelDrafter(CachedDecoder(draft, VOCAB)), [1, 2, 3], settings, fake_vocabulary()
+    ):
         if isinstance(event, RunStarted):
             recorded.started = event
         elif isinstance(event, Cycle):
@@ -76,7 +87,12 @@ def test_measures_and_figures(trace):
     assert m.alpha == pytest.approx(accepted / (accepted + rejections))
     assert m.measured_speedup == pytest.approx(trace.summary.tokens_per_s / trace.baseline.tokens_per_s)
     assert m.tau_source.endswith("(autoregressive run)")
-    for figure in (charts.alpha_figure(trace), charts.tau_figure(trace), charts.speedup_figure(trace), charts.theory_figure(0.8, 0.05, 4)):
+    for figure in (
+        charts.alpha_figure(trace),
+        charts.tau_figure(trace),
+        charts.speedup_figure(trace),
+        charts.theory_figure(0.8, 0.05, 4),
+    ):
         assert figure.data, "every chart draws something"
     choice = inspector_choices(trace)[0][1]
     assert charts.inspector_figure(trace, *map(int, choice.split(":"))).data

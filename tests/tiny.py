@@ -8,12 +8,22 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from specviz.engine import Vocabulary
 
 
-def tiny_llama(vocab_size: int = 64, seed: int = 0, hidden: int = 32, layers: int = 2, sharpness: float = 1.0) -> LlamaForCausalLM:
+def tiny_llama(
+    vocab_size: int = 64, seed: int = 0, hidden: int = 32, layers: int = 2, sharpness: float = 1.0
+) -> LlamaForCausalLM:
     """A random Llama; sharpness > 1 scales the output layer so its distributions are peaked, not near-uniform."""
     config = LlamaConfig(
-        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256, tie_word_embeddings=False,
-        bos_token_id=None, eos_token_id=None, pad_token_id=None,
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
     )
     generator = torch.Generator().manual_seed(seed)
     model = LlamaForCausalLM(config).eval()

@@ -10,7 +10,22 @@ from specviz.engine.speculative import speculative_decode
 from specviz.engine.vocabulary import Vocabulary
 
 __all__ = [
-    "MAX_GAMMA", "CachedDecoder", "Cycle", "DecodeSettings", "DraftPosition", "Drafter", "Event", "ModelDrafter",
-    "PromptLookupDrafter", "RunStarted", "SamplingSettings", "SettingsError", "Step", "Summary", "Vocabulary",
-    "autoregressive_decode", "rollback_to_accepted", "speculative_decode",
+    "MAX_GAMMA",
+    "CachedDecoder",
+    "Cycle",
+    "DecodeSettings",
+    "DraftPosition",
+    "Drafter",
+    "Event",
+    "ModelDrafter",
+    "PromptLookupDrafter",
+    "RunStarted",
+    "SamplingSettings",
+    "SettingsError",
+    "Step",
+    "Summary",
+    "Vocabulary",
+    "autoregressive_decode",
+    "rollback_to_accepted",
+    "speculative_decode",
 ]

@@ -30,10 +30,20 @@ def autoregressive_decode(
     synchronize(target.device)
     prefill_s = time.perf_counter() - started
     yield RunStarted(
-        mode="autoregressive", prompt_token_ids=tuple(prompt_ids), prompt_texts=tuple(vocabulary.token_text(t) for t in prompt_ids),
-        gamma=0, temperature=settings.sampling.temperature, top_k=settings.sampling.top_k, top_p=settings.sampling.top_p,
-        seed=settings.seed, drafter="none", lenience=1.0, lossy=False, adaptive_gamma=False,
-        max_new_tokens=settings.max_new_tokens, prefill_s=prefill_s,
+        mode="autoregressive",
+        prompt_token_ids=tuple(prompt_ids),
+        prompt_texts=tuple(vocabulary.token_text(t) for t in prompt_ids),
+        gamma=0,
+        temperature=settings.sampling.temperature,
+        top_k=settings.sampling.top_k,
+        top_p=settings.sampling.top_p,
+        seed=settings.seed,
+        drafter="none",
+        lenience=1.0,
+        lossy=False,
+        adaptive_gamma=False,
+        max_new_tokens=settings.max_new_tokens,
+        prefill_s=prefill_s,
     )
 
     new_ids: list[int] = []

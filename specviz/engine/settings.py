@@ -36,7 +36,10 @@ class DecodeSettings:
             (math.isfinite(temperature) and temperature >= 0, f"temperature must be a finite number ≥ 0 (got {temperature})"),
             (math.isfinite(top_p) and 0 < top_p <= 1, f"top-p must be in (0, 1] (got {top_p})"),
             (self.sampling.top_k >= 0, f"top-k must be ≥ 0, 0 meaning off (got {self.sampling.top_k})"),
-            (math.isfinite(self.lenience) and 0 < self.lenience <= 1, f"lenience must be in (0, 1], 1 being exact (got {self.lenience})"),
+            (
+                math.isfinite(self.lenience) and 0 < self.lenience <= 1,
+                f"lenience must be in (0, 1], 1 being exact (got {self.lenience})",
+            ),
             (self.seed >= 0, f"seed must be ≥ 0 (got {self.seed})"),
         ]
         for ok, message in checks:

@@ -47,10 +47,19 @@ def speculative_decode(
     synchronize(target.device)
     prefill_s = time.perf_counter() - started
     yield RunStarted(
-        mode="speculative", prompt_token_ids=tuple(prompt_ids), prompt_texts=tuple(vocabulary.token_text(t) for t in prompt_ids),
-        gamma=settings.gamma, temperature=settings.sampling.temperature, top_k=settings.sampling.top_k,
-        top_p=settings.sampling.top_p, seed=settings.seed, drafter=drafter.name, lenience=settings.lenience,
-        lossy=settings.lossy, adaptive_gamma=settings.adaptive_gamma, max_new_tokens=settings.max_new_tokens,
+        mode="speculative",
+        prompt_token_ids=tuple(prompt_ids),
+        prompt_texts=tuple(vocabulary.token_text(t) for t in prompt_ids),
+        gamma=settings.gamma,
+        temperature=settings.sampling.temperature,
+        top_k=settings.sampling.top_k,
+        top_p=settings.sampling.top_p,
+        seed=settings.seed,
+        drafter=drafter.name,
+        lenience=settings.lenience,
+        lossy=settings.lossy,
+        adaptive_gamma=settings.adaptive_gamma,
+        max_new_tokens=settings.max_new_tokens,
         prefill_s=prefill_s,
     )
 
@@ -80,8 +89,14 @@ def speculative_decode(
 
         # 3. accept a prefix of the drafts, then the target's own token
         verdict = verify(
-            target_logits, proposal.token_ids, proposal.draft_probs, proposal.draft_logits,
-            settings.sampling, settings.lenience, generator, settings.top_n,
+            target_logits,
+            proposal.token_ids,
+            proposal.draft_probs,
+            proposal.draft_logits,
+            settings.sampling,
+            settings.lenience,
+            generator,
+            settings.top_n,
         )
         emitted = proposal.token_ids[: verdict.n_accepted] + [verdict.new_token_id]
         emitted = emitted[: settings.max_new_tokens - len(new_ids)]
@@ -95,7 +110,9 @@ def speculative_decode(
         rollback_to_accepted(target, committed)
         drafter.rollback(committed)
 
-        timings = dict(draft_s=draft_done - cycle_start, verify_s=verify_done - draft_done, overhead_s=time.perf_counter() - verify_done)
+        timings = dict(
+            draft_s=draft_done - cycle_start, verify_s=verify_done - draft_done, overhead_s=time.perf_counter() - verify_done
+        )
         cycle = _cycle_event(totals["cycles"], window, proposal, verdict, emitted, vocabulary, settings, timings)
         decode_s += time.perf_counter() - cycle_start
         _accumulate(totals, cycle, verdict)
@@ -126,8 +143,14 @@ def speculative_decode(
 
 
 def _cycle_event(
-    index: int, window: int, proposal: Proposal, verdict: Verdict, emitted: list[int],
-    vocabulary: Vocabulary, settings: DecodeSettings, timings: dict[str, float],
+    index: int,
+    window: int,
+    proposal: Proposal,
+    verdict: Verdict,
+    emitted: list[int],
+    vocabulary: Vocabulary,
+    settings: DecodeSettings,
+    timings: dict[str, float],
 ) -> Cycle:
     """Turn the verdict's numbers into a plain event, one DraftPosition per drafted token."""
 

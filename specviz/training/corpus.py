@@ -10,8 +10,17 @@ from pathlib import Path
 # Folders that are tests, demos, vendored copies or generated data rather than library code.
 SKIPPED_FOLDERS = frozenset(
     {
-        "test", "tests", "idlelib", "lib2to3", "turtledemo", "ensurepip", "site-packages",
-        "pydoc_data", "__pycache__", "venv", "lib-dynload",
+        "test",
+        "tests",
+        "idlelib",
+        "lib2to3",
+        "turtledemo",
+        "ensurepip",
+        "site-packages",
+        "pydoc_data",
+        "__pycache__",
+        "venv",
+        "lib-dynload",
     }
 )
 VALIDATION_EVERY = 20  # one file in ~20, chosen by a hash of its path, is held out

@@ -79,7 +79,9 @@ def train(
 ) -> TrainResult:
     """Train with AdamW and bf16 autocast; distil from teacher's logits when one is given."""
     generator = torch.Generator().manual_seed(settings.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay, betas=(0.9, 0.95))
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay, betas=(0.9, 0.95)
+    )
     if teacher is not None:
         teacher.eval()
     model.train()

@@ -36,9 +36,11 @@ class RunRequest:
     def settings(self) -> DecodeSettings:
         temperature = 0.0 if self.verification == "greedy" else float(self.temperature)
         return DecodeSettings(
-            max_new_tokens=int(self.max_new_tokens), gamma=int(self.gamma),
+            max_new_tokens=int(self.max_new_tokens),
+            gamma=int(self.gamma),
             sampling=SamplingSettings(temperature=temperature, top_k=int(self.top_k or 0), top_p=float(self.top_p)),
-            seed=int(self.seed or 0), lenience=float(self.lenience) if self.verification == "lenient" else 1.0,
+            seed=int(self.seed or 0),
+            lenience=float(self.lenience) if self.verification == "lenient" else 1.0,
             adaptive_gamma=bool(self.adaptive_gamma),
         ).validate()
 
@@ -118,9 +120,15 @@ def inspector_choices(trace: Trace) -> list[tuple[str, str]]:
     choices = []
     for cycle in trace.cycles:
         for i, position in enumerate(cycle.positions):
-            choices.append((f"cycle {cycle.index + 1} · draft {i + 1} {position.text!r} ({position.status})", f"{cycle.index}:{i}"))
+            choices.append(
+                (f"cycle {cycle.index + 1} · draft {i + 1} {position.text!r} ({position.status})", f"{cycle.index}:{i}")
+            )
         if cycle.bonus_token_id is not None:
-            choices.append((f"cycle {cycle.index + 1} · target's {cycle.new_token_text!r} (bonus)", f"{cycle.index}:{len(cycle.positions)}"))
+            choices.append(
+                (f"cycle {cycle.index + 1} · target's {cycle.new_token_text!r} (bonus)", f"{cycle.index}:{len(cycle.positions)}")
+            )
         else:  # the residual it was drawn from is shown at the rejected position
-            choices.append((f"cycle {cycle.index + 1} · target's {cycle.new_token_text!r} (resampled)", f"{cycle.index}:{cycle.n_accepted}"))
+            choices.append(
+                (f"cycle {cycle.index + 1} · target's {cycle.new_token_text!r} (resampled)", f"{cycle.index}:{cycle.n_accepted}")
+            )
     return choices

@@ -23,7 +23,7 @@ def _token(text: str, status: str, tip: str = "", cycle: int | None = None, extr
     if cycle is not None:
         attributes += f' data-cycle="{cycle}"'
     if tip:
-        attributes += f' data-tip="{html.escape(tip, quote=True)}" title="{html.escape(tip, quote=True)}"'
+        attributes += f' data-tip="{html.escape(tip, quote=True)}" aria-label="{html.escape(tip, quote=True)}"'
     shown = html.escape(text) if status == "prompt" else _visible(text)
     return f'<span class="sv-tok {extra_class}"{attributes}>{shown}</span>'
 
@@ -40,7 +40,9 @@ def position_tip(cycle: Cycle, index: int, position: DraftPosition, greedy: bool
         return "\n".join(lines)
     lines.append(f"p(x) = {_number(position.p)}   (target)")
     if greedy:
-        verdict = "accepted: the target's top choice" if position.status == "accepted" else "rejected: not the target's top choice"
+        verdict = (
+            "accepted: the target's top choice" if position.status == "accepted" else "rejected: not the target's top choice"
+        )
         lines.append(f"greedy test → {verdict}")
     else:
         lines.append(f"min(1, p/q) = {_number(position.accept_probability)}")
@@ -80,12 +82,17 @@ def stream_html(trace: Trace, shown_cycles: int | None = None, phase: Phase = "d
             parts.append(_token(position.text, status, tip, cycle.index, "sv-current" if last else ""))
         if current_phase == "decide":
             kind = "bonus" if cycle.bonus_token_id is not None else "resampled"
-            parts.append(_token(cycle.new_token_text, kind, new_token_tip(cycle, greedy), cycle.index, "sv-current" if last else ""))
+            parts.append(
+                _token(cycle.new_token_text, kind, new_token_tip(cycle, greedy), cycle.index, "sv-current" if last else "")
+            )
     return f'<div class="sv-stream">{"".join(parts)}</div>'
 
 
 def legend_html() -> str:
-    items = "".join(f'<span>{_token(label.split(" ")[0], status)} {html.escape(label)} <small>({cue})</small></span>' for status, label, cue in LEGEND)
+    items = "".join(
+        f"<span>{_token(label.split(' ')[0], status)} {html.escape(label)} <small>({cue})</small></span>"
+        for status, label, cue in LEGEND
+    )
     return f'<div class="sv-legend">{items}</div>'
 
 
@@ -97,23 +104,36 @@ def narration(trace: Trace, cycle_index: int, phase: Phase) -> str:
     head = f"**Cycle {cycle.index + 1}** · "
     if phase == "draft":
         if k == 0:
-            return head + "the drafter had nothing to propose (no earlier match for prompt lookup, or the token limit is one away): this cycle is a plain target step."
+            return (
+                head
+                + "the drafter had nothing to propose (no earlier match for prompt lookup, or the token limit is one away): this cycle is a plain target step."
+            )
         drafted = ", ".join(repr(p.text) for p in cycle.positions)
         per_step = cycle.draft_s / k * 1000
-        return head + f"the draft proposed {k} token{'s' if k > 1 else ''} ({drafted}), one small forward each ({per_step:.2f} ms per token)."
+        return (
+            head
+            + f"the draft proposed {k} token{'s' if k > 1 else ''} ({drafted}), one small forward each ({per_step:.2f} ms per token)."
+        )
     if phase == "verify":
-        return head + f"the target scored all {k} drafts and the position after them in **one** forward pass ({cycle.verify_s * 1000:.2f} ms): p₁…p{_sub(k + 1)}."
+        return (
+            head
+            + f"the target scored all {k} drafts and the position after them in **one** forward pass ({cycle.verify_s * 1000:.2f} ms): p₁…p{_sub(k + 1)}."
+        )
     sentences = []
     if cycle.n_accepted:
-        sentences.append(f"token{'s' if cycle.n_accepted > 1 else ''} 1{'–' + str(cycle.n_accepted) if cycle.n_accepted > 1 else ''} accepted")
+        sentences.append(
+            f"token{'s' if cycle.n_accepted > 1 else ''} 1{'–' + str(cycle.n_accepted) if cycle.n_accepted > 1 else ''} accepted"
+        )
     if cycle.resampled_token_id is not None:
         i = cycle.n_accepted
         rejected = cycle.positions[i]
         if greedy:
             why = f"token {i + 1} {rejected.text!r} rejected: the target's top choice is {cycle.new_token_text!r}, which replaces it"
         else:
-            why = (f"token {i + 1} rejected: u = {rejected.u:.2f} > p/q = {rejected.accept_probability:.2f}; "
-                   f"resampled {cycle.new_token_text!r} from the residual norm(max(0, p − q))")
+            why = (
+                f"token {i + 1} rejected: u = {rejected.u:.2f} > p/q = {rejected.accept_probability:.2f}; "
+                f"resampled {cycle.new_token_text!r} from the residual norm(max(0, p − q))"
+            )
         sentences.append(why)
         if k - i - 1 > 0:
             sentences.append(f"{k - i - 1} later draft{'s were' if k - i - 1 > 1 else ' was'} never tested")
@@ -135,7 +155,11 @@ def race_html(trace: Trace, slowdown: float) -> str:
     for cycle in trace.cycles:
         t += cycle.draft_s + cycle.verify_s + cycle.overhead_s
         spec_times += [(t, token) for token in cycle.emitted_token_ids]
-    spec_texts = [text for cycle in trace.cycles for text in ([p.text for p in cycle.positions[: cycle.n_accepted]] + [cycle.new_token_text])]
+    spec_texts = [
+        text
+        for cycle in trace.cycles
+        for text in ([p.text for p in cycle.positions[: cycle.n_accepted]] + [cycle.new_token_text])
+    ]
     spec_texts = spec_texts[: len(spec_times)]
     base_times, t = [], trace.baseline.prefill_s
     for step in trace.baseline_steps:
@@ -145,19 +169,32 @@ def race_html(trace: Trace, slowdown: float) -> str:
     identical = ""
     if trace.started and trace.started.temperature == 0 and not trace.summary.lossy:
         same = trace.summary.new_token_ids == trace.baseline.new_token_ids
-        identical = ("<p><b>Greedy: the two texts are identical</b>, token for token, as exact speculative decoding guarantees.</p>"
-                     if same else "<p class='sv-lossy'>The texts differ under greedy decoding: this is a bug, please report it.</p>")
+        identical = (
+            "<p><b>Greedy: the two texts are identical</b>, token for token, as exact speculative decoding guarantees.</p>"
+            if same
+            else "<p class='sv-lossy'>The texts differ under greedy decoding: this is a bug, please report it.</p>"
+        )
     elif trace.summary.lossy:
         identical = "<p class='sv-lossy'>LOSSY lenient mode: the speculative text need not follow the target's distribution.</p>"
 
     def lane(title: str, times: list[float], texts: list[str], summary, note: str) -> str:
-        spans = "".join(f'<span style="animation-delay:{time * slowdown:.4f}s">{html.escape(text)}</span>' for time, text in zip(times, texts))
+        spans = "".join(
+            f'<span style="animation-delay:{time * slowdown:.4f}s">{html.escape(text)}</span>' for time, text in zip(times, texts)
+        )
         total = summary.wall_s * slowdown
-        return (f'<div class="sv-lane"><h4>{title}</h4><div class="sv-stats">{summary.new_tokens} tokens in {summary.wall_s * 1000:.0f} ms'
-                f' · {summary.tokens_per_s:.0f} tokens/s{note}</div><div class="sv-bar"><div style="animation-duration:{total:.3f}s;background:{"var(--sv-accepted)" if "Spec" in title else "var(--sv-resampled)"}"></div></div>'
-                f'<div class="sv-text">{spans}</div></div>')
+        return (
+            f'<div class="sv-lane"><h4>{title}</h4><div class="sv-stats">{summary.new_tokens} tokens in {summary.wall_s * 1000:.0f} ms'
+            f' · {summary.tokens_per_s:.0f} tokens/s{note}</div><div class="sv-bar"><div style="animation-duration:{total:.3f}s;background:{"var(--sv-accepted)" if "Spec" in title else "var(--sv-resampled)"}"></div></div>'
+            f'<div class="sv-text">{spans}</div></div>'
+        )
 
     pace = "real pace" if slowdown == 1 else f"{slowdown:g}× slower than real"
-    spec_lane = lane("Speculative: draft + target", [time for time, _ in spec_times], spec_texts, trace.summary, f" · <b>{speedup:.2f}× the speed</b>")
+    spec_lane = lane(
+        "Speculative: draft + target",
+        [time for time, _ in spec_times],
+        spec_texts,
+        trace.summary,
+        f" · <b>{speedup:.2f}× the speed</b>",
+    )
     base_lane = lane("Target alone (autoregressive)", base_times, [s.text for s in trace.baseline_steps], trace.baseline, "")
     return f'<div class="sv-race-wrap"><div class="sv-stats">Replayed at {pace}; times are measured by the engine.</div><div class="sv-race">{spec_lane}{base_lane}</div>{identical}</div>'

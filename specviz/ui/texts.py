@@ -44,11 +44,15 @@ def verdict_markdown(m: Measures | None, pair_name: str = "") -> str:
     worth = theory.speedup_possible(m.alpha, m.tau)
     measured = f" Measured here: **{m.measured_speedup:.2f}×**." if m.measured_speedup else ""
     if worth:
-        body = (f"**Worth it** for {pair_name}: α = {m.alpha:.2f} > τ = {m.tau:.3f}. The best γ is **{m.best_gamma}**, "
-                f"predicted **{m.best_speedup:.2f}×**; at your γ = {m.gamma} the prediction is {m.predicted_speedup:.2f}×.{measured}")
+        body = (
+            f"**Worth it** for {pair_name}: α = {m.alpha:.2f} > τ = {m.tau:.3f}. The best γ is **{m.best_gamma}**, "
+            f"predicted **{m.best_speedup:.2f}×**; at your γ = {m.gamma} the prediction is {m.predicted_speedup:.2f}×.{measured}"
+        )
         return f'<div class="sv-verdict">{body}</div>'
-    body = (f"**Not worth it** for {pair_name} on this prompt: α = {m.alpha:.2f} ≤ τ = {m.tau:.3f}, so no γ gives a speedup "
-            f"(prediction at γ = {m.gamma}: {m.predicted_speedup:.2f}×).{measured} A cheaper or better-aligned draft would change that.")
+    body = (
+        f"**Not worth it** for {pair_name} on this prompt: α = {m.alpha:.2f} ≤ τ = {m.tau:.3f}, so no γ gives a speedup "
+        f"(prediction at γ = {m.gamma}: {m.predicted_speedup:.2f}×).{measured} A cheaper or better-aligned draft would change that."
+    )
     return f'<div class="sv-verdict sv-no">{body}</div>'
 
 
