@@ -18,7 +18,7 @@ from specviz.runner import PromptError
 from specviz.trace import Trace
 from specviz.ui import charts, texts
 from specviz.ui.controller import PLAYBACK, RunRequest, inspector_choices, live_run, next_cursor, record
-from specviz.ui.pairs import catalogue, choice_label, get_pair
+from specviz.ui.pairs import catalogue, choice_label, get_pair, is_loaded
 from specviz.ui.palette import CSS
 from specviz.ui.render import legend_html, narration, race_html, stream_html
 
@@ -90,14 +90,21 @@ def run_live(*values):
     try:
         request = request_from(*values)
         request.settings()
-        yield {status: "Loading the pair (first time only)…" if request.pair else ""}
-        get_pair(request.pair)
+        if not is_loaded(request.pair):
+            yield {status: f"Loading {request.pair} (first time only)…"}
+        pair = get_pair(request.pair)
+        where = (
+            f"{pair.name} on {pair.device} ({str(pair.dtype).replace('torch.', '')}): target {pair.target.parameters / 1e6:.1f}M, "
+            f"draft {pair.draft.parameters / 1e6:.1f}M parameters"
+        )
         frames = 0
         for frame in live_run(request):
             frames += 1
-            label = {"speculative": "Speculative decoding…", "baseline": "Now the target alone, for the race…", "done": "Done."}[
-                frame.stage
-            ]
+            label = {
+                "speculative": f"Speculative decoding… · {where}",
+                "baseline": "Now the target alone, for the race…",
+                "done": f"Done. · {where}",
+            }[frame.stage]
             charts_too = frame.stage != "speculative" or request.slowdown > 1 or frames % 4 == 0
             yield {
                 **views(frame.trace, frame.shown_cycles, frame.phase, request, charts_too),

@@ -42,7 +42,8 @@ def heldout_code_prompts(count: int = 8, n_lines: int = 12) -> list[str]:
     from specviz.training.corpus import read_sources, split_stdlib
 
     prompts = []
-    for text in read_sources(split_stdlib().validation):
+    files = [path for path in split_stdlib().validation if path.parent.name != "encodings"]  # codec tables are not typical code
+    for text in read_sources(files):
         lines = text.splitlines(keepends=True)
         if len(lines) < 60:
             continue
