@@ -111,6 +111,12 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
     tau = draft_step_s / step_s if step_s else None
     predicted = theory.expected_speedup(alpha, result.gamma, tau) if alpha is not None and tau is not None else None
     speedup = result.median_tokens_per_s / baseline.median_tokens_per_s
+    verify_cost = (verify_s / n_cycles) / step_s if step_s else None
+    predicted_with_cost = (
+        theory.expected_speedup_with_verify_cost(alpha, result.gamma, tau, verify_cost)
+        if predicted is not None and verify_cost
+        else None
+    )
     return {
         "method": "speculative",
         "gamma": result.gamma,
@@ -127,7 +133,8 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
         "draft_ms_per_cycle": 1000 * draft_s / n_cycles,
         "verify_ms_per_cycle": 1000 * verify_s / n_cycles,
         "other_ms_per_cycle": 1000 * overhead_s / n_cycles,
-        "verify_over_step": (verify_s / n_cycles) / step_s if step_s else None,
+        "verify_cost": verify_cost,
+        "predicted_with_verify_cost": predicted_with_cost,
     }
 
 
@@ -220,6 +227,8 @@ def format_table(rows: list[dict]) -> str:
         ("tau", "{:.3f}"),
         ("predicted_speedup", "{:.2f}x"),
         ("measured_over_predicted", "{:.2f}"),
+        ("verify_cost", "{:.2f}"),
+        ("predicted_with_verify_cost", "{:.2f}x"),
         ("tokens_per_cycle", "{:.2f}"),
         ("draft_ms_per_cycle", "{:.2f}"),
         ("verify_ms_per_cycle", "{:.2f}"),

@@ -20,7 +20,9 @@ class Measures:
     tokens_per_cycle: float | None
     gamma: int
     measured_speedup: float | None
-    predicted_speedup: float | None
+    predicted_speedup: float | None  # Leviathan: verify pass = one target step
+    verify_cost: float | None  # ν: verify pass time / autoregressive step time
+    predicted_with_verify_cost: float | None
     best_gamma: int | None
     best_speedup: float | None
 
@@ -50,6 +52,11 @@ def measure(trace: Trace, upto: int | None = None) -> Measures:
     if alpha is not None and tau is not None and gamma:
         predicted = theory.expected_speedup(alpha, gamma, tau)
         best_gamma, best_speedup = theory.best_gamma(alpha, tau, limit=64)
+    verify_cost = predicted_with_cost = None
+    if trace.baseline is not None and trace.baseline.target_forward_s and cycles:
+        verify_cost = sum(c.verify_s for c in cycles) / len(cycles) / trace.baseline.target_forward_s
+        if alpha is not None and tau is not None and gamma:
+            predicted_with_cost = theory.expected_speedup_with_verify_cost(alpha, gamma, tau, verify_cost)
     measured = None
     if trace.summary is not None and trace.baseline is not None and trace.summary.wall_s:
         measured = trace.baseline.wall_s / trace.summary.wall_s * trace.summary.new_tokens / max(1, trace.baseline.new_tokens)
@@ -65,6 +72,8 @@ def measure(trace: Trace, upto: int | None = None) -> Measures:
         gamma=gamma,
         measured_speedup=measured,
         predicted_speedup=predicted,
+        verify_cost=verify_cost,
+        predicted_with_verify_cost=predicted_with_cost,
         best_gamma=best_gamma,
         best_speedup=best_speedup,
     )

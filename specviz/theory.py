@@ -23,6 +23,15 @@ def expected_speedup(alpha: float, gamma: int, tau: float) -> float:
     return expected_tokens_per_cycle(alpha, gamma) / (gamma * tau + 1)
 
 
+def expected_speedup_with_verify_cost(alpha: float, gamma: int, tau: float, verify_cost: float) -> float:
+    """E / (γτ + ν): Theorem 3.8 with the verify pass costing ν target steps instead of exactly one.
+
+    The paper assumes scoring γ + 1 tokens in parallel costs one step (ν = 1), which holds when a step
+    is memory-bound; on a CPU, or for a large γ, ν is measurably above 1.
+    """
+    return expected_tokens_per_cycle(alpha, gamma) / (gamma * tau + verify_cost)
+
+
 def operations_factor(alpha: float, gamma: int, tau_hat: float) -> float:
     """Arithmetic operations relative to autoregressive: (1 − α)(γτ̂ + γ + 1) / (1 − α^(γ+1)) (Theorem 3.11)."""
     return (gamma * tau_hat + gamma + 1) / expected_tokens_per_cycle(alpha, gamma)

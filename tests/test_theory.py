@@ -48,3 +48,9 @@ def test_alpha_estimators():
     assert theory.alpha_maximum_likelihood(6, 2) == 0.75
     assert theory.alpha_maximum_likelihood(0, 0) is None
     assert theory.alpha_analytic([0.5, 1.0]) == 0.75
+
+
+def test_verify_cost_generalises_theorem_3_8():
+    assert theory.expected_speedup_with_verify_cost(0.7, 4, 0.1, 1.0) == pytest.approx(theory.expected_speedup(0.7, 4, 0.1))
+    slower_verify = theory.expected_speedup_with_verify_cost(0.7, 4, 0.1, 1.5)
+    assert slower_verify == pytest.approx(theory.expected_tokens_per_cycle(0.7, 4) / (4 * 0.1 + 1.5))

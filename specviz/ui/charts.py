@@ -114,7 +114,11 @@ def speedup_figure(trace: Trace) -> go.Figure:
     """Measured speedup next to Leviathan's prediction from the measured α and τ, and the predicted curve over γ."""
     m = measure(trace)
     figure = make_subplots(rows=1, cols=2, column_widths=[0.38, 0.62], subplot_titles=("measured vs theory", "theory over γ"))
-    bars = [("measured", m.measured_speedup, COLOURS["accepted"]), ("predicted", m.predicted_speedup, COLOURS["predicted"])]
+    bars = [
+        ("measured", m.measured_speedup, COLOURS["accepted"]),
+        ("Leviathan", m.predicted_speedup, COLOURS["predicted"]),
+        ("with verify cost ν", m.predicted_with_verify_cost, COLOURS["baseline"]),
+    ]
     figure.add_trace(
         go.Bar(
             x=[b[0] for b in bars],

@@ -82,7 +82,11 @@ def summary_markdown(m: Measures, trace) -> str:
         f"τ = **{_f(m.tau)}** ({m.tau_source})",
     ]
     if m.measured_speedup is not None:
-        parts.append(f"speedup measured **{m.measured_speedup:.2f}×**, predicted from α, τ, γ: {_f(m.predicted_speedup, 2)}×")
+        parts.append(
+            f"speedup measured **{m.measured_speedup:.2f}×**; predicted from α, τ, γ: {_f(m.predicted_speedup, 2)}× "
+            f"(Leviathan), {_f(m.predicted_with_verify_cost, 2)}× counting the verify pass as the ν = {_f(m.verify_cost, 2)} "
+            "target steps it really took"
+        )
     if s.stop_reason == "stopped":
         parts.append("stopped by the user")
     return " · ".join(parts) + lossy
