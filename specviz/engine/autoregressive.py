@@ -7,10 +7,11 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from specviz.engine.events import Event, RunStarted, Step, Summary
-from specviz.engine.kv_cache import CachedDecoder, synchronize
+from specviz.engine.events import Event, Step, Summary
+from specviz.engine.kv_cache import CachedDecoder
 from specviz.engine.sampling import sample, warp
 from specviz.engine.settings import DecodeSettings
+from specviz.engine.start import prefill, run_started
 from specviz.engine.vocabulary import Vocabulary
 
 
@@ -23,28 +24,8 @@ def autoregressive_decode(
 ) -> Iterator[Event]:
     """Yield RunStarted, one Step per target forward, then a Summary."""
     generator = torch.Generator(device=target.device).manual_seed(settings.seed)
-    started = time.perf_counter()
-    target.reset()
-    if len(prompt_ids) > 1:
-        target.feed(prompt_ids[:-1])
-    synchronize(target.device)
-    prefill_s = time.perf_counter() - started
-    yield RunStarted(
-        mode="autoregressive",
-        prompt_token_ids=tuple(prompt_ids),
-        prompt_texts=tuple(vocabulary.token_text(t) for t in prompt_ids),
-        gamma=0,
-        temperature=settings.sampling.temperature,
-        top_k=settings.sampling.top_k,
-        top_p=settings.sampling.top_p,
-        seed=settings.seed,
-        drafter="none",
-        lenience=1.0,
-        lossy=False,
-        adaptive_gamma=False,
-        max_new_tokens=settings.max_new_tokens,
-        prefill_s=prefill_s,
-    )
+    prefill_s = prefill(target, prompt_ids)
+    yield run_started("autoregressive", prompt_ids, settings, vocabulary, "none", prefill_s)
 
     new_ids: list[int] = []
     last_token = prompt_ids[-1]

@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterator
 import torch
 
 from specviz.engine.drafters import Drafter, Proposal
-from specviz.engine.events import Cycle, DraftPosition, Event, RunStarted, Summary
+from specviz.engine.events import Cycle, DraftPosition, Event, Summary
 from specviz.engine.kv_cache import CachedDecoder, rollback_to_accepted, synchronize
 from specviz.engine.settings import MAX_GAMMA, DecodeSettings
+from specviz.engine.start import prefill, run_started
 from specviz.engine.verification import Verdict, verify
 from specviz.engine.vocabulary import Vocabulary
 
@@ -39,29 +40,8 @@ def speculative_decode(
 ) -> Iterator[Event]:
     """Yield RunStarted, then one Cycle per target forward, then a Summary."""
     generator = torch.Generator(device=target.device).manual_seed(settings.seed)
-    started = time.perf_counter()
-    target.reset()
-    if len(prompt_ids) > 1:
-        target.feed(prompt_ids[:-1])
-    drafter.start(prompt_ids)
-    synchronize(target.device)
-    prefill_s = time.perf_counter() - started
-    yield RunStarted(
-        mode="speculative",
-        prompt_token_ids=tuple(prompt_ids),
-        prompt_texts=tuple(vocabulary.token_text(t) for t in prompt_ids),
-        gamma=settings.gamma,
-        temperature=settings.sampling.temperature,
-        top_k=settings.sampling.top_k,
-        top_p=settings.sampling.top_p,
-        seed=settings.seed,
-        drafter=drafter.name,
-        lenience=settings.lenience,
-        lossy=settings.lossy,
-        adaptive_gamma=settings.adaptive_gamma,
-        max_new_tokens=settings.max_new_tokens,
-        prefill_s=prefill_s,
-    )
+    prefill_s = prefill(target, prompt_ids, also=lambda: drafter.start(prompt_ids))
+    yield run_started("speculative", prompt_ids, settings, vocabulary, drafter.name, prefill_s)
 
     committed = list(prompt_ids)
     new_ids: list[int] = []

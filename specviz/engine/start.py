@@ -1,0 +1,49 @@
+"""What both decoders do first: prefill the prompt through the KV cache and announce the run."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from specviz.engine.events import RunStarted
+from specviz.engine.kv_cache import CachedDecoder, synchronize
+from specviz.engine.settings import DecodeSettings
+from specviz.engine.vocabulary import Vocabulary
+
+
+def prefill(target: CachedDecoder, prompt_ids: list[int], also=lambda: None) -> float:
+    """Feed all but the last prompt token (it is fed with the first step); return the synchronised seconds taken."""
+    started = time.perf_counter()
+    target.reset()
+    if len(prompt_ids) > 1:
+        target.feed(prompt_ids[:-1])
+    also()
+    synchronize(target.device)
+    return time.perf_counter() - started
+
+
+def run_started(
+    mode: Literal["speculative", "autoregressive"],
+    prompt_ids: list[int],
+    settings: DecodeSettings,
+    vocabulary: Vocabulary,
+    drafter: str,
+    prefill_s: float,
+) -> RunStarted:
+    speculative = mode == "speculative"
+    return RunStarted(
+        mode=mode,
+        prompt_token_ids=tuple(prompt_ids),
+        prompt_texts=tuple(vocabulary.token_text(t) for t in prompt_ids),
+        gamma=settings.gamma if speculative else 0,
+        temperature=settings.sampling.temperature,
+        top_k=settings.sampling.top_k,
+        top_p=settings.sampling.top_p,
+        seed=settings.seed,
+        drafter=drafter,
+        lenience=settings.lenience if speculative else 1.0,
+        lossy=settings.lossy and speculative,
+        adaptive_gamma=settings.adaptive_gamma and speculative,
+        max_new_tokens=settings.max_new_tokens,
+        prefill_s=prefill_s,
+    )
