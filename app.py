@@ -177,8 +177,7 @@ def import_trace(path: str | None):
 
 def pair_defaults(name: str):
     pair = catalogue().get(name)
-    preset = next((p for d in (pair.domain, "prose") if d in PROMPTS for p in PROMPTS[d]), "")
-    return {gamma: pair.gamma, temperature: pair.temperature, prompt: preset}
+    return {gamma: pair.gamma, temperature: pair.temperature}
 
 
 def theory_view(alpha: float, tau: float, gamma_value: int):
@@ -325,7 +324,7 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
     stop_button.click(lambda: "Stopped.", None, status, cancels=[run_event, submit_event])
     step_button.click(step_once, [trace_state, cursor_state, request_state, *controls], run_outputs, concurrency_id="decode")
     preset.change(lambda value: value or gr.update(), preset, prompt)
-    pair_box.change(pair_defaults, pair_box, [gamma, temperature, prompt])
+    pair_box.change(pair_defaults, pair_box, [gamma, temperature])
     inspector.change(inspect, [trace_state, inspector], inspector_chart)
     export_button.click(export_trace, trace_state, export_file)
     import_file.upload(import_trace, import_file, [*run_outputs, prompt])
