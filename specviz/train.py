@@ -96,50 +96,30 @@ def main() -> None:
             seed=args.seed,
         )
 
-    # 3. target
-    target_folder = args.out / "pycode-target"
-    if args.reuse_target:
-        target = LlamaForCausalLM.from_pretrained(target_folder, dtype=torch.float32)
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(target_folder)
-    else:
-        target = models.build(models.target_config(len(tokenizer)))
+    def train_and_save(role: str, folder: str, config, steps: int, learning_rate: float, teacher=None) -> LlamaForCausalLM:
+        model = models.build(config)
         result = train(
-            target,
+            model,
             train_tokens,
             validation_tokens,
-            settings(args.target_steps, 1.5e-3),
-            args.work / "target",
-            description="target",
+            settings(steps, learning_rate),
+            args.work / role,
+            teacher=teacher,
+            description=role,
         )
-        report["target"] = {"parameters": models.count_parameters(target), **vars(result)}
-        save_model(target, tokenizer, target_folder)
+        report[role] = {"parameters": models.count_parameters(model), **vars(result)}
+        save_model(model, tokenizer, args.out / folder)
+        return model
 
-    # 4. distilled draft
-    draft = models.build(models.draft_config(len(tokenizer)))
-    result = train(
-        draft,
-        train_tokens,
-        validation_tokens,
-        settings(args.draft_steps, 3e-3),
-        args.work / "draft",
-        teacher=target,
-        description="draft (distilled)",
-    )
-    report["draft_distilled"] = {"parameters": models.count_parameters(draft), **vars(result)}
-    save_model(draft, tokenizer, args.out / "pycode-draft")
-
-    # 5. plain draft
-    plain = models.build(models.draft_config(len(tokenizer)))
-    result = train(
-        plain,
-        train_tokens,
-        validation_tokens,
-        settings(args.plain_draft_steps, 3e-3),
-        args.work / "plain",
-        description="draft (plain)",
-    )
-    report["draft_plain"] = {"parameters": models.count_parameters(plain), **vars(result)}
-    save_model(plain, tokenizer, args.out / "pycode-draft-plain")
+    # 3. target
+    if args.reuse_target:
+        target = LlamaForCausalLM.from_pretrained(args.out / "pycode-target", dtype=torch.float32)
+    else:
+        target = train_and_save("target", "pycode-target", models.target_config(len(tokenizer)), args.target_steps, 1.5e-3)
+    # 4. the draft, distilled from the target's logits
+    train_and_save("draft_distilled", "pycode-draft", models.draft_config(len(tokenizer)), args.draft_steps, 3e-3, teacher=target)
+    # 5. the same draft architecture on tokens alone, for fewer steps
+    train_and_save("draft_plain", "pycode-draft-plain", models.draft_config(len(tokenizer)), args.plain_draft_steps, 3e-3)
 
     report["total_seconds"] = time.perf_counter() - started
     (args.out / "training_report.json").write_text(json.dumps(report, indent=2) + "\n")
