@@ -226,7 +226,7 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                     ["exact", "greedy", "lenient"],
                     value="exact",
                     label="Verification",
-                    info="exact: min(1, p/q) test · greedy: argmax · lenient: accepts more, LOSSY",
+                    info="exact: the min(1, p/q) test · greedy: argmax · lenient: accepts more, LOSSY",
                     elem_id="verification",
                 )
                 lenience = gr.Slider(
@@ -234,16 +234,16 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                     1.0,
                     value=0.5,
                     step=0.05,
-                    label="Lenience l (lenient only): accept if u ≤ p / (l·q)",
+                    label="Lenience l: accept if u ≤ p / (l·q). LOSSY below 1",
+                    visible=False,
                     elem_id="lenience",
                 )
                 temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature")
-                with gr.Row():
-                    top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p", elem_id="top-p")
-                    top_k = gr.Number(0, label="top-k (0 = off)", precision=0, minimum=0, elem_id="top-k")
-                with gr.Row():
-                    max_new_tokens = gr.Slider(1, 256, value=64, step=1, label="Max new tokens", elem_id="max-new-tokens")
-                    seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="seed")
+                max_new_tokens = gr.Slider(1, 256, value=64, step=1, label="Max new tokens", elem_id="max-new-tokens")
+                playback = gr.Radio(
+                    list(PLAYBACK), value="10× slower", label="Playback (timings are always the real ones)", elem_id="playback"
+                )
+            with gr.Accordion("More settings", open=False):
                 drafter = gr.Radio(
                     [("draft model", "model"), ("prompt lookup (no model)", "lookup")],
                     value="model",
@@ -251,9 +251,10 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                     elem_id="drafter",
                 )
                 adaptive = gr.Checkbox(False, label="Adaptive γ (+2 after a full accept, −1 otherwise)", elem_id="adaptive")
-                playback = gr.Radio(
-                    list(PLAYBACK), value="10× slower", label="Playback (timings are always the real ones)", elem_id="playback"
-                )
+                with gr.Row():
+                    top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p", elem_id="top-p")
+                    top_k = gr.Number(0, label="top-k (0 = off)", precision=0, minimum=0, elem_id="top-k")
+                seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="seed")
         with gr.Column(scale=2, min_width=340):
             status = gr.Markdown("Ready.", elem_id="status")
             gr.HTML(legend_html(), elem_id="legend")
@@ -325,6 +326,7 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
     step_button.click(step_once, [trace_state, cursor_state, request_state, *controls], run_outputs, concurrency_id="decode")
     preset.change(lambda value: value or gr.update(), preset, prompt)
     pair_box.change(pair_defaults, pair_box, [gamma, temperature])
+    verification.change(lambda mode: gr.update(visible=mode == "lenient"), verification, lenience)
     inspector.change(inspect, [trace_state, inspector], inspector_chart)
     export_button.click(export_trace, trace_state, export_file)
     import_file.upload(import_trace, import_file, [*run_outputs, prompt])
