@@ -71,10 +71,12 @@ def details_markdown(info: dict) -> str:
 
 def summary_markdown(m: Measures, trace) -> str:
     """The numbers under the token stream."""
+    lossy = ""
+    if trace.started is not None and trace.started.lossy:
+        lossy = f' <span class="sv-lossy">LOSSY: lenient acceptance (l = {trace.started.lenience:g}), not the target\'s distribution</span>'
     if trace.summary is None:
-        return f"Cycle {m.n_cycles} · α so far {_f(m.alpha)} · {_f(m.tokens_per_cycle, 2)} tokens per target forward"
+        return f"Cycle {m.n_cycles} · α so far {_f(m.alpha)} · {_f(m.tokens_per_cycle, 2)} tokens per target forward" + lossy
     s = trace.summary
-    lossy = ' <span class="sv-lossy">LOSSY: lenient acceptance</span>' if s.lossy else ""
     parts = [
         f"**{s.new_tokens} tokens** in {s.wall_s * 1000:.0f} ms ({s.tokens_per_s:.0f} tokens/s), {m.n_cycles} cycles, "
         f"**{_f(m.tokens_per_cycle, 2)} tokens per target forward**",
