@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import torch
 
@@ -90,11 +91,11 @@ def speculative_decode(
         rollback_to_accepted(target, committed)
         drafter.rollback(committed)
 
-        timings = dict(
-            draft_s=draft_done - cycle_start, verify_s=verify_done - draft_done, overhead_s=time.perf_counter() - verify_done
-        )
+        timings = dict(draft_s=draft_done - cycle_start, verify_s=verify_done - draft_done, overhead_s=0.0)
         cycle = _cycle_event(totals["cycles"], window, proposal, verdict, emitted, vocabulary, settings, timings)
-        decode_s += time.perf_counter() - cycle_start
+        cycle_end = time.perf_counter()
+        cycle = replace(cycle, overhead_s=cycle_end - verify_done)  # acceptance, rollback and this event
+        decode_s += cycle_end - cycle_start
         _accumulate(totals, cycle, verdict)
         yield cycle
 
