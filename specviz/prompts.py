@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 PROMPTS: dict[str, list[str]] = {
-    "code": [
-        'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
-        "import os\nimport sys\n\n\ndef main():\n",
-        "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n",
-        "def read_config(path):\n    with open(path) as f:\n",
-        "    for key, value in sorted(mapping.items()):\n        if ",
-        "try:\n    import json\nexcept ImportError:\n",
+    "code": [  # each ends mid-line: a prompt ending in a newline splits the tokenizer's newline+indent tokens
+        'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    if n',
+        "import os\nimport sys\n\n\ndef main():\n    args = sys",
+        "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n        self",
+        "def read_config(path):\n    with open(path) as f:\n        return",
+        "    for key, value in sorted(mapping.items()):\n        if key",
+        "try:\n    import json\nexcept ImportError:\n    json = None\n\n\ndef dump(obj):\n    return",
         "def parse_args(argv=None):\n    parser = argparse.ArgumentParser(",
-        'class Timer:\n    """Context manager that measures elapsed time."""\n\n    def __enter__(self):\n',
+        'class Timer:\n    """Context manager that measures elapsed time."""\n\n    def __enter__(self):\n        self',
     ],
     "prose": [
         "The history of the printing press begins",
