@@ -85,10 +85,51 @@ def _upto(trace: Trace, shown: int) -> Trace:
     return Trace(pair=trace.pair, prompt=trace.prompt, started=trace.started, cycles=trace.cycles[:shown])
 
 
+# Sessions whose user pressed Stop. Cancelling a generator in Gradio cannot interrupt the worker thread
+# that runs it, so the engine also checks this between cycles and ends the run at once.
+stop_requested: set[str] = set()
+
+
+def request_stop(request: gr.Request) -> str:
+    stop_requested.add(request.session_hash)
+    return "Stopped."
+
+
 @on_gpu
-def run_live(*values):
+def run_live(
+    pair,
+    prompt_text,
+    gamma_value,
+    temperature_value,
+    top_k_value,
+    top_p_value,
+    max_new,
+    seed_value,
+    drafter_kind,
+    adaptive_gamma,
+    verification_mode,
+    lenience_value,
+    playback_speed,
+    http_request: gr.Request,
+):
+    session = http_request.session_hash if http_request else ""
+    stop_requested.discard(session)
     try:
-        request = request_from(*values)
+        request = request_from(
+            pair,
+            prompt_text,
+            gamma_value,
+            temperature_value,
+            top_k_value,
+            top_p_value,
+            max_new,
+            seed_value,
+            drafter_kind,
+            adaptive_gamma,
+            verification_mode,
+            lenience_value,
+            playback_speed,
+        )
         request.settings()
         if not is_loaded(request.pair):
             yield {status: f"Loading {request.pair} (first time only)…"}
@@ -98,7 +139,7 @@ def run_live(*values):
             f"draft {pair.draft.parameters / 1e6:.1f}M parameters"
         )
         frames = 0
-        for frame in live_run(request):
+        for frame in live_run(request, should_stop=lambda: session in stop_requested):
             frames += 1
             label = {
                 "speculative": f"Speculative decoding… · {where}",
@@ -322,7 +363,7 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
 
     run_event = run_button.click(run_live, controls, run_outputs, concurrency_limit=RUN_CONCURRENCY, concurrency_id="decode")
     submit_event = prompt.submit(run_live, controls, run_outputs, concurrency_id="decode")
-    stop_button.click(lambda: "Stopped.", None, status, cancels=[run_event, submit_event])
+    stop_button.click(request_stop, None, status, cancels=[run_event, submit_event])
     step_button.click(step_once, [trace_state, cursor_state, request_state, *controls], run_outputs, concurrency_id="decode")
     preset.change(lambda value: value or gr.update(), preset, prompt)
     pair_box.change(pair_defaults, pair_box, [gamma, temperature])

@@ -118,7 +118,7 @@ def test_run_animates_tokens_charts_and_race(app_url, browser):
         assert page.locator(f"{chart} .js-plotly-plot").count() == 1, f"{chart} did not draw"
     assert "speedup measured" in page.locator("#summary").inner_text()
     page.screenshot(path=str(SHOTS / "run-1280x720.png"), full_page=True)
-    page.get_by_role("tab", name="Race").click()
+    page.get_by_role("tab", name="Race", exact=True).click()
     race = page.locator("#race")
     assert race.locator(".sv-lane").count() == 2 and race.locator(".sv-text span").count() > 0
     assert "identical" in race.inner_text(), "under greedy the race must say whether the two texts are identical"

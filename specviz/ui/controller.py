@@ -77,9 +77,9 @@ def live_run(request: RunRequest, should_stop=lambda: False) -> Iterator[Frame]:
             if request.slowdown > 1:
                 extra = request.slowdown - 1
                 yield Frame(trace, len(trace.cycles), "draft", "speculative")
-                time.sleep(event.draft_s * extra)
+                pause(event.draft_s * extra, should_stop)
                 yield Frame(trace, len(trace.cycles), "verify", "speculative")
-                time.sleep((event.verify_s + event.overhead_s) * extra)
+                pause((event.verify_s + event.overhead_s) * extra, should_stop)
             yield Frame(trace, len(trace.cycles), "decide", "speculative")
         elif isinstance(event, Summary):
             trace.summary = event
@@ -93,6 +93,13 @@ def live_run(request: RunRequest, should_stop=lambda: False) -> Iterator[Frame]:
         elif isinstance(event, Summary):
             trace.baseline = event
     yield Frame(trace, len(trace.cycles), "decide", "done")
+
+
+def pause(seconds: float, should_stop) -> None:
+    """Slow-motion wait that a Stop ends within 50 ms."""
+    deadline = time.perf_counter() + seconds
+    while not should_stop() and (left := deadline - time.perf_counter()) > 0:
+        time.sleep(min(left, 0.05))
 
 
 def record(request: RunRequest) -> Trace:
