@@ -5,7 +5,9 @@ from __future__ import annotations
 import threading
 
 from specviz.catalogue import Catalogue, load_catalogue
+from specviz.engine import DecodeSettings
 from specviz.loading import LoadedPair, load_pair
+from specviz.runner import run
 
 _loaded: dict[str, LoadedPair] = {}
 _lock = threading.Lock()
@@ -23,8 +25,18 @@ def get_pair(name: str) -> LoadedPair:
     """The loaded pair, loading it on first use (PairError with a clear sentence if it cannot be)."""
     with _lock:
         if name not in _loaded:
-            _loaded[name] = load_pair(name, catalogue().get(name), catalogue().offline_pairs())
+            pair = load_pair(name, catalogue().get(name), catalogue().offline_pairs())
+            warm_up(pair)
+            _loaded[name] = pair
         return _loaded[name]
+
+
+def warm_up(pair: LoadedPair) -> None:
+    """One short run of each path, so the first user's timings are steady-state, not allocator and kernel set-up."""
+    settings = DecodeSettings(max_new_tokens=8, gamma=4)
+    for mode in ("speculative", "autoregressive"):
+        for _ in run(pair, "def main():\n    return", settings, mode=mode):
+            pass
 
 
 def is_loaded(name: str) -> bool:
