@@ -85,13 +85,15 @@ def _upto(trace: Trace, shown: int) -> Trace:
     return Trace(pair=trace.pair, prompt=trace.prompt, started=trace.started, cycles=trace.cycles[:shown])
 
 
-# Sessions whose user pressed Stop. Cancelling a generator in Gradio cannot interrupt the worker thread
-# that runs it, so the engine also checks this between cycles and ends the run at once.
-stop_requested: set[str] = set()
+# Cancelling a generator in Gradio cannot interrupt the worker thread that runs it, so each session
+# has a run generation: Stop (or a newer run) moves it on, and a run checks between cycles that it
+# is still the current one.
+run_generation: dict[str, int] = {}
 
 
 def request_stop(request: gr.Request) -> str:
-    stop_requested.add(request.session_hash)
+    session = request.session_hash if request else ""
+    run_generation[session] = run_generation.get(session, 0) + 1
     return "Stopped."
 
 
@@ -113,7 +115,7 @@ def run_live(
     http_request: gr.Request,
 ):
     session = http_request.session_hash if http_request else ""
-    stop_requested.discard(session)
+    generation = run_generation[session] = run_generation.get(session, 0) + 1
     try:
         request = request_from(
             pair,
@@ -139,12 +141,12 @@ def run_live(
             f"draft {pair.draft.parameters / 1e6:.1f}M parameters"
         )
         frames = 0
-        for frame in live_run(request, should_stop=lambda: session in stop_requested):
+        for frame in live_run(request, should_stop=lambda: run_generation.get(session) != generation):
             frames += 1
             label = {
                 "speculative": f"Speculative decoding… · {where}",
                 "baseline": "Now the target alone, for the race…",
-                "done": f"Done. · {where}",
+                "done": f"Done. · run {generation} · {where}",
             }[frame.stage]
             charts_too = frame.stage != "speculative" or request.slowdown > 1 or frames % 4 == 0
             yield {

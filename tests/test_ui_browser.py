@@ -97,11 +97,16 @@ def run_prompt(page, prompt: str, playback: str = "real pace") -> float:
     """Type a prompt, press Run, wait for the race; return seconds from Run to the first coloured token."""
     page.locator("#prompt textarea").fill(prompt)
     choose(page, "playback", playback)
+    before = page.locator("#status").inner_text()
     pressed = time.perf_counter()
     page.click("#run")
     page.wait_for_selector(COLOURED, timeout=120_000)
     first_token_s = time.perf_counter() - pressed
-    page.wait_for_selector("#status :text('Done.')", timeout=180_000)
+    page.wait_for_function(  # this run's "Done" (each carries its run number), not a stale one
+        "before => { const text = document.querySelector('#status').innerText; return text.includes('Done.') && text !== before; }",
+        arg=before,
+        timeout=180_000,
+    )
     return first_token_s
 
 
@@ -165,6 +170,7 @@ def test_stop_cancels_and_two_sessions_run_side_by_side(app_url, browser):
     run_prompt(other, "for i in range(10):\n")  # a second session completes while the first is still playing
     slow.click("#stop")
     slow.wait_for_selector("#status :text('Stopped.')", timeout=30_000)
+    slow.wait_for_timeout(1000)
     run_prompt(slow, "while True:\n")  # and the stopped session can run again
     slow.close()
     other.close()
