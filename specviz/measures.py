@@ -31,6 +31,21 @@ def tested_positions(cycle: Cycle) -> int:
     return min(cycle.n_accepted + 1, len(cycle.positions))
 
 
+def running_alphas(cycles: list[Cycle]) -> tuple[list[float | None], list[float | None]]:
+    """Both α estimators after each cycle, in one pass (the same definitions as `measure`)."""
+    accepted = rejections = 0
+    overlap_sum, n_overlaps = 0.0, 0
+    maximum_likelihood, analytic = [], []
+    for cycle in cycles:
+        accepted += cycle.n_accepted
+        rejections += cycle.resampled_token_id is not None and bool(cycle.positions)
+        tested = [p.overlap for p in cycle.positions[: tested_positions(cycle)] if p.overlap is not None]
+        overlap_sum, n_overlaps = overlap_sum + sum(tested), n_overlaps + len(tested)
+        maximum_likelihood.append(theory.alpha_maximum_likelihood(accepted, rejections))
+        analytic.append(overlap_sum / n_overlaps if n_overlaps else None)
+    return maximum_likelihood, analytic
+
+
 def measure(trace: Trace, upto: int | None = None) -> Measures:
     """Measures over the first `upto` cycles (all by default)."""
     cycles = trace.cycles if upto is None else trace.cycles[:upto]

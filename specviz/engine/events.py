@@ -5,7 +5,7 @@ Renderers, charts, the CLI and JSON traces are all pure functions of these event
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Literal
 
 TokenStatus = Literal["accepted", "rejected", "unverified"]
@@ -69,10 +69,6 @@ class Cycle:
     @property
     def draft_token_ids(self) -> tuple[int, ...]:
         return tuple(position.token_id for position in self.positions)
-
-    @property
-    def n_rejected(self) -> int:
-        return int(any(position.status == "rejected" for position in self.positions))
 
 
 @dataclass(frozen=True)
@@ -143,19 +139,6 @@ class Summary:
     @property
     def tokens_per_cycle(self) -> float | None:
         return self.new_tokens / self.n_cycles if self.n_cycles else None
-
-    def as_dict(self) -> dict:
-        return {
-            **{k: v for k, v in asdict(self).items() if k != "new_token_ids"},
-            "new_token_ids": list(self.new_token_ids),
-            "new_tokens": self.new_tokens,
-            "tokens_per_s": self.tokens_per_s,
-            "alpha": self.alpha,
-            "alpha_naive": self.alpha_naive,
-            "alpha_analytic": self.alpha_analytic,
-            "tau": self.tau,
-            "tokens_per_cycle": self.tokens_per_cycle,
-        }
 
 
 Event = RunStarted | Cycle | Step | Summary

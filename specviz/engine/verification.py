@@ -53,11 +53,12 @@ def verify(
     # 1. the test, for all k drafts at once; only the prefix up to the first failure counts
     p_x = p[:k].gather(-1, x[:, None]).squeeze(-1)  # (k,)
     q_x = q.gather(-1, x[:, None]).squeeze(-1)  # (k,)
+    shown_p_x = p_view[:k].gather(-1, x[:, None]).squeeze(-1)  # (k,)
     if settings.greedy:
-        shown_p_x = p_view[:k].gather(-1, x[:, None]).squeeze(-1)
-        accept_probability = (shown_p_x >= lenience * p_view[:k].max(-1).values).float()
         if lenience == 1.0:
             accept_probability = (x == p[:k].argmax(-1)).float()
+        else:
+            accept_probability = (shown_p_x >= lenience * p_view[:k].max(-1).values).float()
         uniforms = None
         accepted = accept_probability > 0
     else:
@@ -84,7 +85,7 @@ def verify(
         n_accepted=n_accepted,
         new_token_id=int(new_token.item()),
         is_bonus=n_accepted == k,
-        p_shown=p_view[:k].gather(-1, x[:, None]).squeeze(-1).tolist(),
+        p_shown=shown_p_x.tolist(),
         q_shown=q_view.gather(-1, x[:, None]).squeeze(-1).tolist() if k else [],
         accept_probability=accept_probability.tolist(),
         uniforms=uniforms.tolist() if uniforms is not None else None,

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specviz import theory
-from specviz.measures import measure, tested_positions
+from specviz.measures import measure, running_alphas, tested_positions
 from specviz.trace import Trace
 from specviz.ui.palette import COLOURS
 
@@ -32,11 +32,11 @@ def alpha_figure(trace: Trace) -> go.Figure:
     """Running α (two estimators) by cycle, and acceptance by position in the window."""
     figure = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], subplot_titles=("running α", "acceptance by position"))
     xs = list(range(1, len(trace.cycles) + 1))
-    running = [measure(trace, upto=n) for n in xs]
+    alpha_ml, alpha_analytic = running_alphas(trace.cycles)
     figure.add_trace(
         go.Scatter(
             x=xs,
-            y=[m.alpha for m in running],
+            y=alpha_ml,
             name="α = accepted / (accepted + rejections)",
             mode="lines+markers",
             line={"color": COLOURS["accepted"], "width": 3},
@@ -47,7 +47,7 @@ def alpha_figure(trace: Trace) -> go.Figure:
     figure.add_trace(
         go.Scatter(
             x=xs,
-            y=[m.alpha_analytic for m in running],
+            y=alpha_analytic,
             name="α analytic: mean Σ min(p, q)",
             mode="lines",
             line={"color": COLOURS["resampled"], "dash": "dash", "width": 2},
