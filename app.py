@@ -12,6 +12,7 @@ import torch
 from specviz.catalogue import CatalogueError
 from specviz.engine import MAX_GAMMA, SettingsError
 from specviz.loading import PairError
+from specviz.engine.tally import Tally
 from specviz.measures import measure
 from specviz.prompts import DOMAINS, PROMPTS
 from specviz.runner import PromptError
@@ -62,9 +63,9 @@ def views(trace: Trace, shown: int, phase: str, request: RunRequest | None, char
     if charts_too:
         updates.update(
             {
-                alpha_chart: charts.alpha_figure(_upto(trace, shown)),
-                tau_chart: charts.tau_figure(_upto(trace, shown)),
-                speedup_chart: charts.speedup_figure(trace if shown == len(trace.cycles) else _upto(trace, shown)),
+                alpha_chart: charts.alpha_figure(Tally.running(trace.cycles[:shown])),
+                tau_chart: charts.tau_figure(trace.cycles[:shown], m),
+                speedup_chart: charts.speedup_figure(m),
             }
         )
     if trace.summary is not None and trace.baseline is not None and shown == len(trace.cycles):

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specviz import theory
-from specviz.engine import Cycle, Summary
+from specviz.engine import Summary, Tally
 from specviz.engine.kv_cache import synchronize
 from specviz.loading import LoadedPair
+from specviz.measures import measures_of
 from specviz.prompts import load_prompt_set
 from specviz.runner import encode_prompt, run
 
@@ -28,7 +28,6 @@ class MethodResult:
     decode_tokens_per_s: list[float] = field(default_factory=list)  # decoding alone, what the theory models
     outputs: list[list[int]] = field(default_factory=list)  # first repeat, per prompt
     summaries: list[Summary] = field(default_factory=list)  # every repeat, per prompt
-    cycles: list[Cycle] = field(default_factory=list)  # every repeat
 
     @property
     def median_tokens_per_s(self) -> float:
@@ -52,7 +51,6 @@ def run_ours(
         wall += summary.wall_s
         prefill += summary.prefill_s
         result.summaries.append(summary)
-        result.cycles += [event for event in events if isinstance(event, Cycle)]
         if record:
             result.outputs.append(list(summary.new_token_ids))
     result.tokens_per_s.append(tokens / wall)
@@ -106,42 +104,35 @@ def run_transformers(
 
 def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float) -> dict:
     """Measured speed next to what Leviathan's formula predicts from our own measured α and τ."""
-    accepted = sum(s.n_accepted for s in result.summaries)
-    rejections = sum(s.n_rejections for s in result.summaries)
-    drafted = sum(s.n_drafted for s in result.summaries)
-    alpha = theory.alpha_maximum_likelihood(accepted, rejections)
-    draft_s = sum(c.draft_s for c in result.cycles)
-    verify_s = sum(c.verify_s for c in result.cycles)
-    overhead_s = sum(c.overhead_s for c in result.cycles)
-    n_cycles = max(1, len(result.cycles))
-    draft_step_s = draft_s / drafted if drafted else 0.0
-    tau = draft_step_s / step_s if step_s else None
-    predicted = theory.expected_speedup(alpha, result.gamma, tau) if alpha is not None and tau is not None else None
-    speedup = result.median_tokens_per_s / baseline.median_tokens_per_s
-    decode_speedup = result.median_decode_tokens_per_s / baseline.median_decode_tokens_per_s
-    verify_cost = (verify_s / n_cycles) / step_s if step_s else None
-    predicted_with_cost = (
-        theory.expected_speedup_with_verify_cost(alpha, result.gamma, tau, verify_cost)
-        if predicted is not None and verify_cost
-        else None
+    tally = sum((s.tally for s in result.summaries), Tally())
+    m = measures_of(
+        tally,
+        gamma=result.gamma,
+        target_step_s=step_s,
+        tokens_per_s=result.median_tokens_per_s,
+        baseline_tokens_per_s=baseline.median_tokens_per_s,
     )
+    decode_speedup = result.median_decode_tokens_per_s / baseline.median_decode_tokens_per_s
     return {
         "method": "speculative",
         "gamma": result.gamma,
-        "tokens_per_s": result.median_tokens_per_s,
-        "speedup": speedup,
-        "alpha": alpha,
-        "alpha_analytic": sum(s.overlap_sum for s in result.summaries) / max(1, sum(s.n_tested for s in result.summaries)),
-        "tau": tau,
-        "predicted_speedup": predicted,
+        "tokens_per_s": m.tokens_per_s,
+        "speedup": m.measured_speedup,
+        "alpha": m.alpha,
+        "alpha_analytic": m.alpha_analytic,
+        "tau": m.tau,
+        "predicted_speedup": m.predicted_speedup,
         "decode_speedup": decode_speedup,
-        "measured_over_predicted": decode_speedup / predicted if predicted else None,
-        "tokens_per_cycle": sum(len(c.emitted_token_ids) for c in result.cycles) / n_cycles,
-        "draft_ms_per_cycle": 1000 * draft_s / n_cycles,
-        "verify_ms_per_cycle": 1000 * verify_s / n_cycles,
-        "other_ms_per_cycle": 1000 * overhead_s / n_cycles,
-        "verify_cost": verify_cost,
-        "predicted_with_verify_cost": predicted_with_cost,
+        "measured_over_predicted": decode_speedup / m.predicted_speedup if m.predicted_speedup else None,
+        "tokens_per_cycle": m.tokens_per_cycle,
+        "mean_acceptance_length": tally.mean_acceptance_length,
+        "acceptance_histogram": list(tally.accepted_histogram),
+        "acceptance_by_position": tally.acceptance_by_position,
+        "draft_ms_per_cycle": 1000 * tally.draft_s / max(1, tally.cycles),
+        "verify_ms_per_cycle": 1000 * tally.verify_s / max(1, tally.cycles),
+        "other_ms_per_cycle": 1000 * tally.overhead_s / max(1, tally.cycles),
+        "verify_cost": m.verify_cost,
+        "predicted_with_verify_cost": m.predicted_with_verify_cost,
     }
 
 
@@ -183,7 +174,7 @@ def command_bench(args: argparse.Namespace) -> int:
                 run_transformers(pair, prompts, args, gamma, theirs[gamma], record)
         log(f"  repeat {repeat + 1}/{args.repeats} done")
 
-    step_s = statistics.mean(s.target_forward_s for s in baseline.summaries)
+    step_s = statistics.mean(s.step_s for s in baseline.summaries)
     rows = [
         {
             "method": "autoregressive",

@@ -12,6 +12,7 @@ from specviz import theory
 from specviz.catalogue import CatalogueError, Pair, load_catalogue
 from specviz.engine import Cycle, DecodeSettings, SamplingSettings, SettingsError, Summary
 from specviz.loading import LoadedPair, PairError, load_pair
+from specviz.measures import measures_of
 from specviz.runner import PromptError, run
 
 
@@ -105,6 +106,7 @@ def run_to_dict(events: list) -> dict:
         for event in events
         if isinstance(event, Cycle)
     ]
+    m = measures_of(summary.tally, gamma=events[0].gamma, tokens_per_s=summary.tokens_per_s)
     return {
         "mode": summary.mode,
         "lossy": summary.lossy,
@@ -115,11 +117,15 @@ def run_to_dict(events: list) -> dict:
             "new_tokens": summary.new_tokens,
             "wall_s": summary.wall_s,
             "tokens_per_s": summary.tokens_per_s,
-            "alpha": summary.alpha,
-            "alpha_naive": summary.alpha_naive,
-            "alpha_analytic": summary.alpha_analytic,
-            "tau": summary.tau,
-            "tokens_per_cycle": summary.tokens_per_cycle,
+            "alpha": m.alpha,
+            "alpha_naive": m.alpha_naive,
+            "alpha_analytic": m.alpha_analytic,
+            "tau": m.tau,
+            "tau_source": m.tau_source,
+            "tokens_per_cycle": m.tokens_per_cycle,
+            "mean_acceptance_length": summary.tally.mean_acceptance_length,
+            "acceptance_histogram": list(summary.tally.accepted_histogram),
+            "acceptance_by_position": summary.tally.acceptance_by_position,
             "stop_reason": summary.stop_reason,
         },
     }

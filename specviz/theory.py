@@ -37,9 +37,9 @@ def operations_factor(alpha: float, gamma: int, tau_hat: float) -> float:
     return (gamma * tau_hat + gamma + 1) / expected_tokens_per_cycle(alpha, gamma)
 
 
-def best_gamma(alpha: float, tau: float, limit: int = BEST_GAMMA_SEARCH_LIMIT) -> tuple[int, float]:
-    """The integer γ ≥ 1 that maximises the expected speedup, and that speedup."""
-    speedups = [(expected_speedup(alpha, gamma, tau), gamma) for gamma in range(1, limit + 1)]
+def best_gamma(alpha: float, tau: float, limit: int = BEST_GAMMA_SEARCH_LIMIT, verify_cost: float = 1.0) -> tuple[int, float]:
+    """The integer γ ≥ 1 that maximises the expected speedup E / (γτ + ν), and that speedup."""
+    speedups = [(expected_speedup_with_verify_cost(alpha, gamma, tau, verify_cost), gamma) for gamma in range(1, limit + 1)]
     speedup, gamma = max(speedups)
     return gamma, speedup
 

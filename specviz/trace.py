@@ -10,8 +10,9 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 
 from specviz.engine.events import Cycle, DraftPosition, RunStarted, Step, Summary
+from specviz.engine.tally import Tally
 
-TRACE_FORMAT = "specviz-trace/1"
+TRACE_FORMAT = "specviz-trace/2"
 
 
 @dataclass
@@ -57,9 +58,9 @@ class Trace:
                 prompt=raw.get("prompt", ""),
                 started=_build(RunStarted, raw["started"]) if raw.get("started") else None,
                 cycles=[_cycle(c) for c in raw.get("cycles", [])],
-                summary=_build(Summary, raw["summary"]) if raw.get("summary") else None,
+                summary=_summary(raw["summary"]) if raw.get("summary") else None,
                 baseline_steps=[_build(Step, s) for s in raw.get("baseline_steps", [])],
-                baseline=_build(Summary, raw["baseline"]) if raw.get("baseline") else None,
+                baseline=_summary(raw["baseline"]) if raw.get("baseline") else None,
             )
         except (KeyError, TypeError) as error:
             raise ValueError(f"damaged specviz trace: {error}") from None
@@ -74,9 +75,13 @@ def _tuples(value):
 
 def _build(kind, data: dict):
     names = {f.name for f in fields(kind)}
-    return kind(**{k: (_tuples(v) if k != "extra" else v) for k, v in data.items() if k in names})
+    return kind(**{k: _tuples(v) for k, v in data.items() if k in names})
 
 
 def _cycle(data: dict) -> Cycle:
     positions = tuple(_build(DraftPosition, p) for p in data.get("positions", []))
     return _build(Cycle, {**data, "positions": positions})
+
+
+def _summary(data: dict) -> Summary:
+    return _build(Summary, {**data, "tally": _build(Tally, data.get("tally") or {})})

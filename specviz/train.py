@@ -1,6 +1,7 @@
 """Train the bundled pair: `python -m specviz.train` (defaults are the ones used for the shipped weights).
 
-1. corpus: this interpreter's standard-library `.py` files, ~5% of files held out;
+1. corpus: this interpreter's standard-library `.py` files (~5% of them held out for validation) plus
+   the library code of a fixed list of permissively licensed installed packages (`corpus.PACKAGES`);
 2. tokenizer: byte-level BPE;
 3. target: a ~16M-parameter Llama trained on the corpus;
 4. draft: a ~2M-parameter one-layer Llama distilled from the target's logits;
@@ -32,13 +33,20 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=ASSETS, help="folder for the three model folders")
     parser.add_argument("--work", type=Path, default=Path(".train_work"), help="scratch folder for checkpoints")
     parser.add_argument("--vocab-size", type=int, default=4096)
-    parser.add_argument("--target-steps", type=int, default=900)
-    parser.add_argument("--draft-steps", type=int, default=700)
+    parser.add_argument("--target-steps", type=int, default=2600)
+    parser.add_argument("--target-learning-rate", type=float, default=3e-3)
+    parser.add_argument("--draft-steps", type=int, default=800)
     parser.add_argument("--plain-draft-steps", type=int, default=175)
+    parser.add_argument("--warmup-steps", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--sequence-length", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--reuse-target", action="store_true", help="keep an already trained target in --out")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads; one is steadier than two on a shared 2-core machine"
+    )
+    parser.add_argument("--reuse-target", action="store_true", help="keep an already trained target (and its tokenizer) in --out")
+    parser.add_argument("--skip-evaluation", action="store_true", help="do not measure the saved pair at the end")
+    parser.add_argument("--evaluate-only", action="store_true", help="only measure the pair in --out and update its report")
     return parser.parse_args()
 
 
@@ -61,7 +69,13 @@ def save_model(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, fold
 
 def main() -> None:
     args = parse_args()
+    if args.evaluate_only:
+        from specviz.training import evaluate
+
+        evaluate.update_report(args.out)
+        return
     torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
     args.work.mkdir(parents=True, exist_ok=True)
     report: dict = {
         "python": platform.python_version(),
@@ -71,18 +85,25 @@ def main() -> None:
     started = time.perf_counter()
 
     # 1. corpus
-    split = corpus.split_stdlib()
-    train_texts, validation_texts = corpus.read_sources(split.train), corpus.read_sources(split.validation)
+    train_texts, validation_texts, split, packages = corpus.build_corpus()
     report["corpus"] = {
         "root": str(corpus.stdlib_root()),
+        "site_packages": str(corpus.site_packages_root()),
         "train_files": len(train_texts),
+        "stdlib_train_files": len(train_texts) - sum(p.files for p in packages),
         "validation_files": len(validation_texts),
         "train_bytes": sum(len(t) for t in train_texts),
-        "validation_files_list": [p.name for p in split.validation],
+        "package_bytes": sum(p.bytes for p in packages),
+        "packages": [vars(p) for p in packages],
+        "validation_files_list": [p.relative_to(corpus.stdlib_root()).as_posix() for p in split.validation],
     }
 
     # 2. tokenizer
-    tokenizer = train_tokenizer(train_texts, args.vocab_size)
+    if args.reuse_target:
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(args.out / "pycode-target")
+    else:
+        tokenizer = train_tokenizer(train_texts, args.vocab_size)
+        save_tokenizer(tokenizer, args.work / "tokenizer")  # beside the checkpoints, so a stopped run is still usable
     train_tokens, validation_tokens = encode_stream(tokenizer, train_texts), encode_stream(tokenizer, validation_texts)
     report["corpus"].update(train_tokens=len(train_tokens), validation_tokens=len(validation_tokens))
     print(f"corpus: {len(train_texts)} train files ({len(train_tokens):,} tokens), {len(validation_texts)} validation files")
@@ -93,6 +114,7 @@ def main() -> None:
             batch_size=args.batch_size,
             sequence_length=args.sequence_length,
             learning_rate=learning_rate,
+            warmup_steps=args.warmup_steps,
             seed=args.seed,
         )
 
@@ -114,8 +136,13 @@ def main() -> None:
     # 3. target
     if args.reuse_target:
         target = LlamaForCausalLM.from_pretrained(args.out / "pycode-target", dtype=torch.float32)
+        previous = args.out / "training_report.json"
+        if previous.exists():
+            report["target"] = json.loads(previous.read_text()).get("target")
     else:
-        target = train_and_save("target", "pycode-target", models.target_config(len(tokenizer)), args.target_steps, 1.5e-3)
+        target = train_and_save(
+            "target", "pycode-target", models.target_config(len(tokenizer)), args.target_steps, args.target_learning_rate
+        )
     # 4. the draft, distilled from the target's logits
     train_and_save("draft_distilled", "pycode-draft", models.draft_config(len(tokenizer)), args.draft_steps, 3e-3, teacher=target)
     # 5. the same draft architecture on tokens alone, for fewer steps
@@ -124,6 +151,11 @@ def main() -> None:
     report["total_seconds"] = time.perf_counter() - started
     (args.out / "training_report.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k not in ("corpus", "args")}, indent=2))
+    # 6. measure the saved pair (distinct-4, parse rate, samples, α and timings) into the same report
+    if not args.skip_evaluation:
+        from specviz.training import evaluate
+
+        evaluate.update_report(args.out)
 
 
 if __name__ == "__main__":

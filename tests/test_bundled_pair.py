@@ -27,8 +27,8 @@ def greedy_alpha(pair, prompts, draft_model=None) -> float:
                     CachedDecoder(pair.target.model, pair.shared_vocab_size), drafter, ids, settings, pair.vocabulary
                 )
             )[-1]
-        accepted += summary.n_accepted
-        tested += summary.n_accepted + summary.n_rejections
+        accepted += summary.tally.accepted
+        tested += summary.tally.accepted + summary.tally.rejections
     return accepted / tested
 
 

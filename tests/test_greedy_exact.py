@@ -53,9 +53,9 @@ def test_speculative_greedy_equals_target_greedy(target, draft_kind, gamma):
     assert list(baseline.new_token_ids) == reference, "our autoregressive baseline must match transformers' generate()"
     assert list(speculative.new_token_ids) == reference, f"speculative ({draft_kind}, γ={gamma}) diverged from greedy"
     if draft_kind == "same-as-target":
-        assert speculative.alpha == 1.0, "a draft identical to the target must have every token accepted"
+        assert speculative.tally.alpha == 1.0, "a draft identical to the target must have every token accepted"
     if draft_kind == "random":
-        assert speculative.n_rejections > 0, "a random draft should be rejected sometimes, or this test proves little"
+        assert speculative.tally.rejections > 0, "a random draft should be rejected sometimes, or this test proves little"
 
 
 def test_adaptive_gamma_stays_exact(target):

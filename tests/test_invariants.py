@@ -59,7 +59,7 @@ def test_each_cycle_emits_accepted_plus_one(models):
         )
     summary = events[-1]
     assert summary.new_tokens == sum(len(c.emitted_token_ids) for c in cycles)
-    assert summary.n_accepted == sum(c.n_accepted for c in cycles)
+    assert summary.tally.accepted == sum(c.n_accepted for c in cycles)
 
 
 def test_eos_stops_the_run(models):

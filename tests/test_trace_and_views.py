@@ -13,7 +13,8 @@ from specviz.engine import (
     autoregressive_decode,
     speculative_decode,
 )
-from specviz.measures import measure
+from specviz.engine.tally import Tally
+from specviz.measures import TAU_OVER_STEP, measure
 from specviz.trace import Trace
 from specviz.ui import charts
 from specviz.ui.controller import inspector_choices, next_cursor
@@ -86,11 +87,12 @@ def test_measures_and_figures(trace):
     rejections = sum(c.resampled_token_id is not None and bool(c.positions) for c in trace.cycles)
     assert m.alpha == pytest.approx(accepted / (accepted + rejections))
     assert m.measured_speedup == pytest.approx(trace.summary.tokens_per_s / trace.baseline.tokens_per_s)
-    assert m.tau_source.endswith("(autoregressive run)")
+    assert m.tau_source == TAU_OVER_STEP
+    assert m.tau == pytest.approx(m.tally.draft_step_s / trace.baseline.step_s)
     for figure in (
-        charts.alpha_figure(trace),
-        charts.tau_figure(trace),
-        charts.speedup_figure(trace),
+        charts.alpha_figure(Tally.running(trace.cycles)),
+        charts.tau_figure(trace.cycles, m),
+        charts.speedup_figure(m),
         charts.theory_figure(0.8, 0.05, 4),
     ):
         assert figure.data, "every chart draws something"

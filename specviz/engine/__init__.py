@@ -7,6 +7,7 @@ from specviz.engine.kv_cache import CachedDecoder, rollback_to_accepted
 from specviz.engine.sampling import SamplingSettings
 from specviz.engine.settings import MAX_GAMMA, DecodeSettings, SettingsError
 from specviz.engine.speculative import speculative_decode
+from specviz.engine.tally import Tally
 from specviz.engine.vocabulary import Vocabulary
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "SettingsError",
     "Step",
     "Summary",
+    "Tally",
     "Vocabulary",
     "autoregressive_decode",
     "rollback_to_accepted",

@@ -53,5 +53,5 @@ def autoregressive_decode(
         wall_s=prefill_s + decode_s,
         prefill_s=prefill_s,
         stop_reason=stop_reason,
-        target_forward_s=decode_s / len(new_ids) if new_ids else 0.0,
+        step_s=decode_s / len(new_ids) if new_ids else 0.0,
     )

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from specviz.engine.tally import Tally
+
 TokenStatus = Literal["accepted", "rejected", "unverified"]
 RankedToken = tuple[int, str, float]  # (token id, text, probability)
 
@@ -89,16 +91,9 @@ class Summary:
     wall_s: float  # prefill + every cycle or step, synchronised
     prefill_s: float
     stop_reason: Literal["max_new_tokens", "eos", "stopped"]
-    n_cycles: int = 0
-    n_drafted: int = 0
-    n_accepted: int = 0
-    n_rejections: int = 0
-    overlap_sum: float = 0.0  # Σ over tested positions of Σ_x min(p, q)
-    n_tested: int = 0
-    draft_forward_s: float = 0.0  # mean time of one draft forward
-    target_forward_s: float = 0.0  # mean time of one target forward (verify, or baseline step)
+    tally: Tally = field(default_factory=Tally)  # the speculative run's counts; empty for the baseline
+    step_s: float = 0.0  # the baseline's mean autoregressive step; 0 for a speculative run
     lossy: bool = False
-    extra: dict = field(default_factory=dict)
 
     @property
     def new_tokens(self) -> int:
@@ -112,33 +107,6 @@ class Summary:
     def decode_tokens_per_s(self) -> float:
         decode_s = self.wall_s - self.prefill_s
         return self.new_tokens / decode_s if decode_s > 0 else 0.0
-
-    @property
-    def alpha(self) -> float | None:
-        """Maximum-likelihood α: accepted / (accepted + rejections)."""
-        tested = self.n_accepted + self.n_rejections
-        return self.n_accepted / tested if tested else None
-
-    @property
-    def alpha_naive(self) -> float | None:
-        """accepted / drafted: biased low, since drafts after a rejection are never tested."""
-        return self.n_accepted / self.n_drafted if self.n_drafted else None
-
-    @property
-    def alpha_analytic(self) -> float | None:
-        """Mean Σ min(p, q) over tested positions (Leviathan, Corollary 3.6)."""
-        return self.overlap_sum / self.n_tested if self.n_tested else None
-
-    @property
-    def tau(self) -> float | None:
-        """Draft forward time / target forward time."""
-        if not self.draft_forward_s or not self.target_forward_s:
-            return None
-        return self.draft_forward_s / self.target_forward_s
-
-    @property
-    def tokens_per_cycle(self) -> float | None:
-        return self.new_tokens / self.n_cycles if self.n_cycles else None
 
 
 Event = RunStarted | Cycle | Step | Summary

@@ -25,6 +25,7 @@ from specviz.engine.events import Cycle, DraftPosition, Event, Summary
 from specviz.engine.kv_cache import CachedDecoder, rollback_to_accepted, synchronize
 from specviz.engine.settings import MAX_GAMMA, DecodeSettings
 from specviz.engine.start import prefill, run_started
+from specviz.engine.tally import Tally
 from specviz.engine.verification import Verdict, verify
 from specviz.engine.vocabulary import Vocabulary
 
@@ -47,7 +48,7 @@ def speculative_decode(
     committed = list(prompt_ids)
     new_ids: list[int] = []
     gamma = settings.gamma
-    totals = dict(draft_s=0.0, verify_s=0.0, drafted=0, accepted=0, rejections=0, overlap=0.0, tested=0, cycles=0)
+    tally = Tally()
     decode_s = 0.0
     stop_reason = "max_new_tokens"
     while len(new_ids) < settings.max_new_tokens:
@@ -92,11 +93,11 @@ def speculative_decode(
         drafter.rollback(committed)
 
         timings = dict(draft_s=draft_done - cycle_start, verify_s=verify_done - draft_done, overhead_s=0.0)
-        cycle = _cycle_event(totals["cycles"], window, proposal, verdict, emitted, vocabulary, settings, timings)
+        cycle = _cycle_event(tally.cycles, window, proposal, verdict, emitted, vocabulary, settings, timings)
         cycle_end = time.perf_counter()
         cycle = replace(cycle, overhead_s=cycle_end - verify_done)  # acceptance, rollback and this event
         decode_s += cycle_end - cycle_start
-        _accumulate(totals, cycle, verdict)
+        tally = tally.add(cycle)
         yield cycle
 
         if settings.adaptive_gamma:
@@ -111,14 +112,7 @@ def speculative_decode(
         wall_s=prefill_s + decode_s,
         prefill_s=prefill_s,
         stop_reason=stop_reason,
-        n_cycles=totals["cycles"],
-        n_drafted=totals["drafted"],
-        n_accepted=totals["accepted"],
-        n_rejections=totals["rejections"],
-        overlap_sum=totals["overlap"],
-        n_tested=totals["tested"],
-        draft_forward_s=totals["draft_s"] / totals["drafted"] if totals["drafted"] else 0.0,
-        target_forward_s=totals["verify_s"] / totals["cycles"] if totals["cycles"] else 0.0,
+        tally=tally,
         lossy=settings.lossy,
     )
 
@@ -172,15 +166,3 @@ def _cycle_event(
         n_draft_forwards=proposal.n_forwards,
         lossy=settings.lossy,
     )
-
-
-def _accumulate(totals: dict, cycle: Cycle, verdict: Verdict) -> None:
-    n_tested = min(verdict.n_accepted + 1, len(cycle.positions))
-    totals["cycles"] += 1
-    totals["draft_s"] += cycle.draft_s
-    totals["verify_s"] += cycle.verify_s
-    totals["drafted"] += len(cycle.positions)
-    totals["accepted"] += verdict.n_accepted
-    totals["rejections"] += 0 if verdict.is_bonus else 1
-    totals["tested"] += n_tested
-    totals["overlap"] += sum(verdict.overlap[:n_tested])

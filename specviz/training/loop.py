@@ -31,6 +31,7 @@ class TrainResult:
     final_train_loss: float
     validation_loss: float
     seconds: float
+    history: list[tuple[int, float, float]]  # (step, running train loss, validation loss) at each evaluation
 
 
 def random_windows(tokens: torch.Tensor, settings: TrainSettings, generator: torch.Generator) -> torch.Tensor:
@@ -87,6 +88,7 @@ def train(
     model.train()
     started = time.perf_counter()
     running_loss, val_loss = float("nan"), float("nan")
+    history: list[tuple[int, float, float]] = []
     progress = tqdm(range(settings.steps), desc=description, mininterval=5)
     for step in progress:
         for group in optimizer.param_groups:
@@ -106,6 +108,8 @@ def train(
         running_loss = loss.item() if math.isnan(running_loss) else 0.95 * running_loss + 0.05 * loss.item()
         if (step + 1) % settings.eval_every == 0 or step + 1 == settings.steps:
             val_loss = validation_loss(model, validation_tokens, settings.sequence_length)
+            history.append((step + 1, round(running_loss, 4), round(val_loss, 4)))
             model.save_pretrained(checkpoint_folder)
+            print(f"{description} step {step + 1}: train {running_loss:.3f} val {val_loss:.3f}", flush=True)
         progress.set_postfix(loss=f"{running_loss:.3f}", val=f"{val_loss:.3f}")
-    return TrainResult(settings.steps, running_loss, val_loss, time.perf_counter() - started)
+    return TrainResult(settings.steps, running_loss, val_loss, time.perf_counter() - started, history)

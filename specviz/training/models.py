@@ -8,8 +8,9 @@ CONTEXT_LENGTH = 1024
 
 
 def target_config(vocab_size: int) -> LlamaConfig:
-    """~16M parameters: 8 layers of width 384."""
-    return _llama(vocab_size, hidden=384, layers=8, ffn=1024, heads=6)
+    """~11.5M parameters: 8 layers of width 320 (narrower than 384, so a CPU step is ~1.8x cheaper and
+    the same training time sees ~1.8x more tokens; the model is far from saturating its data)."""
+    return _llama(vocab_size, hidden=320, layers=8, ffn=896, heads=5)
 
 
 def draft_config(vocab_size: int) -> LlamaConfig:

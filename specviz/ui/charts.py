@@ -6,7 +6,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specviz import theory
-from specviz.measures import measure, running_alphas, tested_positions
+from specviz.engine.events import Cycle
+from specviz.engine.tally import Tally
+from specviz.measures import Measures
 from specviz.trace import Trace
 from specviz.ui.palette import COLOURS
 
@@ -28,46 +30,30 @@ def _layout(figure: go.Figure, title: str) -> go.Figure:
     return figure
 
 
-def alpha_figure(trace: Trace) -> go.Figure:
-    """Running α (two estimators) by cycle, and acceptance by position in the window."""
+def alpha_figure(running: list[Tally]) -> go.Figure:
+    """Running α (two estimators) by cycle, and acceptance by position in the window, from the tallies after each cycle."""
     figure = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], subplot_titles=("running α", "acceptance by position"))
-    xs = list(range(1, len(trace.cycles) + 1))
-    alpha_ml, alpha_analytic = running_alphas(trace.cycles)
-    figure.add_trace(
-        go.Scatter(
-            x=xs,
-            y=alpha_ml,
-            name="α = accepted / (accepted + rejections)",
-            mode="lines+markers",
-            line={"color": COLOURS["accepted"], "width": 3},
+    xs = list(range(1, len(running) + 1))
+    for name, values, line in (
+        ("α = accepted / (accepted + rejections)", [t.alpha for t in running], {"color": COLOURS["accepted"], "width": 3}),
+        (
+            "α analytic: mean Σ min(p, q)",
+            [t.alpha_analytic for t in running],
+            {"color": COLOURS["resampled"], "dash": "dash", "width": 2},
         ),
-        1,
-        1,
-    )
-    figure.add_trace(
-        go.Scatter(
-            x=xs,
-            y=alpha_analytic,
-            name="α analytic: mean Σ min(p, q)",
-            mode="lines",
-            line={"color": COLOURS["resampled"], "dash": "dash", "width": 2},
-        ),
-        1,
-        1,
-    )
-    tested, accepted = {}, {}
-    for cycle in trace.cycles:
-        for i in range(tested_positions(cycle)):
-            tested[i + 1] = tested.get(i + 1, 0) + 1
-            accepted[i + 1] = accepted.get(i + 1, 0) + (i < cycle.n_accepted)
-    positions = sorted(tested)
+    ):
+        figure.add_trace(
+            go.Scatter(x=xs, y=values, name=name, mode="lines+markers" if "analytic" not in name else "lines", line=line), 1, 1
+        )
+    final = running[-1] if running else Tally()
+    positions = list(range(1, len(final.tested_by_position) + 1))
     figure.add_trace(
         go.Bar(
             x=positions,
-            y=[accepted[i] / tested[i] for i in positions],
+            y=final.acceptance_by_position,
             name="accepted / tested",
             marker_color=COLOURS["accepted"],
-            text=[f"{tested[i]}" for i in positions],
+            text=[str(n) for n in final.tested_by_position],
             hovertemplate="position %{x}: %{y:.2f} of %{text} tested<extra></extra>",
             showlegend=False,
         ),
@@ -80,44 +66,36 @@ def alpha_figure(trace: Trace) -> go.Figure:
     return _layout(figure, "α: how often the target accepts a draft")
 
 
-def tau_figure(trace: Trace) -> go.Figure:
-    """Measured cost ratio per cycle: one draft step over one target forward."""
+def tau_figure(cycles: list[Cycle], m: Measures) -> go.Figure:
+    """τ per cycle and over the run: one draft step over the same target step the summary uses."""
     figure = go.Figure()
     xs, per_cycle = [], []
-    for cycle in trace.cycles:
-        if cycle.positions and cycle.verify_s:
+    for cycle in cycles:
+        if cycle.positions and m.tau_denominator_s:
             xs.append(cycle.index + 1)
-            per_cycle.append(cycle.draft_s / len(cycle.positions) / cycle.verify_s)
+            per_cycle.append(cycle.draft_s / len(cycle.positions) / m.tau_denominator_s)
     figure.add_trace(
-        go.Scatter(
-            x=xs,
-            y=per_cycle,
-            mode="markers",
-            name="per cycle: draft step / verify pass",
-            marker={"color": COLOURS["drafted"], "size": 6},
-        )
+        go.Scatter(x=xs, y=per_cycle, mode="markers", name="per cycle", marker={"color": COLOURS["drafted"], "size": 6})
     )
-    m = measure(trace)
     if m.tau is not None:
         figure.add_hline(
             y=m.tau,
             line={"color": COLOURS["predicted"], "width": 3},
-            annotation_text=f"τ = {m.tau:.3f} ({m.tau_source})",
+            annotation_text=f"τ = {m.tau:.3f}",
             annotation_position="top left",
         )
     figure.update_yaxes(rangemode="tozero", title_text="τ")
     figure.update_xaxes(title_text="cycle")
-    return _layout(figure, "τ: what a draft step costs, in target steps")
+    return _layout(figure, f"τ = {m.tau_source}")
 
 
-def speedup_figure(trace: Trace) -> go.Figure:
-    """Measured speedup next to Leviathan's prediction from the measured α and τ, and the predicted curve over γ."""
-    m = measure(trace)
+def speedup_figure(m: Measures) -> go.Figure:
+    """Measured speedup next to the predictions from the measured α, τ (and ν), and the predicted curve over γ."""
     figure = make_subplots(rows=1, cols=2, column_widths=[0.38, 0.62], subplot_titles=("measured vs theory", "theory over γ"))
     bars = [
         ("measured", m.measured_speedup, COLOURS["accepted"]),
-        ("Leviathan", m.predicted_speedup, COLOURS["predicted"]),
-        ("with verify cost ν", m.predicted_with_verify_cost, COLOURS["baseline"]),
+        ("Leviathan (ν = 1)", m.predicted_speedup, COLOURS["predicted"]),
+        ("with measured ν", m.predicted_with_verify_cost, COLOURS["baseline"]),
     ]
     figure.add_trace(
         go.Bar(
@@ -133,17 +111,23 @@ def speedup_figure(trace: Trace) -> go.Figure:
     )
     if m.alpha is not None and m.tau is not None:
         gammas = list(range(1, MAX_GAMMA_PLOTTED + 1))
-        figure.add_trace(
-            go.Scatter(
-                x=gammas,
-                y=[theory.expected_speedup(m.alpha, g, m.tau) for g in gammas],
-                mode="lines",
-                name=f"predicted (α = {m.alpha:.2f}, τ = {m.tau:.3f})",
-                line={"color": COLOURS["predicted"], "width": 3},
-            ),
-            1,
-            2,
-        )
+        curves = [("Leviathan (ν = 1)", 1.0, {"color": COLOURS["predicted"], "width": 3})]
+        if m.verify_cost is not None:
+            curves.append(
+                (f"with ν = {m.verify_cost:.2f}", m.verify_cost, {"color": COLOURS["baseline"], "width": 2, "dash": "dash"})
+            )
+        for name, verify_cost, line in curves:
+            figure.add_trace(
+                go.Scatter(
+                    x=gammas,
+                    y=[theory.expected_speedup_with_verify_cost(m.alpha, g, m.tau, verify_cost) for g in gammas],
+                    mode="lines",
+                    name=name,
+                    line=line,
+                ),
+                1,
+                2,
+            )
         if m.best_gamma is not None and m.best_gamma <= MAX_GAMMA_PLOTTED:
             figure.add_trace(
                 go.Scatter(

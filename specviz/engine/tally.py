@@ -1,0 +1,140 @@
+"""The one home of a speculative run's counts: folded cycle by cycle, read by every view.
+
+α (both estimators), tokens per cycle, the mean acceptance length, the acceptance histogram and
+per-position acceptance are all properties of a Tally. The engine's Summary carries one, the app
+folds one per shown cycle, and `bench` adds them up over prompts and repeats.
+
+Counting conventions:
+- a drafted token is *tested* if it was the first rejection or any draft before it;
+- a *rejection* is a cycle whose window had drafts and did not accept all of them;
+- α counts test results, so a draft accepted after an end-of-text token still counts as accepted,
+  while tokens per cycle counts what was emitted (cut at end-of-text and at max_new_tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specviz.engine.events import Cycle
+
+
+def _padded(counts: tuple[int, ...], length: int) -> list[int]:
+    return list(counts) + [0] * (length - len(counts))
+
+
+def _add_counts(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    length = max(len(a), len(b))
+    return tuple(x + y for x, y in zip(_padded(a, length), _padded(b, length)))
+
+
+@dataclass(frozen=True)
+class Tally:
+    cycles: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    rejections: int = 0
+    tested: int = 0
+    overlap_sum: float = 0.0  # Σ over tested positions of Σ_x min(p, q)
+    overlaps: int = 0  # tested positions that carry an overlap
+    emitted: int = 0
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    overhead_s: float = 0.0
+    accepted_histogram: tuple[int, ...] = ()  # [k]: cycles that accepted exactly k drafts
+    tested_by_position: tuple[int, ...] = ()  # [i]: cycles whose draft i was tested
+    accepted_by_position: tuple[int, ...] = ()  # [i]: cycles whose draft i was accepted
+
+    def add(self, cycle: Cycle) -> Tally:
+        """This tally with one more cycle folded in."""
+        window = len(cycle.positions)
+        n_tested = min(cycle.n_accepted + 1, window)
+        overlaps = [p.overlap for p in cycle.positions[:n_tested] if p.overlap is not None]
+        histogram = _padded(self.accepted_histogram, max(len(self.accepted_histogram), window + 1))
+        histogram[cycle.n_accepted] += 1
+        tested_by_position = _add_counts(self.tested_by_position, (1,) * n_tested)
+        accepted_by_position = _add_counts(
+            self.accepted_by_position, (1,) * cycle.n_accepted + (0,) * (n_tested - cycle.n_accepted)
+        )
+        return Tally(
+            cycles=self.cycles + 1,
+            drafted=self.drafted + window,
+            accepted=self.accepted + cycle.n_accepted,
+            rejections=self.rejections + (cycle.n_accepted < window),
+            tested=self.tested + n_tested,
+            overlap_sum=self.overlap_sum + sum(overlaps),
+            overlaps=self.overlaps + len(overlaps),
+            emitted=self.emitted + len(cycle.emitted_token_ids),
+            draft_s=self.draft_s + cycle.draft_s,
+            verify_s=self.verify_s + cycle.verify_s,
+            overhead_s=self.overhead_s + cycle.overhead_s,
+            accepted_histogram=tuple(histogram),
+            tested_by_position=tested_by_position,
+            accepted_by_position=accepted_by_position,
+        )
+
+    def __add__(self, other: Tally) -> Tally:
+        """Two runs' tallies as one (bench adds them over prompts and repeats)."""
+        merged = {}
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            merged[f.name] = _add_counts(a, b) if isinstance(a, tuple) else a + b
+        return Tally(**merged)
+
+    @classmethod
+    def of(cls, cycles: list[Cycle]) -> Tally:
+        tally = cls()
+        for cycle in cycles:
+            tally = tally.add(cycle)
+        return tally
+
+    @classmethod
+    def running(cls, cycles: list[Cycle]) -> list[Tally]:
+        """The tally after each cycle, in one pass (for the live charts)."""
+        tallies, tally = [], cls()
+        for cycle in cycles:
+            tally = tally.add(cycle)
+            tallies.append(tally)
+        return tallies
+
+    @property
+    def alpha(self) -> float | None:
+        """Maximum-likelihood α: accepted / (accepted + rejections); drafts after a rejection were never tested."""
+        tested = self.accepted + self.rejections
+        return self.accepted / tested if tested else None
+
+    @property
+    def alpha_naive(self) -> float | None:
+        """accepted / drafted: biased low, since drafts after a rejection are never tested."""
+        return self.accepted / self.drafted if self.drafted else None
+
+    @property
+    def alpha_analytic(self) -> float | None:
+        """Mean Σ min(p, q) over tested positions (Leviathan, Corollary 3.6): far less variance."""
+        return self.overlap_sum / self.overlaps if self.overlaps else None
+
+    @property
+    def tokens_per_cycle(self) -> float | None:
+        """Tokens emitted per target forward (Leviathan's E, measured)."""
+        return self.emitted / self.cycles if self.cycles else None
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        """1 + accepted / cycles: vLLM's mean acceptance length (tokens per forward before any cut)."""
+        return 1 + self.accepted / self.cycles if self.cycles else None
+
+    @property
+    def acceptance_by_position(self) -> list[float | None]:
+        """P(draft i accepted | draft i tested), for i = 1..longest window."""
+        return [a / t if t else None for a, t in zip(self.accepted_by_position, self.tested_by_position)]
+
+    @property
+    def draft_step_s(self) -> float | None:
+        """Mean time of one drafted token."""
+        return self.draft_s / self.drafted if self.drafted else None
+
+    @property
+    def verify_pass_s(self) -> float | None:
+        """Mean time of one verify pass (one target forward over the pending token and the drafts)."""
+        return self.verify_s / self.cycles if self.cycles else None
