@@ -1,4 +1,8 @@
-"""specviz: watch speculative decoding run for real. `python app.py` opens it on the bundled pair."""
+"""specviz: watch speculative decoding run for real. `python app.py` opens it on the bundled pair.
+
+Layout and wiring only. The page serves before the models load: transformers and the pair are
+loaded in the background (specviz.pair_cache), and handlers reach them on first use.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +11,18 @@ import os
 import tempfile
 
 import gradio as gr
-import torch
 
 from specviz.catalogue import CatalogueError
-from specviz.engine import MAX_GAMMA, SettingsError
-from specviz.loading import PairError
-from specviz.engine.tally import Tally
-from specviz.measures import measure
 from specviz.prompts import DOMAINS, PROMPTS
-from specviz.runner import PromptError
 from specviz.trace import Trace
-from specviz.ui import charts, texts
-from specviz.ui.controller import PLAYBACK, RunRequest, inspector_choices, live_run, next_cursor, record
-from specviz.ui.pairs import catalogue, choice_label, get_pair, is_loaded
+from specviz.ui import texts
+from specviz.ui.controller import DEFAULT_PLAYBACK, PLAYBACK, RunRequest, Sessions
+from specviz.ui.lessons import lessons
 from specviz.ui.palette import CSS
-from specviz.ui.render import legend_html, narration, race_html, stream_html
+from specviz.ui.render import legend_html, stream_html
 
 log = logging.getLogger("specviz")
-RUN_CONCURRENCY = int(os.environ.get("SPECVIZ_CONCURRENCY", "1"))  # runs share the processor; one at a time keeps timings honest
-USER_ERRORS = (SettingsError, PromptError, PairError, CatalogueError, ValueError)
+MAX_GAMMA = 16  # the engine's limit (specviz.engine.settings.MAX_GAMMA checks it); kept here so the page needs no torch
 
 try:  # on a Hugging Face ZeroGPU Space, runs get a GPU; elsewhere this is a no-op
     import spaces
@@ -37,156 +34,153 @@ except ImportError:
         return function
 
 
+def catalogue():
+    from specviz.pair_cache import catalogue as loaded_catalogue
+
+    return loaded_catalogue()
+
+
 def preset_choices() -> list[tuple[str, str]]:
     return [(f"{domain}: {prompt.splitlines()[0][:60]}", prompt) for domain in DOMAINS for prompt in PROMPTS[domain]]
 
 
-def request_from(*values) -> RunRequest:
-    return RunRequest(*values)
+def choice_label(name: str) -> str:
+    pair = catalogue().get(name)
+    where = "bundled, offline" if pair.bundled else "hub download"
+    return f"{name} · {pair.description} ({where})"
 
 
 def user_error(error: Exception) -> gr.Error:
-    if isinstance(error, torch.OutOfMemoryError):
+    """One sentence for the user; only unexpected errors are logged with their traceback."""
+    from specviz.engine import SettingsError
+    from specviz.loading import PairError
+    from specviz.runner import PromptError
+
+    if type(error).__name__ == "OutOfMemoryError":
         return gr.Error("The device ran out of memory: try a smaller pair, fewer new tokens or a shorter prompt.")
-    if isinstance(error, USER_ERRORS):
+    if isinstance(error, (SettingsError, PromptError, PairError, CatalogueError)):
         return gr.Error(str(error))
     log.exception("run failed")
     return gr.Error(f"Something went wrong: {type(error).__name__}: {error}")
 
 
-def views(trace: Trace, shown: int, phase: str, request: RunRequest | None, charts_too: bool = True) -> dict:
-    """Every view of a trace at a cursor: the pure renderers, gathered for the layout."""
-    m = measure(trace, upto=shown)
-    updates = {stream: stream_html(trace, shown, phase), summary: texts.summary_markdown(m, trace)}
-    if shown:
-        updates[narration_box] = narration(trace, shown - 1, phase)
-    if charts_too:
-        updates.update(
-            {
-                alpha_chart: charts.alpha_figure(Tally.running(trace.cycles[:shown])),
-                tau_chart: charts.tau_figure(trace.cycles[:shown], m),
-                speedup_chart: charts.speedup_figure(m),
-            }
-        )
-    if trace.summary is not None and trace.baseline is not None and shown == len(trace.cycles):
-        slowdown = request.slowdown if request else 1.0
-        updates.update(
-            {
-                race: race_html(trace, slowdown),
-                verdict: texts.verdict_markdown(measure(trace), trace.pair.get("name", "")),
-                inspector: gr.update(choices=inspector_choices(trace), value=None),
-            }
-        )
-    if trace.pair:
-        updates[details] = texts.details_markdown(trace.pair)
-    return updates
+sessions = Sessions()
+default_pair = catalogue().default
+plain_pair = "pycode-plain" if "pycode-plain" in catalogue().pairs else default_pair
+LESSONS = lessons(default_pair, plain_pair)
+default_request = LESSONS[0].request  # the app opens on the first lesson's scenario
 
 
-def _upto(trace: Trace, shown: int) -> Trace:
-    return Trace(pair=trace.pair, prompt=trace.prompt, started=trace.started, cycles=trace.cycles[:shown])
+def session_of(http: gr.Request | None) -> str:
+    return http.session_hash if http is not None and http.session_hash else "anonymous"
 
 
-# Cancelling a generator in Gradio cannot interrupt the worker thread that runs it, so each session
-# has a run generation: Stop (or a newer run) moves it on, and a run checks between cycles that it
-# is still the current one.
-run_generation: dict[str, int] = {}
+def page_updates(update) -> dict:
+    """A runs.Update as {component: value}; parts the update leaves as None are not sent."""
+    out = {}
+    for component, value in (
+        (status, update.status),
+        (run_numbers, update.numbers),
+        (trace_state, update.trace),
+        (cursor_state, update.cursor),
+        (lesson_box, update.lesson),
+    ):
+        if value is not None:
+            out[component] = value
+    if update.lesson_chart is not None:
+        out[lesson_chart] = gr.update(value=update.lesson_chart, visible=True)
+    frame = update.frame
+    if frame is not None:
+        out[stream], out[summary] = frame.stream, frame.summary
+        if frame.narration is not None:
+            out[narration_box] = frame.narration
+        if frame.charts is not None:
+            out[alpha_chart], out[tau_chart], out[speedup_chart] = frame.charts
+        if frame.race is not None:
+            out.update({race: frame.race, verdict: frame.verdict, inspector: gr.update(choices=frame.inspector, value=None)})
+    if update.trace is not None and update.trace.pair:
+        out[details] = texts.details_markdown(update.trace.pair)
+    return out
 
 
-def request_stop(request: gr.Request) -> str:
-    session = request.session_hash if request else ""
-    run_generation[session] = run_generation.get(session, 0) + 1
-    return "Stopped."
+def hardware_line(pair_name: str) -> str | None:
+    """A sentence on this pair's real architectures on this machine, if `python -m specviz hardware --save` measured it."""
+    try:
+        from specviz.hardware import hardware_sentence
+    except ImportError:
+        return None
+    try:
+        return hardware_sentence(pair_name)
+    except Exception:  # a missing or stale measurement must never break a run
+        return None
 
 
 @on_gpu
-def run_live(
-    pair,
-    prompt_text,
-    gamma_value,
-    temperature_value,
-    top_k_value,
-    top_p_value,
-    max_new,
-    seed_value,
-    drafter_kind,
-    adaptive_gamma,
-    verification_mode,
-    lenience_value,
-    playback_speed,
-    http_request: gr.Request,
-):
-    session = http_request.session_hash if http_request else ""
-    generation = run_generation[session] = run_generation.get(session, 0) + 1
+def run_clicked(http: gr.Request, **values):
+    from specviz.ui import runs
+
+    ticket = sessions.start(session_of(http))
     try:
-        request = request_from(
-            pair,
-            prompt_text,
-            gamma_value,
-            temperature_value,
-            top_k_value,
-            top_p_value,
-            max_new,
-            seed_value,
-            drafter_kind,
-            adaptive_gamma,
-            verification_mode,
-            lenience_value,
-            playback_speed,
-        )
-        request.settings()
-        if not is_loaded(request.pair):
-            yield {status: f"Loading {request.pair} (first time only)…"}
-        pair = get_pair(request.pair)
-        where = (
-            f"{pair.name} on {pair.device} ({str(pair.dtype).replace('torch.', '')}): target {pair.target.parameters / 1e6:.1f}M, "
-            f"draft {pair.draft.parameters / 1e6:.1f}M parameters"
-        )
-        frames = 0
-        for frame in live_run(request, should_stop=lambda: run_generation.get(session) != generation):
-            frames += 1
-            label = {
-                "speculative": f"Speculative decoding… · {where}",
-                "baseline": "Now the target alone, for the race…",
-                "done": f"Done. · run {generation} · {where}",
-            }[frame.stage]
-            charts_too = frame.stage != "speculative" or request.slowdown > 1 or frames % 4 == 0
-            yield {
-                **views(frame.trace, frame.shown_cycles, frame.phase, request, charts_too),
-                status: label,
-                trace_state: frame.trace,
-                cursor_state: (frame.shown_cycles, frame.phase),
-                request_state: request,
-            }
+        request = RunRequest.from_values(values)
+        for update in runs.run_and_play(request, ticket, sessions, hardware_line(request.pair)):
+            yield page_updates(update)
     except Exception as error:  # one user's bad input must not take the server down
         raise user_error(error) from None
 
 
 @on_gpu
-def step_once(trace: Trace | None, cursor, last_request: RunRequest | None, *values):
+def step_clicked(trace: Trace | None, cursor, http: gr.Request, **values):
+    from specviz.ui import runs
+
+    ticket = sessions.start(session_of(http))
     try:
-        request = request_from(*values)
-        if trace is None or last_request != request or not trace.complete:
-            trace = record(request)
-            cursor = (0, "decide")
-        position = next_cursor(trace, *cursor)
-        if position is None:
-            return {
-                narration_box: "End of the run. Press **Step** again after changing anything to record a new run.",
-                status: "Step mode: done.",
-            }
-        shown, phase = position
-        return {
-            **views(trace, shown, phase, request),
-            trace_state: trace,
-            cursor_state: position,
-            request_state: request,
-            status: f"Step mode: cycle {shown} of {len(trace.cycles)}, {phase}.",
-        }
+        for update in runs.step(trace, tuple(cursor or (0, "decide")), RunRequest.from_values(values), ticket, sessions):
+            yield page_updates(update)
     except Exception as error:
         raise user_error(error) from None
 
 
+def stop_clicked(http: gr.Request):
+    sessions.stop(session_of(http))
+    return {status: "Stopped.", run_numbers: texts.run_numbers_html(None, "stopped")}
+
+
+def lesson_handler(lesson):
+    @on_gpu
+    def lesson_clicked(playback_choice: str, http: gr.Request):
+        from specviz.ui import runs
+
+        ticket = sessions.start(session_of(http))
+        request = lesson.request
+        yield {component: getattr(request, name) for name, component in run_inputs.items() if name != "playback"} | {
+            lesson_chart: gr.update(visible=False)
+        }
+        try:
+            for update in runs.run_lesson(lesson, playback_choice, ticket, sessions):
+                yield page_updates(update)
+        except Exception as error:
+            raise user_error(error) from None
+
+    return lesson_clicked
+
+
+def page_loaded():
+    """Say whether the default pair is ready; the page is usable (and Run waits for the pair) either way."""
+    import time
+
+    from specviz.pair_cache import is_loaded
+
+    if not is_loaded(default_pair):
+        yield f"Loading the pair {default_pair}… (a few seconds, once per process; Run waits for it)"
+        deadline = time.monotonic() + 300
+        while not is_loaded(default_pair) and time.monotonic() < deadline:
+            time.sleep(0.25)
+    yield "Ready. Press **Run**, or pick a lesson." if is_loaded(default_pair) else "Ready."
+
+
 def inspect(trace: Trace | None, choice: str | None):
+    from specviz.ui import charts
+
     if not trace or not choice:
         return charts.inspector_figure(Trace(), 0, 0)
     cycle_index, position_index = (int(part) for part in choice.split(":"))
@@ -202,21 +196,20 @@ def export_trace(trace: Trace | None):
     return handle.name
 
 
-def import_trace(path: str | None):
+def import_trace(path: str | None, http: gr.Request):
+    from specviz.ui import runs
+
     if not path:
-        return {}
+        return
     try:
         with open(path) as file:
             trace = Trace.from_json(file.read())
     except (OSError, ValueError) as error:
         raise gr.Error(f"Cannot replay that file: {error}") from None
-    return {
-        **views(trace, len(trace.cycles), "decide", None),
-        trace_state: trace,
-        cursor_state: (len(trace.cycles), "decide"),
-        status: f"Replaying a trace recorded on {trace.pair.get('device', '?')} ({trace.pair.get('name', '?')}).",
-        prompt: trace.prompt,
-    }
+    ticket = sessions.start(session_of(http))
+    yield {prompt: trace.prompt}
+    for update in runs.play(trace, PLAYBACK[DEFAULT_PLAYBACK], ticket, sessions):
+        yield page_updates(update)
 
 
 def pair_defaults(name: str):
@@ -226,6 +219,7 @@ def pair_defaults(name: str):
 
 def theory_view(alpha: float, tau: float, gamma_value: int):
     from specviz import theory
+    from specviz.ui import charts
 
     p = theory.Prediction.of(alpha, int(gamma_value), tau)
     text = (
@@ -236,36 +230,38 @@ def theory_view(alpha: float, tau: float, gamma_value: int):
     return charts.theory_figure(alpha, tau, int(gamma_value)), text
 
 
-default_pair = catalogue().default
-default_prompt = PROMPTS[catalogue().get(default_pair).domain][0]
-
 with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
     trace_state = gr.State(None)
     cursor_state = gr.State((0, "decide"))
-    request_state = gr.State(None)
 
     gr.Markdown(
         "# specviz · speculative decoding, run for real\n"
         "A small **draft** model proposes γ tokens; the big **target** checks them all in one pass. "
-        "Watch every cycle, and measure whether it pays off for your pair and your prompt."
+        "specviz times both ways of decoding your prompt first, then plays the recording back cycle by cycle."
     )
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300):
             pair_box = gr.Dropdown(
-                [(choice_label(n), n) for n in catalogue().pairs], value=default_pair, label="Draft → target pair", elem_id="pair"
+                [(choice_label(n), n) for n in catalogue().pairs],
+                value=default_request.pair,
+                label="Draft → target pair",
+                elem_id="pair",
             )
             preset = gr.Dropdown(
                 preset_choices(), label="Preset prompt (code, prose, repetitive, arithmetic)", value=None, elem_id="preset"
             )
-            prompt = gr.Textbox(default_prompt, label="Prompt", lines=5, max_lines=14, elem_id="prompt")
+            prompt = gr.Textbox(default_request.prompt, label="Prompt", lines=5, max_lines=14, elem_id="prompt")
             with gr.Row():
                 run_button = gr.Button("Run", variant="primary", elem_id="run")
                 step_button = gr.Button("Step", elem_id="step")
                 stop_button = gr.Button("Stop", variant="stop", elem_id="stop")
+            with gr.Accordion("Lessons: one click each", open=True, elem_id="lessons"):
+                lesson_buttons = [
+                    (gr.Button(f"{n}. {lesson.title}", size="sm", elem_id=lesson.key, elem_classes=["sv-lesson"]), lesson)
+                    for n, lesson in enumerate(LESSONS, start=1)
+                ]
             with gr.Accordion("Settings", open=True):
-                gamma = gr.Slider(
-                    1, MAX_GAMMA, value=catalogue().get(default_pair).gamma, step=1, label="γ: drafts per cycle", elem_id="gamma"
-                )
+                gamma = gr.Slider(1, MAX_GAMMA, value=default_request.gamma, step=1, label="γ: drafts per cycle", elem_id="gamma")
                 verification = gr.Radio(
                     ["exact", "greedy", "lenient"],
                     value="exact",
@@ -283,9 +279,14 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                     elem_id="lenience",
                 )
                 temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature")
-                max_new_tokens = gr.Slider(1, 256, value=64, step=1, label="Max new tokens", elem_id="max-new-tokens")
+                max_new_tokens = gr.Slider(
+                    1, 256, value=default_request.max_new_tokens, step=1, label="Max new tokens", elem_id="max-new-tokens"
+                )
                 playback = gr.Radio(
-                    list(PLAYBACK), value="10× slower", label="Playback (timings are always the real ones)", elem_id="playback"
+                    list(PLAYBACK),
+                    value=DEFAULT_PLAYBACK,
+                    label="Playback of the measured run (timings are always the real ones)",
+                    elem_id="playback",
                 )
             with gr.Accordion("More settings", open=False):
                 drafter = gr.Radio(
@@ -294,13 +295,15 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                     label="Drafter",
                     elem_id="drafter",
                 )
-                adaptive = gr.Checkbox(False, label="Adaptive γ (+2 after a full accept, −1 otherwise)", elem_id="adaptive")
                 with gr.Row():
                     top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p", elem_id="top-p")
                     top_k = gr.Number(0, label="top-k (0 = off)", precision=0, minimum=0, elem_id="top-k")
                 seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="seed")
         with gr.Column(scale=2, min_width=340):
-            status = gr.Markdown("Ready.", elem_id="status")
+            status = gr.Markdown("Starting…", elem_id="status")
+            run_numbers = gr.HTML(texts.run_numbers_html(None, "idle"), elem_id="run-numbers-box")
+            lesson_box = gr.HTML("", elem_id="lesson", elem_classes=["sv-lesson-text"])
+            lesson_chart = gr.Plot(visible=False, elem_id="lesson-chart", show_label=False)
             gr.HTML(legend_html(), elem_id="legend")
             stream = gr.HTML(stream_html(Trace()), elem_id="stream")
             narration_box = gr.Markdown("", elem_id="narration", elem_classes=["sv-narration"])
@@ -311,11 +314,12 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                     tau_chart = gr.Plot(label="τ", elem_id="tau-chart")
                     speedup_chart = gr.Plot(label="speedup", elem_id="speedup-chart")
                 with gr.Tab("Race"):
-                    race = gr.HTML(race_html(Trace(), 1.0), elem_id="race")
+                    race = gr.HTML('<div class="sv-race"></div>', elem_id="race")
                 with gr.Tab("Token inspector"):
                     inspector = gr.Dropdown([], label="Pick a drafted token (or the target's own)", elem_id="inspector")
                     inspector_chart = gr.Plot(label="p, q and the residual", elem_id="inspector-chart")
-                with gr.Tab("Theory"):
+                with gr.Tab("Theory & verdict"):
+                    verdict = gr.HTML(texts.verdict_html(None), elem_id="verdict")
                     gr.Markdown(texts.FORMULAS, latex_delimiters=[{"left": "$", "right": "$", "display": False}])
                     with gr.Row():
                         theory_alpha = gr.Slider(0.0, 0.99, value=0.8, step=0.01, label="α")
@@ -323,7 +327,6 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                         theory_gamma = gr.Slider(1, 32, value=5, step=1, label="γ")
                     theory_numbers = gr.Markdown()
                     theory_chart = gr.Plot(elem_id="theory-chart")
-                    verdict = gr.HTML(texts.verdict_markdown(None), elem_id="verdict")
                     gr.Markdown(texts.CLAIMS)
                 with gr.Tab("Run details & traces"):
                     details = gr.Markdown("No pair loaded yet.", elem_id="details")
@@ -332,22 +335,24 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                         export_file = gr.File(label="trace", elem_id="export-file")
                     import_file = gr.File(label="Replay a trace (.json)", file_types=[".json"], type="filepath", elem_id="import")
 
-    controls = [
-        pair_box,
-        prompt,
-        gamma,
-        temperature,
-        top_k,
-        top_p,
-        max_new_tokens,
-        seed,
-        drafter,
-        adaptive,
-        verification,
-        lenience,
-        playback,
-    ]
-    run_outputs = [
+    # Inputs reach the handlers by name (RunRequest's field names), never by position.
+    run_inputs = {
+        "pair": pair_box,
+        "prompt": prompt,
+        "gamma": gamma,
+        "temperature": temperature,
+        "top_k": top_k,
+        "top_p": top_p,
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+        "drafter": drafter,
+        "verification": verification,
+        "lenience": lenience,
+        "playback": playback,
+    }
+    page = {
+        status,
+        run_numbers,
         stream,
         summary,
         narration_box,
@@ -358,25 +363,32 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
         verdict,
         inspector,
         details,
-        status,
         trace_state,
         cursor_state,
-        request_state,
-    ]
+        lesson_box,
+        lesson_chart,
+    }
+    playing = dict(
+        concurrency_limit=None, concurrency_id="play", trigger_mode="multiple"
+    )  # the measuring slot, not the queue, serialises timings
 
-    run_event = run_button.click(run_live, controls, run_outputs, concurrency_limit=RUN_CONCURRENCY, concurrency_id="decode")
-    submit_event = prompt.submit(run_live, controls, run_outputs, concurrency_id="decode")
-    stop_button.click(request_stop, None, status, cancels=[run_event, submit_event])
-    step_button.click(step_once, [trace_state, cursor_state, request_state, *controls], run_outputs, concurrency_id="decode")
+    run_event = run_button.click(run_clicked, inputs_kwargs=run_inputs, outputs=page, **playing)
+    step_event = step_button.click(step_clicked, [trace_state, cursor_state], page, inputs_kwargs=run_inputs, **playing)
+    lesson_events = [
+        button.click(lesson_handler(lesson), [playback], page | set(run_inputs.values()), **playing)
+        for button, lesson in lesson_buttons
+    ]
+    stop_button.click(stop_clicked, None, {status, run_numbers}, cancels=[run_event, step_event, *lesson_events], queue=False)
     preset.change(lambda value: value or gr.update(), preset, prompt)
-    pair_box.change(pair_defaults, pair_box, [gamma, temperature])
+    pair_box.input(pair_defaults, pair_box, [gamma, temperature])
     verification.change(lambda mode: gr.update(visible=mode == "lenient"), verification, lenience)
     inspector.change(inspect, [trace_state, inspector], inspector_chart)
     export_button.click(export_trace, trace_state, export_file)
-    import_file.upload(import_trace, import_file, [*run_outputs, prompt])
+    import_file.upload(import_trace, import_file, page | {prompt}, **playing)
     for slider in (theory_alpha, theory_tau, theory_gamma):
         slider.change(theory_view, [theory_alpha, theory_tau, theory_gamma], [theory_chart, theory_numbers])
     demo.load(theory_view, [theory_alpha, theory_tau, theory_gamma], [theory_chart, theory_numbers])
+    demo.load(page_loaded, None, status, concurrency_limit=None)
 
 
 if __name__ == "__main__":
@@ -384,4 +396,9 @@ if __name__ == "__main__":
         css=CSS,
         theme=gr.themes.Soft(primary_hue="emerald", neutral_hue="slate"),
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+        prevent_thread_lock=True,
     )
+    from specviz.pair_cache import preload
+
+    preload(default_pair)  # after the page serves: imports transformers and warms the pair in the background
+    demo.block_thread()

@@ -24,6 +24,7 @@ class Trace:
     summary: Summary | None = None
     baseline_steps: list[Step] = field(default_factory=list)
     baseline: Summary | None = None
+    round_speedups: tuple[float, ...] = ()  # every back-to-back measurement; the trace is the median one
 
     @property
     def complete(self) -> bool:
@@ -40,6 +41,7 @@ class Trace:
                 "summary": asdict(self.summary) if self.summary else None,
                 "baseline_steps": [asdict(step) for step in self.baseline_steps],
                 "baseline": asdict(self.baseline) if self.baseline else None,
+                "round_speedups": list(self.round_speedups),
             }
         )
 
@@ -61,6 +63,7 @@ class Trace:
                 summary=_summary(raw["summary"]) if raw.get("summary") else None,
                 baseline_steps=[_build(Step, s) for s in raw.get("baseline_steps", [])],
                 baseline=_summary(raw["baseline"]) if raw.get("baseline") else None,
+                round_speedups=tuple(raw.get("round_speedups", ())),
             )
         except (KeyError, TypeError) as error:
             raise ValueError(f"damaged specviz trace: {error}") from None

@@ -1,64 +1,165 @@
-"""The app's controller without a browser: requests, live frames, step cursor, traces."""
+"""The app's controller and measurement without a browser: requests by name, sessions, measuring, playback, step mode."""
+
+import threading
+import time
 
 import pytest
 
-from specviz.engine import SettingsError
+from specviz import measuring
+from specviz.engine import DecodeSettings, SettingsError
 from specviz.runner import PromptError
 from specviz.trace import Trace
-from specviz.ui.controller import RunRequest, live_run, record
+from specviz.ui import runs
+from specviz.ui.controller import RunRequest, Sessions, next_cursor, playback, timeline
 
-PROMPT = "def parse(text):\n"
+PROMPT = "def parse(text):\n    return"
 
 
-def test_verification_modes_map_to_settings():
-    assert RunRequest("pycode-distilled", PROMPT, temperature=0.9, verification="greedy").settings().sampling.greedy
-    lenient = RunRequest("pycode-distilled", PROMPT, verification="lenient", lenience=0.3).settings()
+def test_requests_are_built_by_name_and_modes_map_to_settings():
+    request = RunRequest.from_values({"prompt": PROMPT, "pair": "pycode-distilled", "gamma": 6, "unknown": 1, "seed": None})
+    assert request.gamma == 6 and request.seed == 0, "unknown names are ignored, None keeps the default"
+    assert RunRequest("p", PROMPT, temperature=0.9, verification="greedy").settings().sampling.greedy
+    lenient = RunRequest("p", PROMPT, verification="lenient", lenience=0.3).settings()
     assert lenient.lossy and lenient.lenience == 0.3
-    exact = RunRequest("pycode-distilled", PROMPT, verification="exact", lenience=0.3).settings()
-    assert not exact.lossy, "the lenience slider only counts in lenient mode"
+    assert not RunRequest("p", PROMPT, verification="exact", lenience=0.3).settings().lossy, "lenience only counts in lenient mode"
 
 
-@pytest.mark.parametrize(
-    "overrides,error",
-    [
-        ({"gamma": 0}, SettingsError),
-        ({"gamma": 17}, SettingsError),
-        ({"top_p": 0.0}, SettingsError),
-        ({"prompt": ""}, PromptError),
-    ],
-)
-def test_bad_requests_raise_clear_errors(overrides, error):
-    with pytest.raises(error):
-        list(live_run(RunRequest(**{"pair": "pycode-distilled", "prompt": PROMPT, **overrides})))
+@pytest.mark.parametrize("overrides", [{"gamma": 0}, {"gamma": 17}, {"top_p": 0.0}, {"temperature": "hot"}])
+def test_bad_settings_raise_one_sentence(overrides):
+    with pytest.raises(SettingsError):
+        RunRequest(**{"pair": "pycode-distilled", "prompt": PROMPT, **overrides}).settings()
 
 
-def test_live_run_streams_cycles_then_the_baseline():
-    frames = list(live_run(RunRequest("pycode-distilled", PROMPT, max_new_tokens=24, playback="real pace")))
-    stages = [frame.stage for frame in frames]
-    assert stages[0] == "speculative" and stages[-1] == "done" and "baseline" in stages
-    trace = frames[-1].trace
-    assert trace.summary.new_tokens == trace.baseline.new_tokens == 24
-    assert trace.summary.new_token_ids == trace.baseline.new_token_ids, "greedy: the race must end in identical texts"
-    assert Trace.from_json(trace.to_json()) == trace
+def test_sessions_retire_older_runs_and_forget_idle_sessions():
+    sessions = Sessions(max_sessions=3)
+    first = sessions.start("a")
+    second = sessions.start("a")
+    assert not sessions.is_current(first) and sessions.is_current(second), "a newer run retires the older one"
+    sessions.stop("a")
+    assert not sessions.is_current(second), "Stop retires the current run"
+    for name in "bcde":
+        sessions.start(name)
+    assert len(sessions) == 3, "the table is pruned, oldest first"
 
 
-def test_slow_motion_shows_every_phase_without_changing_the_timings():
-    frames = list(live_run(RunRequest("pycode-distilled", PROMPT, max_new_tokens=6, playback="10× slower")))
-    phases = [frame.phase for frame in frames if frame.stage == "speculative" and frame.shown_cycles]
-    assert phases[:3] == ["draft", "verify", "decide"]
-    trace = frames[-1].trace
-    assert trace.summary.wall_s == pytest.approx(
-        trace.summary.prefill_s + sum(c.draft_s + c.verify_s + c.overhead_s for c in trace.cycles), rel=0.05
-    )
+@pytest.fixture(scope="module")
+def recorded(bundled_pair) -> Trace:
+    return measuring.measure_run(bundled_pair, PROMPT, DecodeSettings(max_new_tokens=24, gamma=4))
 
 
-def test_stop_ends_the_run_without_a_baseline():
-    calls = iter(range(1000))
-    frames = list(live_run(RunRequest("pycode-distilled", PROMPT, max_new_tokens=64), should_stop=lambda: next(calls) >= 3))
-    trace = frames[-1].trace
-    assert trace.summary.stop_reason == "stopped" and trace.baseline is None
+def test_a_measurement_records_both_runs_and_greedy_texts_agree(recorded):
+    assert recorded.summary.new_tokens == recorded.baseline.new_tokens == 24
+    assert recorded.summary.new_token_ids == recorded.baseline.new_token_ids, "greedy: the race must end in identical texts"
+    assert len(recorded.round_speedups) in (1, 3)
+    median = sorted(recorded.round_speedups)[len(recorded.round_speedups) // 2]
+    assert recorded.summary.tokens_per_s / recorded.baseline.tokens_per_s == pytest.approx(median), "the trace is the median round"
+    assert Trace.from_json(recorded.to_json()) == recorded
 
 
-def test_record_is_a_complete_trace():
-    trace = record(RunRequest("pycode-distilled", PROMPT, max_new_tokens=10, playback="50× slower"))
-    assert trace.complete and trace.baseline is not None
+def test_bad_input_is_refused_before_the_measuring_slot(bundled_pair):
+    """Another session holds the slot; a bad prompt must still be answered at once."""
+    with measuring.MEASURING_SLOT:
+        started = time.perf_counter()
+        with pytest.raises(PromptError):
+            measuring.measure_run(bundled_pair, "x" * 30_000, DecodeSettings())
+        with pytest.raises(PromptError):
+            measuring.measure_run(bundled_pair, "word " * 5000, DecodeSettings())
+        assert time.perf_counter() - started < 5
+
+
+def test_the_slot_serialises_measurements(bundled_pair):
+    inside, overlaps = [], []
+    original = measuring._round
+
+    def watched(*args, **kwargs):
+        inside.append(1)
+        overlaps.append(len(inside))
+        try:
+            return original(*args, **kwargs)
+        finally:
+            inside.pop()
+
+    measuring._round = watched
+    try:
+        threads = [
+            threading.Thread(target=measuring.measure_run, args=(bundled_pair, PROMPT, DecodeSettings(max_new_tokens=8))) for _ in range(3)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        measuring._round = original
+    assert max(overlaps) == 1, "two measurements ran at once"
+
+
+def test_stop_during_measurement_records_no_baseline(bundled_pair):
+    checks = iter(range(1000))
+    trace = measuring.measure_run(bundled_pair, PROMPT, DecodeSettings(max_new_tokens=64), should_stop=lambda: next(checks) >= 3)
+    assert trace.summary.stop_reason == "stopped" and trace.baseline is None and trace.round_speedups == ()
+
+
+def test_playback_follows_the_recorded_pace_times_the_slowdown(recorded):
+    slowdown = 20.0
+    moments = timeline(recorded, slowdown)
+    expected = moments[-1][0]
+    assert expected == pytest.approx(slowdown * recorded.summary.wall_s, rel=0.05), "the timeline is the engine's own clock"
+    started = time.perf_counter()
+    shown = list(playback(recorded, slowdown, frame_interval_s=0.02))
+    took = time.perf_counter() - started
+    assert shown[-1] == (len(recorded.cycles), "decide"), "playback always ends on the last decision"
+    assert [s for s, _ in shown] == sorted(s for s, _ in shown), "cycles only move forward"
+    assert expected * 0.9 <= took <= expected + 1.0, f"playback took {took:.2f} s for {expected:.2f} s of recorded time × {slowdown}"
+
+
+def test_playback_stops_at_once(recorded):
+    stop_at = time.perf_counter() + 0.1
+    started = time.perf_counter()
+    list(playback(recorded, 50.0, keep_going=lambda: time.perf_counter() < stop_at))
+    assert time.perf_counter() - started < 0.3
+
+
+def test_a_run_measures_first_then_plays_and_a_newer_run_retires_it(bundled_pair):
+    sessions = Sessions()
+    ticket = sessions.start("s")
+    request = RunRequest("pycode-distilled", PROMPT, max_new_tokens=16, playback="real pace")
+    updates = list(runs.run_and_play(request, ticket, sessions))
+    measuring_at = next(i for i, u in enumerate(updates) if u.status and "Measuring" in u.status)
+    assert all(u.frame is None for u in updates[: measuring_at + 1]), "nothing is drawn before the measurement is done"
+    assert updates[measuring_at + 1].trace is not None, "the first frame after measuring carries the whole recorded trace"
+    assert 'data-state="playing"' in next(u.numbers for u in updates if u.trace is not None)
+    assert updates[-1].status.startswith("Done.") and 'data-state="done"' in updates[-1].numbers
+    assert updates[-1].cursor == (0, "decide"), "Step then walks this run from cycle 1"
+
+    ticket = sessions.start("s")
+    slow = runs.run_and_play(RunRequest("pycode-distilled", PROMPT, max_new_tokens=16, playback="50× slower"), ticket, sessions)
+    first_frames = [next(slow) for _ in range(4)]
+    assert any(u.frame is not None for u in first_frames)
+    sessions.start("s")  # the user pressed Run again
+    started = time.perf_counter()
+    rest = list(slow)
+    assert time.perf_counter() - started < 1.0 and not any(u.status and u.status.startswith("Done.") for u in rest)
+
+
+def test_step_walks_the_run_on_screen_and_wraps(recorded):
+    sessions = Sessions()
+    ticket = sessions.start("s")
+    request = RunRequest("pycode-distilled", PROMPT)
+    (update,) = runs.step(recorded, (0, "decide"), request, ticket, sessions)
+    assert update.cursor == (1, "draft") and update.trace is recorded, "Step after a Run starts at cycle 1 of that run"
+    (update,) = runs.step(recorded, (len(recorded.cycles), "decide"), request, ticket, sessions)
+    assert update.cursor == (1, "draft") and "from the start again" in update.status
+
+
+def test_step_with_nothing_recorded_records_first():
+    sessions = Sessions()
+    updates = list(runs.step(None, (0, "decide"), RunRequest("pycode-distilled", PROMPT, max_new_tokens=8), sessions.start("s"), sessions))
+    assert any("Measuring" in (u.status or "") for u in updates)
+    assert updates[-1].cursor == (1, "draft") and updates[-1].trace.complete
+
+
+def test_step_cursor_walks_every_phase(recorded):
+    cursor, seen = (0, "decide"), []
+    while (cursor := next_cursor(recorded, *cursor)) is not None:
+        seen.append(cursor)
+    assert len(seen) == 3 * len(recorded.cycles)

@@ -96,6 +96,6 @@ def test_measures_and_figures(trace):
         charts.theory_figure(0.8, 0.05, 4),
     ):
         assert figure.data, "every chart draws something"
-    choice = inspector_choices(trace)[0][1]
+    choice = inspector_choices(trace.cycles)[0][1]
     assert charts.inspector_figure(trace, *map(int, choice.split(":"))).data
-    assert "Greedy" not in race_html(trace, 1.0), "no greedy identity claim is made when sampling"
+    assert "Greedy" not in race_html(trace, m, 1.0), "no greedy identity claim is made when sampling"

@@ -1,33 +1,37 @@
-"""The decoding engine: exact speculative decoding and its autoregressive baseline, as event generators."""
+"""The decoding engine: exact speculative decoding and its autoregressive baseline, as event generators.
 
-from specviz.engine.autoregressive import autoregressive_decode
-from specviz.engine.drafters import Drafter, ModelDrafter, PromptLookupDrafter
-from specviz.engine.events import Cycle, DraftPosition, Event, RunStarted, Step, Summary
-from specviz.engine.kv_cache import CachedDecoder, rollback_to_accepted
-from specviz.engine.sampling import SamplingSettings
-from specviz.engine.settings import MAX_GAMMA, DecodeSettings, SettingsError
-from specviz.engine.speculative import speculative_decode
-from specviz.engine.tally import Tally
-from specviz.engine.vocabulary import Vocabulary
+Names are imported on first use (PEP 562), so that importing the light parts (events, tally,
+settings) does not pull in transformers: the app serves its first page before the models load.
+"""
 
-__all__ = [
-    "MAX_GAMMA",
-    "CachedDecoder",
-    "Cycle",
-    "DecodeSettings",
-    "DraftPosition",
-    "Drafter",
-    "Event",
-    "ModelDrafter",
-    "PromptLookupDrafter",
-    "RunStarted",
-    "SamplingSettings",
-    "SettingsError",
-    "Step",
-    "Summary",
-    "Tally",
-    "Vocabulary",
-    "autoregressive_decode",
-    "rollback_to_accepted",
-    "speculative_decode",
-]
+from importlib import import_module
+
+_HOMES = {
+    "autoregressive_decode": "autoregressive",
+    "Drafter": "drafters",
+    "ModelDrafter": "drafters",
+    "PromptLookupDrafter": "drafters",
+    "Cycle": "events",
+    "DraftPosition": "events",
+    "Event": "events",
+    "RunStarted": "events",
+    "Step": "events",
+    "Summary": "events",
+    "CachedDecoder": "kv_cache",
+    "rollback_to_accepted": "kv_cache",
+    "SamplingSettings": "sampling",
+    "MAX_GAMMA": "settings",
+    "DecodeSettings": "settings",
+    "SettingsError": "settings",
+    "speculative_decode": "speculative",
+    "Tally": "tally",
+    "Vocabulary": "vocabulary",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'specviz.engine' has no attribute {name!r}")
+    return getattr(import_module(f"specviz.engine.{_HOMES[name]}"), name)

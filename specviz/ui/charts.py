@@ -226,3 +226,20 @@ def theory_figure(alpha: float, tau: float, gamma: int) -> go.Figure:
     figure.update_xaxes(title_text="γ (drafts per cycle)")
     figure.update_yaxes(title_text="× autoregressive", rangemode="tozero")
     return _layout(figure, f"Leviathan et al.: speedup for α = {alpha:.2f}, τ = {tau:.3f}")
+
+
+def gamma_sweep_figure(points: list[tuple[int, float | None, float | None, float | None]]) -> go.Figure:
+    """Measured speedup over γ next to the predictions (with the measured ν, and Leviathan's ν = 1): (γ, measured, with ν, ν = 1)."""
+    points = sorted(points)
+    gammas = [p[0] for p in points]
+    figure = go.Figure()
+    for index, name, style in (
+        (1, "measured", {"mode": "lines+markers", "line": {"color": COLOURS["accepted"], "width": 3}, "marker": {"size": 10}}),
+        (2, "predicted with measured ν", {"mode": "lines", "line": {"color": COLOURS["baseline"], "width": 2, "dash": "dash"}}),
+        (3, "Leviathan (ν = 1)", {"mode": "lines", "line": {"color": COLOURS["predicted"], "width": 2}}),
+    ):
+        figure.add_trace(go.Scatter(x=gammas, y=[p[index] for p in points], name=name, **style))
+    figure.add_hline(y=1.0, line={"dash": "dot", "color": "#888"})
+    figure.update_xaxes(title_text="γ (drafts per cycle)", dtick=1)
+    figure.update_yaxes(title_text="× autoregressive", rangemode="tozero")
+    return _layout(figure, "Speedup over γ: measured in this lesson vs predicted")

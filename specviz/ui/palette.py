@@ -30,16 +30,25 @@ CSS = """
 .sv-stream { font-family: ui-monospace, 'JetBrains Mono', Menlo, Consolas, monospace; font-size: 1.05rem; line-height: 2.0;
              white-space: pre-wrap; word-break: break-word; padding: 12px 14px; border-radius: 10px;
              background: var(--block-background-fill); border: 1px solid var(--border-color-primary); min-height: 5.5em; }
-.sv-tok { position: relative; border-radius: 4px; padding: 1px 1px; margin: 0 0.5px; cursor: help; }
+.sv-tok { --c: transparent; position: relative; cursor: help; }
+.sv-tok .sv-txt { border-radius: 4px; padding: 1px 1px; margin: 0 0.5px; }
 .sv-tok[data-status=prompt] { color: var(--body-text-color-subdued); }
-.sv-tok[data-status=drafted] { color: var(--sv-drafted); outline: 1.5px dashed var(--sv-drafted); outline-offset: -1px; }
-.sv-tok[data-status=accepted] { background: var(--sv-accepted); color: #fff; }
-.sv-tok[data-status=rejected] { background: var(--sv-rejected); color: #fff; text-decoration: line-through 2px; }
-.sv-tok[data-status=unverified] { color: var(--sv-unverified); outline: 1.5px dotted var(--sv-unverified); outline-offset: -1px; opacity: .75; }
-.sv-tok[data-status=resampled] { background: var(--sv-resampled); color: #fff; text-decoration: underline 2px; text-underline-offset: 3px; }
-.sv-tok[data-status=bonus] { background: var(--sv-bonus); color: #fff; }
-.sv-tok[data-status=bonus]::before { content: "★"; font-size: .6em; vertical-align: super; margin-right: 1px; }
-.sv-tok.sv-current { box-shadow: 0 0 0 2px var(--body-text-color); }
+.sv-tok[data-status=drafted] { --c: var(--sv-drafted); }
+.sv-tok[data-status=drafted] .sv-txt { color: var(--sv-drafted); outline: 1.5px dashed var(--sv-drafted); outline-offset: -1px; }
+.sv-tok[data-status=accepted] { --c: var(--sv-accepted); }
+.sv-tok[data-status=rejected] { --c: var(--sv-rejected); }
+.sv-tok[data-status=resampled] { --c: var(--sv-resampled); }
+.sv-tok[data-status=bonus] { --c: var(--sv-bonus); }
+.sv-tok[data-status=accepted] .sv-txt, .sv-tok[data-status=rejected] .sv-txt,
+.sv-tok[data-status=resampled] .sv-txt, .sv-tok[data-status=bonus] .sv-txt { background: var(--c); color: #fff; }
+.sv-tok[data-status=rejected] .sv-txt { text-decoration: line-through 2px; }
+.sv-tok[data-status=unverified] { --c: var(--sv-unverified); opacity: .75; }
+.sv-tok[data-status=unverified] .sv-txt { color: var(--sv-unverified); outline: 1.5px dotted var(--sv-unverified); outline-offset: -1px; }
+.sv-tok[data-status=resampled] .sv-txt { text-decoration: underline 2px; text-underline-offset: 3px; }
+.sv-tok[data-status=bonus]::before { content: "★"; font-size: .6em; vertical-align: super; margin-right: 1px; color: var(--sv-bonus); }
+.sv-tok .sv-ws { box-shadow: inset 0 -3px 0 var(--c); }
+.sv-tok .sv-nl { color: var(--c); font-size: .7em; padding: 0 1px; }
+.sv-tok.sv-current .sv-txt { box-shadow: 0 0 0 2px var(--body-text-color); }
 .sv-tok[data-tip]:hover::after { content: attr(data-tip); position: absolute; left: 0; top: 1.9em; z-index: 50; white-space: pre;
              background: #111827; color: #f9fafb; padding: 6px 9px; border-radius: 6px; font-size: .78rem; line-height: 1.45;
              box-shadow: 0 4px 14px rgba(0,0,0,.3); pointer-events: none; text-decoration: none; }
@@ -63,4 +72,18 @@ CSS = """
 .sv-verdict { font-size: 1.05rem; padding: 8px 12px; border-radius: 8px; border-left: 5px solid var(--sv-accepted); background: var(--block-background-fill); }
 .sv-verdict.sv-no { border-left-color: var(--sv-rejected); }
 .sv-narration { font-size: 1.02rem; min-height: 2.6em; }
+.sv-verdict.sv-even { border-left-color: var(--sv-drafted); }
+.sv-numbers { font-size: .95rem; padding: 8px 12px; border-radius: 8px; background: var(--block-background-fill);
+              border: 1px solid var(--border-color-primary); min-height: 2.2em; }
+.sv-numbers[data-state=measuring], .sv-numbers[data-state=waiting] { border-style: dashed; color: var(--body-text-color-subdued); }
+.sv-numbers .sv-big { font-size: 1.5rem; font-weight: 800; color: var(--sv-accepted); margin-right: 4px; }
+.sv-lesson-text:empty { display: none; }
+.sv-lesson-text { font-size: 1rem; padding: 4px 12px; border-left: 5px solid var(--sv-predicted, #E69F00); }
+.sv-lesson-text table { font-size: .9rem; margin: 6px 0; }
+.sv-lesson-text td, .sv-lesson-text th { padding: 2px 10px; text-align: right; }
+.sv-diff { font-family: ui-monospace, Menlo, monospace; white-space: pre-wrap; font-size: .88rem; padding: 6px 8px;
+           background: var(--block-background-fill); border-radius: 6px; }
+.sv-diff del { background: #fde0d2; color: #8a2c00; text-decoration: line-through; }
+.sv-diff ins { background: #d2f0e6; color: #00573f; text-decoration: underline; }
+
 """

@@ -6,6 +6,7 @@ import html
 from typing import Literal
 
 from specviz.engine.events import Cycle, DraftPosition
+from specviz.measures import Measures
 from specviz.trace import Trace
 from specviz.ui.palette import LEGEND
 
@@ -13,9 +14,19 @@ Phase = Literal["draft", "verify", "decide"]
 PHASES: tuple[Phase, ...] = ("draft", "verify", "decide")
 
 
-def _visible(text: str) -> str:
-    """Escape for HTML and keep newlines visible as ↵ (the line break still happens)."""
-    return html.escape(text).replace("\n", "↵\n") or "∅"
+def _parts(text: str, show_newlines: bool = True) -> str:
+    """Code as code: a newline ends the line (a small ↵ marks it), indentation stays spaces drawn thin, the rest is the coloured box."""
+    parts = []
+    for i, line in enumerate(text.split("\n")):
+        if i:
+            parts.append('<span class="sv-nl">↵</span>\n' if show_newlines else "\n")
+        body = line.lstrip(" \t")
+        indent = line[: len(line) - len(body)]
+        if indent:
+            parts.append(f'<span class="sv-ws">{html.escape(indent)}</span>')
+        if body:
+            parts.append(f'<span class="sv-txt">{html.escape(body)}</span>')
+    return "".join(parts) or '<span class="sv-txt">∅</span>'
 
 
 def _token(text: str, status: str, tip: str = "", cycle: int | None = None, extra_class: str = "") -> str:
@@ -24,8 +35,7 @@ def _token(text: str, status: str, tip: str = "", cycle: int | None = None, extr
         attributes += f' data-cycle="{cycle}"'
     if tip:
         attributes += f' data-tip="{html.escape(tip, quote=True)}" aria-label="{html.escape(tip, quote=True)}"'
-    shown = html.escape(text) if status == "prompt" else _visible(text)
-    return f'<span class="sv-tok {extra_class}"{attributes}>{shown}</span>'
+    return f'<span class="sv-tok {extra_class}"{attributes}>{_parts(text, status != "prompt")}</span>'
 
 
 def _number(value: float | None) -> str:
@@ -53,6 +63,8 @@ def position_tip(cycle: Cycle, index: int, position: DraftPosition, greedy: bool
 
 
 def new_token_tip(cycle: Cycle, greedy: bool) -> str:
+    if not cycle.positions:
+        return f"target's own token {cycle.new_token_text!r}\nno drafts this cycle: a plain target step"
     if cycle.bonus_token_id is not None:
         p = next((prob for token, _, prob in cycle.bonus_top_p if token == cycle.bonus_token_id), None)
         return f"bonus token {cycle.new_token_text!r}\nall {len(cycle.positions)} drafts accepted, so the target adds\none more from p_{len(cycle.positions) + 1}: p(x) = {_number(p)}"
@@ -102,6 +114,8 @@ def narration(trace: Trace, cycle_index: int, phase: Phase) -> str:
     greedy = trace.started.temperature == 0
     k = len(cycle.positions)
     head = f"**Cycle {cycle.index + 1}** · "
+    stop = getattr(cycle, "draft_stop", None)
+    why_stopped = f" The draft stopped there: {stop}." if stop else ""
     if phase == "draft":
         if k == 0:
             return (
@@ -113,11 +127,17 @@ def narration(trace: Trace, cycle_index: int, phase: Phase) -> str:
         return (
             head
             + f"the draft proposed {k} token{'s' if k > 1 else ''} ({drafted}), one small forward each ({per_step:.2f} ms per token)."
+            + why_stopped
         )
     if phase == "verify":
         return (
             head
             + f"the target scored all {k} drafts and the position after them in **one** forward pass ({cycle.verify_s * 1000:.2f} ms): p₁…p{_sub(k + 1)}."
+        )
+    if k == 0:
+        return (
+            head + f"no drafts to test, so this cycle is a plain target step: the target adds {cycle.new_token_text!r} itself. "
+            "**1 token for one target forward.**"
         )
     sentences = []
     if cycle.n_accepted:
@@ -147,25 +167,20 @@ def _sub(n: int) -> str:
     return str(n).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))
 
 
-def race_html(trace: Trace, slowdown: float) -> str:
+def race_html(trace: Trace, m: Measures | None, slowdown: float) -> str:
     """Both runs replayed side by side at their measured pace (times `slowdown`), drawn by the browser."""
-    if trace.summary is None or trace.baseline is None:
+    if trace.summary is None or trace.baseline is None or m is None or m.measured_speedup is None:
         return '<div class="sv-race"><div class="sv-lane"><h4>Speculative</h4></div><div class="sv-lane"><h4>Target alone</h4></div></div>'
-    spec_times, t = [], trace.summary.prefill_s
+    spec_times, spec_texts, t = [], [], trace.summary.prefill_s
     for cycle in trace.cycles:
         t += cycle.draft_s + cycle.verify_s + cycle.overhead_s
-        spec_times += [(t, token) for token in cycle.emitted_token_ids]
-    spec_texts = [
-        text
-        for cycle in trace.cycles
-        for text in ([p.text for p in cycle.positions[: cycle.n_accepted]] + [cycle.new_token_text])
-    ]
-    spec_texts = spec_texts[: len(spec_times)]
+        texts = [p.text for p in cycle.positions[: cycle.n_accepted]] + [cycle.new_token_text]
+        spec_times += [t] * len(cycle.emitted_token_ids)
+        spec_texts += texts[: len(cycle.emitted_token_ids)]
     base_times, t = [], trace.baseline.prefill_s
     for step in trace.baseline_steps:
         t += step.step_s
         base_times.append(t)
-    speedup = trace.baseline.wall_s / trace.summary.wall_s if trace.summary.wall_s else 0.0
     identical = ""
     if trace.started and trace.started.temperature == 0 and not trace.summary.lossy:
         same = trace.summary.new_token_ids == trace.baseline.new_token_ids
@@ -177,24 +192,39 @@ def race_html(trace: Trace, slowdown: float) -> str:
     elif trace.summary.lossy:
         identical = "<p class='sv-lossy'>LOSSY lenient mode: the speculative text need not follow the target's distribution.</p>"
 
-    def lane(title: str, times: list[float], texts: list[str], summary, note: str) -> str:
+    def lane(title: str, times: list[float], texts: list[str], summary, tokens_per_s: float, note: str, colour: str) -> str:
         spans = "".join(
             f'<span style="animation-delay:{time * slowdown:.4f}s">{html.escape(text)}</span>' for time, text in zip(times, texts)
         )
         total = summary.wall_s * slowdown
         return (
             f'<div class="sv-lane"><h4>{title}</h4><div class="sv-stats">{summary.new_tokens} tokens in {summary.wall_s * 1000:.0f} ms'
-            f' · {summary.tokens_per_s:.0f} tokens/s{note}</div><div class="sv-bar"><div style="animation-duration:{total:.3f}s;background:{"var(--sv-accepted)" if "Spec" in title else "var(--sv-resampled)"}"></div></div>'
+            f" · {tokens_per_s:.0f} tokens/s{note}</div>"
+            f'<div class="sv-bar"><div style="animation-duration:{total:.3f}s;background:{colour}"></div></div>'
             f'<div class="sv-text">{spans}</div></div>'
         )
 
     pace = "real pace" if slowdown == 1 else f"{slowdown:g}× slower than real"
     spec_lane = lane(
         "Speculative: draft + target",
-        [time for time, _ in spec_times],
+        spec_times,
         spec_texts,
         trace.summary,
-        f" · <b>{speedup:.2f}× the speed</b>",
+        m.tokens_per_s,
+        f" · <b>{m.measured_speedup:.2f}× the speed</b>",
+        "var(--sv-accepted)",
     )
-    base_lane = lane("Target alone (autoregressive)", base_times, [s.text for s in trace.baseline_steps], trace.baseline, "")
-    return f'<div class="sv-race-wrap"><div class="sv-stats">Replayed at {pace}; times are measured by the engine.</div><div class="sv-race">{spec_lane}{base_lane}</div>{identical}</div>'
+    base_texts = [s.text for s in trace.baseline_steps]
+    base_lane = lane(
+        "Target alone (autoregressive)",
+        base_times,
+        base_texts,
+        trace.baseline,
+        m.baseline_tokens_per_s,
+        "",
+        "var(--sv-resampled)",
+    )
+    return (
+        f'<div class="sv-race-wrap"><div class="sv-stats">Replayed at {pace}; times are the ones measured before playback.</div>'
+        f'<div class="sv-race">{spec_lane}{base_lane}</div>{identical}</div>'
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 from specviz import theory
 from specviz.measures import Measures
 
@@ -37,23 +39,70 @@ CLAIMS = f"""
 """
 
 
-def verdict_markdown(m: Measures | None, pair_name: str = "") -> str:
-    """Is speculative decoding worth it for this pair and prompt? From the measured α and τ."""
+def verdict_html(m: Measures | None, pair_name: str = "", hardware_line: str | None = None) -> str:
+    """Is speculative decoding worth it for this pair and prompt? Measured speedup first, then why, from α, τ and ν."""
     if m is None or m.alpha is None or m.tau is None:
-        return "Run a prompt to get a verdict for your pair from its measured α and τ."
-    worth = theory.speedup_possible(m.alpha, m.tau)
-    measured = f" Measured here: **{m.measured_speedup:.2f}×**." if m.measured_speedup else ""
-    if worth:
-        body = (
-            f"**Worth it** for {pair_name}: α = {m.alpha:.2f} > τ = {m.tau:.3f}. The best γ is **{m.best_gamma}**, "
-            f"predicted **{m.best_speedup:.2f}×**; at your γ = {m.gamma} the prediction is {m.predicted_speedup:.2f}×.{measured}"
+        return '<div class="sv-verdict">Run a prompt to get a verdict for your pair from what it measures.</div>'
+    why = f"α = {m.alpha:.2f} against τ = {m.tau:.3f}"
+    if m.verify_cost is not None:
+        why += f", and a verify pass costs ν = {m.verify_cost:.2f} target steps (the theory's ideal is 1)"
+    advice = ""
+    if m.best_gamma is not None and m.best_speedup is not None:
+        if not theory.speedup_possible(m.alpha, m.tau):
+            advice = " No γ can help while α ≤ τ: a cheaper or better-aligned draft would."
+        elif m.best_gamma != m.gamma:
+            advice = f" The theory, with this ν, suggests γ = <b>{m.best_gamma}</b> (predicted {m.best_speedup:.2f}×)."
+    if m.measured_speedup is None:
+        head, css = "<b>Not measured yet</b>", ""
+    elif m.measured_speedup >= 1.05:
+        head, css = f"<b>Worth it here</b>: measured <b>{m.measured_speedup:.2f}×</b> the target alone", ""
+    elif m.measured_speedup > 0.95:
+        head, css = f"<b>Break-even here</b>: measured <b>{m.measured_speedup:.2f}×</b>", " sv-even"
+    else:
+        head, css = f"<b>Not worth it here</b>: measured <b>{m.measured_speedup:.2f}×</b>, a slowdown", " sv-no"
+    predicted = ""
+    if m.predicted_with_verify_cost is not None:
+        predicted = f" Predicted at γ = {m.gamma}: {m.predicted_speedup:.2f}× (Leviathan), {m.predicted_with_verify_cost:.2f}× with the measured ν."
+    hardware = f"<br><small>{html.escape(hardware_line)}</small>" if hardware_line else ""
+    name = f" for {html.escape(pair_name)}" if pair_name else ""
+    return f'<div class="sv-verdict{css}">{head}{name}: {why}.{predicted}{advice}{hardware}</div>'
+
+
+def run_numbers_html(m: Measures | None, state: str, run_id: int | None = None, trace=None) -> str:
+    """The run's recorded numbers, for people (a compact bar) and for scripts (data-* attributes), like the CLI's JSON."""
+    data = {"state": state, "run-id": run_id}
+    if m is not None and m.measured_speedup is not None:
+        data.update(
+            {
+                "speedup": f"{m.measured_speedup:.4f}",
+                "alpha": _f(m.alpha, 4),
+                "tau": _f(m.tau, 4),
+                "verify-cost": _f(m.verify_cost, 4),
+                "tokens-per-s": f"{m.tokens_per_s:.2f}",
+                "baseline-tokens-per-s": f"{m.baseline_tokens_per_s:.2f}",
+                "tokens-per-cycle": _f(m.tokens_per_cycle, 4),
+            }
         )
-        return f'<div class="sv-verdict">{body}</div>'
-    body = (
-        f"**Not worth it** for {pair_name} on this prompt: α = {m.alpha:.2f} ≤ τ = {m.tau:.3f}, so no γ gives a speedup "
-        f"(prediction at γ = {m.gamma}: {m.predicted_speedup:.2f}×).{measured} A cheaper or better-aligned draft would change that."
-    )
-    return f'<div class="sv-verdict sv-no">{body}</div>'
+    attributes = "".join(f' data-{key}="{html.escape(str(value))}"' for key, value in data.items() if value is not None)
+    if state == "measuring":
+        body = "<b>Measuring</b> the speculative run, then the target alone… nothing is drawn until both are timed."
+    elif state == "waiting":
+        body = "Waiting for another session's measurement to finish (runs share the processor, so they are timed one at a time)…"
+    elif m is None or m.measured_speedup is None:
+        body = "Press <b>Run</b>: specviz times the speculative run and the target alone first, then plays the recording back."
+    else:
+        rounds = getattr(trace, "round_speedups", ()) if trace is not None else ()
+        repeat = (
+            f" · measured {len(rounds)}× back to back ({', '.join(f'{r:.2f}' for r in sorted(rounds))}), median shown"
+            if len(rounds) > 1
+            else " · measured once"
+        )
+        body = (
+            f'<span class="sv-big">{m.measured_speedup:.2f}×</span> speed of the target alone · '
+            f"{m.tokens_per_s:.0f} vs {m.baseline_tokens_per_s:.0f} tokens/s · α = {_f(m.alpha, 2)} · τ = {_f(m.tau)} · "
+            f"ν = {_f(m.verify_cost, 2)} · {_f(m.tokens_per_cycle, 2)} tokens per target forward{repeat}"
+        )
+    return f'<div id="run-numbers" class="sv-numbers"{attributes}>{body}</div>'
 
 
 def details_markdown(info: dict) -> str:
@@ -69,16 +118,19 @@ def details_markdown(info: dict) -> str:
     )
 
 
-def summary_markdown(m: Measures, trace) -> str:
-    """The numbers under the token stream."""
+def summary_markdown(m: Measures, trace, shown: int | None = None) -> str:
+    """The numbers under the token stream: so far during playback, the whole run at the end."""
     lossy = ""
     if trace.started is not None and trace.started.lossy:
         lossy = f' <span class="sv-lossy">LOSSY: lenient acceptance (l = {trace.started.lenience:g}), not the target\'s distribution</span>'
-    if trace.summary is None:
-        return f"Cycle {m.n_cycles} · α so far {_f(m.alpha)} · {_f(m.tokens_per_cycle, 2)} tokens per target forward" + lossy
+    if trace.summary is None or (shown is not None and shown < len(trace.cycles)):
+        total = f" of {len(trace.cycles)}" if trace.summary is not None else ""
+        return (
+            f"Cycle {m.n_cycles}{total} · α so far {_f(m.alpha)} · {_f(m.tokens_per_cycle, 2)} tokens per target forward" + lossy
+        )
     s = trace.summary
     parts = [
-        f"**{s.new_tokens} tokens** in {s.wall_s * 1000:.0f} ms ({s.tokens_per_s:.0f} tokens/s), {m.n_cycles} cycles, "
+        f"**{s.new_tokens} tokens** in {s.wall_s * 1000:.0f} ms ({_f(m.tokens_per_s, 0)} tokens/s), {m.n_cycles} cycles, "
         f"**{_f(m.tokens_per_cycle, 2)} tokens per target forward**",
         f"α = **{_f(m.alpha)}** (analytic Σ min(p, q): {_f(m.alpha_analytic)}; accepted/drafted, biased low: {_f(m.alpha_naive)})",
         f"τ = **{_f(m.tau)}** ({m.tau_source})",

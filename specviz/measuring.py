@@ -1,0 +1,118 @@
+"""Measure first, then show: the speculative run and the target alone, back to back, with nothing else of ours running.
+
+One process-wide slot: runs share the processor, so two measurements at once would slow each
+other down. A session holds the slot only while its models run; rendering and playback happen
+after it is released, from the recorded trace.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from specviz.engine import Cycle, DecodeSettings, RunStarted, Step, Summary
+from specviz.loading import LoadedPair
+from specviz.measures import measures_of
+from specviz.pair_cache import pair_info
+from specviz.runner import encode_prompt, run
+from specviz.trace import Trace
+
+MEASURING_SLOT = threading.Lock()
+REPEAT_BUDGET_S = 2.0  # measure three times when three rounds fit in this, else once
+StopCheck = Callable[[], bool]
+
+
+@dataclass
+class Round:
+    """One back-to-back measurement: the speculative run, then the target alone."""
+
+    started: RunStarted | None = None
+    cycles: list[Cycle] | None = None
+    summary: Summary | None = None
+    baseline_steps: list[Step] | None = None
+    baseline: Summary | None = None
+    seconds: float = 0.0
+
+    @property
+    def speedup(self) -> float | None:
+        if self.summary is None or self.baseline is None:
+            return None
+        return measures_of(
+            self.summary.tally,
+            gamma=self.started.gamma,
+            target_step_s=self.baseline.step_s,
+            tokens_per_s=self.summary.tokens_per_s,
+            baseline_tokens_per_s=self.baseline.tokens_per_s,
+        ).measured_speedup
+
+
+def slot_is_busy() -> bool:
+    return MEASURING_SLOT.locked()
+
+
+def measure_run(
+    pair: LoadedPair,
+    prompt: str,
+    settings: DecodeSettings,
+    drafter: str = "model",
+    should_stop: StopCheck = lambda: False,
+    repeat_budget_s: float = REPEAT_BUDGET_S,
+) -> Trace:
+    """Record both runs in the measuring slot; on a quick pair, three rounds and keep the median one.
+
+    Input is checked before the slot is taken, so a bad prompt never waits for another session.
+    """
+    settings.validate()
+    encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma)
+    with MEASURING_SLOT:
+        rounds = [_round(pair, prompt, settings, drafter, should_stop, baseline_first=False)]
+        if rounds[0].baseline is not None and 3 * rounds[0].seconds <= repeat_budget_s:
+            for baseline_first in (True, False):
+                rounds.append(_round(pair, prompt, settings, drafter, should_stop, baseline_first))
+    complete = [r for r in rounds if r.speedup is not None]
+    if len(complete) < len(rounds):  # stopped: show what was recorded of the first round
+        chosen, speedups = rounds[0], ()
+    else:
+        chosen = sorted(complete, key=lambda r: r.speedup)[len(complete) // 2]
+        speedups = tuple(r.speedup for r in complete)
+    return Trace(
+        pair=pair_info(pair),
+        prompt=prompt,
+        started=chosen.started,
+        cycles=chosen.cycles or [],
+        summary=chosen.summary,
+        baseline_steps=chosen.baseline_steps or [],
+        baseline=chosen.baseline,
+        round_speedups=speedups,
+    )
+
+
+def _round(
+    pair: LoadedPair, prompt: str, settings: DecodeSettings, drafter: str, should_stop: StopCheck, baseline_first: bool
+) -> Round:
+    """The two runs in either order (alternating the order cancels a slow drift of the machine's speed)."""
+    measured = Round()
+    started = time.perf_counter()
+    for mode in ("autoregressive", "speculative") if baseline_first else ("speculative", "autoregressive"):
+        events = list(run(pair, prompt, settings, mode=mode, drafter=drafter, should_stop=should_stop))
+        summary: Summary = events[-1]
+        if mode == "speculative":
+            measured.started = events[0]
+            measured.cycles = [e for e in events if isinstance(e, Cycle)]
+            measured.summary = summary
+        else:
+            measured.baseline_steps = [e for e in events if isinstance(e, Step)]
+            measured.baseline = summary
+        if summary.stop_reason == "stopped":
+            if mode == "autoregressive":
+                measured.baseline = measured.baseline_steps = None
+            break
+    measured.seconds = time.perf_counter() - started
+    return measured
+
+
+def median_speedup(trace: Trace) -> float | None:
+    return statistics.median(trace.round_speedups) if trace.round_speedups else None

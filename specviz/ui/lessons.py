@@ -1,0 +1,219 @@
+"""Guided lessons: each sets a scenario, runs it, then says what to look at in numbers measured by *this* run.
+
+A lesson is data (the request of its main run, the extra runs it compares with) plus one function
+that writes its explanation from the measured results; nothing in the sentences is canned.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from specviz.measures import Measures
+from specviz.prompts import PROMPTS
+from specviz.trace import Trace
+from specviz.ui.controller import RunRequest
+
+CODE_PROMPT = PROMPTS["code"][0]
+PROSE_PROMPT = PROMPTS["prose"][0]
+REPETITIVE_PROMPT = PROMPTS["repetitive"][3]
+SWEEP_GAMMAS = (1, 2, 3, 4, 6, 8, 12)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One measured run of a lesson: what was asked, what was recorded, and its Measures."""
+
+    label: str
+    request: RunRequest
+    trace: Trace
+    measures: Measures
+
+
+@dataclass(frozen=True)
+class Lesson:
+    key: str  # the button's elem_id
+    title: str
+    request: RunRequest  # the run shown in the stream
+    extra: tuple[tuple[str, RunRequest], ...] = ()  # (label, request) measured after it, for comparison
+    explain: Callable[[Measured, list[Measured]], str] = field(default=lambda main, extra: "")
+
+
+def _f(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _speed(m: Measures) -> str:
+    if m.measured_speedup is None:
+        return "not measured"
+    word = "faster than" if m.measured_speedup >= 1.05 else ("about as fast as" if m.measured_speedup > 0.95 else "slower than")
+    return f"{m.measured_speedup:.2f}× ({word} the target alone)"
+
+
+def _explain_distilled(main: Measured, extra: list[Measured]) -> str:
+    m = main.measures
+    return (
+        f"<p>The distilled draft was accepted <b>α = {_f(m.alpha)}</b> of the time on this code, so each target forward "
+        f"produced <b>{_f(m.tokens_per_cycle)}</b> tokens instead of 1. A draft step cost τ = {_f(m.tau, 3)} target steps and "
+        f"the verify pass ν = {_f(m.verify_cost)} steps. Measured: <b>{_speed(m)}</b>; the theory predicts "
+        f"{_f(m.predicted_with_verify_cost)}× from these α, τ and ν ({_f(m.predicted_speedup)}× if ν were 1).</p>"
+        f"<p><b>Look at</b> the green runs in the stream: whole phrases the target only had to check. "
+        f"<b>Question:</b> {_f(m.tokens_per_cycle)} tokens per forward, yet only {_f(m.measured_speedup)}× faster: where did the rest go?</p>"
+    )
+
+
+def _explain_plain(main: Measured, extra: list[Measured]) -> str:
+    m, d = main.measures, extra[0].measures
+    return (
+        f"<p>Same sizes, same tokenizer, same prompt — but this draft was trained on text alone, not on the target's "
+        f"predictions. α fell from <b>{_f(d.alpha)}</b> (distilled) to <b>{_f(m.alpha)}</b>, tokens per forward from "
+        f"{_f(d.tokens_per_cycle)} to {_f(m.tokens_per_cycle)}, and the speed from {_speed(d)} to <b>{_speed(m)}</b>.</p>"
+        f"<p><b>Look at</b> the red tokens: every rejection throws away the drafts after it. "
+        f"<b>Question:</b> the draft costs the same τ ≈ {_f(m.tau, 3)} in both runs — so what decides whether speculation pays?</p>"
+    )
+
+
+def _explain_gamma(main: Measured, extra: list[Measured]) -> str:
+    runs = sorted([main, *extra], key=lambda r: r.request.gamma)
+    best = max(runs, key=lambda r: r.measures.measured_speedup or 0)
+    rows = "".join(
+        f"<tr><td>{r.request.gamma}</td><td>{_f(r.measures.alpha)}</td><td>{_f(r.measures.tokens_per_cycle)}</td>"
+        f"<td><b>{_f(r.measures.measured_speedup)}×</b></td><td>{_f(r.measures.predicted_with_verify_cost)}×</td></tr>"
+        for r in runs
+    )
+    last = runs[-1]
+    return (
+        f"<p>The same prompt at γ = {', '.join(str(r.request.gamma) for r in runs)}. The fastest was <b>γ = {best.request.gamma}</b> "
+        f"({_f(best.measures.measured_speedup)}×); at γ = {last.request.gamma} it was {_f(last.measures.measured_speedup)}×: "
+        f"past the best γ each cycle drafts tokens that are mostly thrown away (α = {_f(last.measures.alpha)} means the chance "
+        f"that all {last.request.gamma} survive is {_f((last.measures.alpha or 0) ** last.request.gamma, 3)}), while every draft still costs τ.</p>"
+        f"<table><tr><th>γ</th><th>α</th><th>tokens / forward</th><th>measured</th><th>predicted (with ν)</th></tr>{rows}</table>"
+        f"<p><b>Question:</b> the predicted best γ uses α and τ only. Why might the measured best γ be smaller on this CPU?</p>"
+    )
+
+
+def _explain_domain(main: Measured, extra: list[Measured]) -> str:
+    prose, code = main.measures, extra[0].measures
+    return (
+        f"<p>The bundled pair learned Python only. On prose the draft and target are both guessing, and they guess differently: "
+        f"α on prose = <b>{_f(prose.alpha)}</b> against <b>{_f(code.alpha)}</b> on code; speed {_speed(prose)} on prose, "
+        f"{_speed(code)} on code.</p>"
+        f"<p><b>Question:</b> would a draft distilled on chat data help a code assistant? What does α depend on besides the models?</p>"
+    )
+
+
+def _first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def _explain_lenient(main: Measured, extra: list[Measured]) -> str:
+    m, exact = main.measures, extra[0].measures
+    lenient_text, target_text = main.trace.summary.text, main.trace.baseline.text
+    where = _first_difference(main.trace.summary.new_token_ids, main.trace.baseline.new_token_ids)
+    diff = _diff_html(target_text, lenient_text)
+    verdict = (
+        f"The texts part at token {where + 1}: from there on this is <b>not</b> the target's text."
+        if where is not None
+        else "This time the two texts happen to agree; a lower lenience or another prompt will make them part."
+    )
+    return (
+        f'<p><span class="sv-lossy">LOSSY</span> Lenient verification accepts a draft when p(x) ≥ l · max p '
+        f"(l = {main.request.lenience:g}) instead of only the target's top choice. α rose to <b>{_f(m.alpha)}</b> "
+        f"(exact: {_f(exact.alpha)}) and the speed to {_speed(m)} (exact: {_speed(exact)}). {verdict}</p>"
+        f"<p class='sv-diff'>{diff}</p>"
+        f"<p><b>Question:</b> an exact method can never change the output. What would you have to check before shipping lenient mode?</p>"
+    )
+
+
+def _diff_html(target: str, lenient: str) -> str:
+    """The target's own greedy text with what lenient mode changed: removed struck through, added underlined."""
+    parts = []
+    matcher = difflib.SequenceMatcher(a=target, b=lenient, autojunk=False)
+    for op, a0, a1, b0, b1 in matcher.get_opcodes():
+        if op == "equal":
+            parts.append(html.escape(target[a0:a1]))
+        if op in ("delete", "replace"):
+            parts.append(f'<del title="the target wrote this">{html.escape(target[a0:a1])}</del>')
+        if op in ("insert", "replace"):
+            parts.append(f'<ins title="lenient mode wrote this">{html.escape(lenient[b0:b1])}</ins>')
+    return "".join(parts)
+
+
+def _explain_lookup(main: Measured, extra: list[Measured]) -> str:
+    m, other = main.measures, extra[0].measures
+    return (
+        f"<p>No draft model at all: prompt lookup proposes whatever followed the last matching n-gram earlier in the text. "
+        f"On this repetitive prompt α = <b>{_f(m.alpha)}</b>, {_f(m.tokens_per_cycle)} tokens per forward, {_speed(m)}; "
+        f"drafting costs almost nothing (τ = {_f(m.tau, 4)}). On ordinary code it finds less to copy: α = {_f(other.alpha)}, "
+        f"{_speed(other)}.</p>"
+        f"<p><b>Question:</b> which real tasks repeat their input (think editing, summarising, extraction)?</p>"
+    )
+
+
+def _explain_sampling(main: Measured, extra: list[Measured]) -> str:
+    a, b = main.trace.summary, extra[0].trace.summary
+    where = _first_difference(a.new_token_ids, b.new_token_ids)
+    parted = f"they part at token {where + 1}" if where is not None else "they happen to agree"
+    m = main.measures
+    return (
+        f"<p>At temperature {main.request.temperature:g}, seed {main.request.seed} and seed {extra[0].request.seed} wrote "
+        f"different continuations ({parted}). Exact speculative sampling does not promise the target's <i>text</i>, it "
+        f"promises the target's <i>distribution</i>: each token is accepted with probability min(1, p/q) and rejections are "
+        f"redrawn from norm(max(0, p − q)). Here α = {_f(m.alpha)} (from Σ min(p, q): {_f(m.alpha_analytic)}), {_speed(m)}.</p>"
+        f"<p>specviz's tests check the distribution with a χ² test against the exact probabilities on a small vocabulary. "
+        f"<b>Question:</b> why is α lower under sampling than under greedy decoding on the same prompt?</p>"
+    )
+
+
+def lessons(default_pair: str, plain_pair: str) -> list[Lesson]:
+    base = RunRequest(pair=default_pair, prompt=CODE_PROMPT)
+    return [
+        Lesson("lesson-1", "A distilled draft on code", base, explain=_explain_distilled),
+        Lesson(
+            "lesson-2",
+            "An undistilled draft: α falls",
+            replace(base, pair=plain_pair),
+            extra=(("distilled draft", base),),
+            explain=_explain_plain,
+        ),
+        Lesson(
+            "lesson-3",
+            "γ too large",
+            replace(base, gamma=4),
+            extra=tuple((f"γ = {g}", replace(base, gamma=g)) for g in SWEEP_GAMMAS if g != 4),
+            explain=_explain_gamma,
+        ),
+        Lesson(
+            "lesson-4",
+            "Domain: code vs prose",
+            replace(base, prompt=PROSE_PROMPT),
+            extra=(("code", base),),
+            explain=_explain_domain,
+        ),
+        Lesson(
+            "lesson-5",
+            "Lenient verification (lossy)",
+            replace(base, verification="lenient", lenience=0.3),
+            extra=(("exact", base),),
+            explain=_explain_lenient,
+        ),
+        Lesson(
+            "lesson-6",
+            "Prompt lookup on repetitive text",
+            replace(base, prompt=REPETITIVE_PROMPT, drafter="lookup"),
+            extra=(("lookup on code", replace(base, drafter="lookup")),),
+            explain=_explain_lookup,
+        ),
+        Lesson(
+            "lesson-7",
+            "Sampling: a new seed, a new text",
+            replace(base, temperature=0.8, seed=0),
+            extra=(("seed 1", replace(base, temperature=0.8, seed=1)),),
+            explain=_explain_sampling,
+        ),
+    ]

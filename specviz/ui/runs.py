@@ -1,0 +1,195 @@
+"""A Run from button press to last frame: check the input, measure in the shared slot, then play the recording back.
+
+Nothing of ours runs while the models are timed: the measurement happens first, with no
+rendering and no yields to the page, and playback only reads the recorded trace.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from specviz import pair_cache
+from specviz.trace import Trace
+from specviz.ui import charts, texts
+from specviz.ui.controller import RunRequest, Sessions, Ticket, next_cursor, playback
+from specviz.ui.lessons import Lesson, Measured
+from specviz.ui.render import Phase
+from specviz.ui.views import Frame, Recording, frame
+
+CHART_EVERY_S = 1.0  # playback redraws the plotly charts at most this often (and at the end)
+
+
+@dataclass
+class Update:
+    """What one step of a run changes on the page; None leaves a part as it is."""
+
+    status: str | None = None
+    numbers: str | None = None  # the #run-numbers element
+    frame: Frame | None = None
+    trace: Trace | None = None
+    cursor: tuple[int, Phase] | None = None
+    lesson: str | None = None  # the lesson panel's text (HTML)
+    lesson_chart: object | None = None  # a figure for the lesson, when it has one
+
+
+def check_prompt(prompt: str) -> None:
+    """The checks that need no model, so a bad prompt is answered at once."""
+    from specviz.runner import MAX_PROMPT_CHARS, PromptError
+
+    if not prompt or not prompt.strip():
+        raise PromptError("The prompt is empty: type something for the models to continue.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise PromptError(f"The prompt is {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}.")
+
+
+def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> Iterator[Update | Trace]:
+    """Yield status updates while the pair loads and the slot is busy, then the measured trace (last)."""
+    from specviz import measuring
+
+    settings = request.settings()
+    check_prompt(request.prompt)
+    if not pair_cache.is_loaded(request.pair):
+        yield Update(
+            status=f"Loading the pair {request.pair}… (once per process)",
+            numbers=texts.run_numbers_html(None, "measuring", ticket.number),
+        )
+    pair = pair_cache.get_pair(request.pair)
+    if measuring.slot_is_busy():
+        yield Update(
+            status="Waiting for another session's measurement…", numbers=texts.run_numbers_html(None, "waiting", ticket.number)
+        )
+    yield Update(
+        status="Measuring the speculative run…, then the target alone…",
+        numbers=texts.run_numbers_html(None, "measuring", ticket.number),
+    )
+    yield measuring.measure_run(
+        pair, request.prompt, settings, request.drafter, should_stop=lambda: not sessions.is_current(ticket)
+    )
+
+
+def where(trace: Trace) -> str:
+    info = trace.pair
+    if not info:
+        return ""
+    return (
+        f"{info['name']} on {info['device']} ({info['dtype']}): target {info['target_parameters'] / 1e6:.1f}M, "
+        f"draft {info['draft_parameters'] / 1e6:.1f}M parameters"
+    )
+
+
+def run_and_play(request: RunRequest, ticket: Ticket, sessions: Sessions, hardware_line: str | None = None) -> Iterator[Update]:
+    """The whole Run: measure, then play back at the chosen pace; stops quietly when a newer run or Stop retires it."""
+    trace = None
+    for item in measure_request(request, ticket, sessions):
+        if isinstance(item, Trace):
+            trace = item
+        elif sessions.is_current(ticket):
+            yield item
+    if not sessions.is_current(ticket):
+        return
+    yield from play(trace, request.slowdown, ticket, sessions, hardware_line)
+
+
+def play(trace: Trace, slowdown: float, ticket: Ticket, sessions: Sessions, hardware_line: str | None = None) -> Iterator[Update]:
+    """Animate a recorded trace: frames at its measured pace × slowdown, charts about once a second, everything at the end."""
+    keep_going = lambda: sessions.is_current(ticket)  # noqa: E731
+    recording = Recording.of(trace)
+    if trace.summary is None or trace.summary.stop_reason == "stopped" or trace.baseline is None:
+        yield Update(status="Stopped.", numbers=texts.run_numbers_html(None, "stopped", ticket.number), trace=trace)
+        return
+    numbers = texts.run_numbers_html(recording.final, "playing", ticket.number, trace)
+    pace = "real pace" if slowdown == 1 else f"{slowdown:g}× slower than real"
+    yield Update(
+        status=f"Playing back the measured run at {pace}… · {where(trace)}",
+        numbers=numbers,
+        trace=trace,
+        frame=frame(recording, 0, "decide", slowdown, True),
+    )
+    last_charts = time.perf_counter()
+    for shown, phase in playback(trace, slowdown, keep_going):
+        with_charts = time.perf_counter() - last_charts >= CHART_EVERY_S
+        if with_charts:
+            last_charts = time.perf_counter()
+        yield Update(frame=frame(recording, shown, phase, slowdown, with_charts, hardware_line))
+    if not keep_going():
+        return
+    yield Update(
+        status=f"Done. · run {ticket.number} · {where(trace)}",
+        numbers=texts.run_numbers_html(recording.final, "done", ticket.number, trace),
+        frame=frame(recording, len(trace.cycles), "decide", slowdown, True, hardware_line),
+        cursor=(0, "decide"),  # Step now walks this run from cycle 1
+    )
+
+
+def step(
+    trace: Trace | None, cursor: tuple[int, Phase], request: RunRequest, ticket: Ticket, sessions: Sessions
+) -> Iterator[Update]:
+    """One phase forward through the run on screen; with nothing recorded, record first; after the end, from cycle 1 again."""
+    if trace is None or not trace.complete or trace.baseline is None:
+        for item in measure_request(request, ticket, sessions):
+            if isinstance(item, Trace):
+                trace = item
+            else:
+                yield item
+        cursor = (0, "decide")
+        if trace.baseline is None:
+            yield Update(status="Stopped.", numbers=texts.run_numbers_html(None, "stopped", ticket.number))
+            return
+    position = next_cursor(trace, *cursor) or next_cursor(trace, 0, "decide")
+    if position is None:
+        yield Update(status="Step mode: this run has no cycles.")
+        return
+    shown, phase = position
+    recording = Recording.of(trace)
+    restarted = " (from the start again)" if cursor[0] == len(trace.cycles) and cursor[1] == "decide" else ""
+    yield Update(
+        status=f"Step mode: cycle {shown} of {len(trace.cycles)}, {phase}{restarted}.",
+        numbers=texts.run_numbers_html(recording.final, "done", ticket.number, trace),
+        frame=frame(recording, shown, phase, 1.0, True),
+        trace=trace,
+        cursor=position,
+    )
+
+
+def run_lesson(lesson: Lesson, playback_choice: str, ticket: Ticket, sessions: Sessions) -> Iterator[Update]:
+    """Run the lesson's scenario like a Run, measure its comparison runs, then explain it from the numbers."""
+    from specviz import measuring
+    from specviz.measures import measure
+
+    request = replace(lesson.request, playback=playback_choice)
+    header = f"<h4>{html.escape(lesson.title)}</h4>"
+    yield Update(lesson=header + "<p>Measuring the scenario, then playing it back…</p>")
+    trace = None
+    for update in run_and_play(request, ticket, sessions):
+        trace = update.trace or trace
+        yield update
+    if trace is None or trace.baseline is None or not sessions.is_current(ticket):
+        return
+    main = Measured("this run", request, trace, measure(trace))
+    compared = []
+    for n, (label, extra) in enumerate(lesson.extra, start=1):
+        yield Update(lesson=header + f"<p>Measuring the comparison: {html.escape(label)} ({n} of {len(lesson.extra)})…</p>")
+        pair = pair_cache.get_pair(extra.pair)
+        extra_trace = measuring.measure_run(
+            pair, extra.prompt, extra.settings(), extra.drafter, lambda: not sessions.is_current(ticket)
+        )
+        if not sessions.is_current(ticket) or extra_trace.baseline is None:
+            return
+        compared.append(Measured(label, extra, extra_trace, measure(extra_trace)))
+    chart = None
+    if lesson.key == "lesson-3":
+        chart = charts.gamma_sweep_figure(
+            [
+                (
+                    r.request.gamma,
+                    r.measures.measured_speedup,
+                    r.measures.predicted_with_verify_cost,
+                    r.measures.predicted_speedup,
+                )
+                for r in [main, *compared]
+            ]
+        )
+    yield Update(lesson=header + lesson.explain(main, compared), lesson_chart=chart, status=f"Lesson done. · run {ticket.number}")

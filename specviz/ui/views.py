@@ -1,0 +1,69 @@
+"""Every view of a recorded trace at a playback cursor, built from one Measures value per frame (pure: no Gradio)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from specviz.engine.tally import Tally
+from specviz.measures import Measures, measure
+from specviz.trace import Trace
+from specviz.ui import charts, texts
+from specviz.ui.controller import inspector_choices
+from specviz.ui.render import Phase, narration, race_html, stream_html
+
+
+@dataclass
+class Recording:
+    """A measured trace and what every frame of its playback reads: the running tallies (folded once) and the final Measures."""
+
+    trace: Trace
+    running: list[Tally]
+    final: Measures
+
+    @classmethod
+    def of(cls, trace: Trace) -> Recording:
+        running = Tally.running(trace.cycles)
+        return cls(trace, running, measure(trace, tally=running[-1] if running else Tally()))
+
+    def measures_at(self, shown: int) -> Measures:
+        if shown >= len(self.trace.cycles):
+            return self.final
+        return measure(self.trace, upto=shown, tally=self.running[shown - 1] if shown else Tally())
+
+
+@dataclass
+class Frame:
+    stream: str
+    summary: str
+    narration: str | None
+    charts: tuple[Any, Any, Any] | None  # α, τ, speedup figures; None: leave the charts as they are
+    race: str | None = None  # the race, verdict and inspector choices come with the last frame
+    verdict: str | None = None
+    inspector: list[tuple[str, str]] | None = None
+
+
+def frame(
+    recording: Recording, shown: int, phase: Phase, slowdown: float, with_charts: bool, hardware_line: str | None = None
+) -> Frame:
+    """The views at `shown` cycles (the last one at `phase`); the end of the run adds the race and the verdict."""
+    trace = recording.trace
+    m = recording.measures_at(shown)
+    figures = None
+    if with_charts:
+        figures = (
+            charts.alpha_figure(recording.running[:shown]),
+            charts.tau_figure(trace.cycles[:shown], m),
+            charts.speedup_figure(m),
+        )
+    result = Frame(
+        stream=stream_html(trace, shown, phase),
+        summary=texts.summary_markdown(m, trace, shown),
+        narration=narration(trace, shown - 1, phase) if shown else None,
+        charts=figures,
+    )
+    if shown >= len(trace.cycles) and phase == "decide" and trace.summary is not None:
+        result.race = race_html(trace, m, slowdown)
+        result.verdict = texts.verdict_html(m, trace.pair.get("name", ""), hardware_line)
+        result.inspector = inspector_choices(trace.cycles)
+    return result
