@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from specviz.engine import Summary, Tally
+from specviz.drafting import Twin, strategy
+from specviz.engine import DecodeSettings, Summary, Tally
 from specviz.engine.kv_cache import synchronize
 from specviz.loading import LoadedPair
 from specviz.measures import measures_of
-from specviz.prompts import load_prompt_set
 from specviz.runner import encode_prompt, run
+
+TRANSFORMERS_DEFAULT = Twin(  # None: transformers fills in its own defaults (20 drafts, constant, confidence 0.4)
+    assistant_config={"num_assistant_tokens": None, "num_assistant_tokens_schedule": None, "assistant_confidence_threshold": None}
+)
 
 
 @dataclass
@@ -39,13 +43,11 @@ class MethodResult:
 
 
 def run_ours(
-    pair: LoadedPair, prompts: list[str], args: argparse.Namespace, mode: str, gamma: int, result: MethodResult, record: bool
+    pair: LoadedPair, prompts: list[str], settings: DecodeSettings, mode: str, drafter: str, result: MethodResult, record: bool
 ) -> None:
-    from specviz.cli import settings_from
-
     tokens, wall, prefill = 0, 0.0, 0.0
     for prompt in prompts:
-        events = list(run(pair, prompt, settings_from(args, gamma), mode=mode, drafter=args.drafter))
+        events = list(run(pair, prompt, settings, mode=mode, drafter=drafter))
         summary: Summary = events[-1]
         tokens += summary.new_tokens
         wall += summary.wall_s
@@ -57,44 +59,53 @@ def run_ours(
     result.decode_tokens_per_s.append(tokens / (wall - prefill))
 
 
+@contextmanager
+def assistant_settings(model: torch.nn.Module, config: dict) -> Iterator[None]:
+    """Set the draft's generation_config for one call and restore it after.
+
+    transformers reads num_assistant_tokens & co. from the *assistant's* generation_config, not from
+    generate()'s keyword arguments, and its "heuristic" schedule writes back into it.
+    """
+    generation_config = model.generation_config
+    saved = {key: getattr(generation_config, key, None) for key in config}
+    for key, value in config.items():
+        setattr(generation_config, key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            setattr(generation_config, key, value)
+
+
 def run_transformers(
-    pair: LoadedPair, prompts: list[str], args: argparse.Namespace, gamma: int, result: MethodResult, record: bool
+    pair: LoadedPair, prompts: list[str], settings: DecodeSettings, twin: Twin, result: MethodResult, record: bool
 ) -> None:
-    """transformers' own assisted generation (or prompt lookup) on the same pair, prompts and γ."""
+    """transformers' own assisted generation (or prompt lookup) on the same pair and prompts."""
     tokens, wall = 0, 0.0
-    sampling = (
+    sampling = settings.sampling
+    sampling_kwargs = (
         {"do_sample": False}
-        if args.temperature == 0
-        else {
-            "do_sample": True,
-            "temperature": args.temperature,
-            "top_k": args.top_k or None,
-            "top_p": args.top_p,
-        }
+        if sampling.greedy
+        else {"do_sample": True, "temperature": sampling.temperature, "top_k": sampling.top_k or None, "top_p": sampling.top_p}
     )
-    if args.drafter == "model":
-        drafting = {
-            "assistant_model": pair.draft.model,
-            "num_assistant_tokens": gamma,
-            "num_assistant_tokens_schedule": "constant",
-            "assistant_confidence_threshold": 0.0,
-        }
-    else:
-        drafting = {"prompt_lookup_num_tokens": gamma}
+    drafting = dict(twin.generate_kwargs)
+    if twin.uses_draft_model:
+        drafting["assistant_model"] = pair.draft.model
     for prompt in prompts:
-        ids = torch.tensor([encode_prompt(pair, prompt, args.max_new_tokens, gamma)], device=pair.device)
-        torch.manual_seed(args.seed)
-        started = time.perf_counter()
-        output = pair.target.model.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=args.max_new_tokens,
-            pad_token_id=pair.tokenizer.pad_token_id or pair.tokenizer.eos_token_id,
-            **sampling,
-            **drafting,
-        )
-        synchronize(pair.device)
-        wall += time.perf_counter() - started
+        ids = torch.tensor([encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma)], device=pair.device)
+        torch.manual_seed(settings.seed)
+        with assistant_settings(pair.draft.model, twin.assistant_config):
+            started = time.perf_counter()
+            output = pair.target.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=settings.max_new_tokens,
+                pad_token_id=pair.tokenizer.pad_token_id or pair.tokenizer.eos_token_id,
+                **sampling_kwargs,
+                **drafting,
+            )
+            synchronize(pair.device)
+            wall += time.perf_counter() - started
         new_ids = output[0, ids.shape[1] :].tolist()
         tokens += len(new_ids)
         if record:
@@ -103,18 +114,22 @@ def run_transformers(
 
 
 def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float) -> dict:
-    """Measured speed next to what Leviathan's formula predicts from our own measured α and τ."""
+    """Measured speed next to what Leviathan's formula predicts from our own measured α and τ.
+
+    With a variable window (dynamic drafting) the prediction uses the mean drafts per cycle as γ.
+    """
     tally = sum((s.tally for s in result.summaries), Tally())
+    gamma = result.gamma or max(1, round(tally.drafted / tally.cycles)) if tally.cycles else result.gamma
     m = measures_of(
         tally,
-        gamma=result.gamma,
+        gamma=gamma or 0,
         target_step_s=step_s,
         tokens_per_s=result.median_tokens_per_s,
         baseline_tokens_per_s=baseline.median_tokens_per_s,
     )
     decode_speedup = result.median_decode_tokens_per_s / baseline.median_decode_tokens_per_s
     return {
-        "method": "speculative",
+        "method": result.method,
         "gamma": result.gamma,
         "tokens_per_s": m.tokens_per_s,
         "speedup": m.measured_speedup,
@@ -125,6 +140,7 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
         "decode_speedup": decode_speedup,
         "measured_over_predicted": decode_speedup / m.predicted_speedup if m.predicted_speedup else None,
         "tokens_per_cycle": m.tokens_per_cycle,
+        "drafts_per_cycle": tally.drafted / tally.cycles if tally.cycles else None,
         "mean_acceptance_length": tally.mean_acceptance_length,
         "acceptance_histogram": list(tally.accepted_histogram),
         "acceptance_by_position": tally.acceptance_by_position,
@@ -136,43 +152,63 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
     }
 
 
-def command_bench(args: argparse.Namespace) -> int:
-    from specviz.cli import UsageError, resolve_pair, settings_from
+def transformers_row(result: MethodResult, baseline: MethodResult) -> dict:
+    return {
+        "method": result.method,
+        "gamma": result.gamma,
+        "tokens_per_s": result.median_tokens_per_s,
+        "speedup": result.median_tokens_per_s / baseline.median_tokens_per_s,
+        "alpha": None,
+        "tau": None,
+        "predicted_speedup": None,
+    }
 
-    try:
-        gammas = [int(g) for g in str(args.gamma).split(",")]
-    except ValueError:
-        raise UsageError(f"--gamma takes an integer or a comma-separated list (got {args.gamma!r})") from None
-    if args.repeats < 1:
-        raise UsageError(f"--repeats must be at least 1 (got {args.repeats})")
-    for gamma in gammas:
-        settings_from(args, gamma)  # validates every setting before any model is loaded
-    prompts = load_prompt_set(args.prompts)
-    pair = resolve_pair(args)
-    log = (lambda *a: None) if args.json else print
-    log(
-        f"pair {pair.name} on {pair.device} ({pair.dtype}), {len(prompts)} prompts, {args.max_new_tokens} new tokens, "
-        f"temperature {args.temperature}, {args.repeats} repeats"
-    )
+
+def bench(
+    pair: LoadedPair,
+    prompts: list[str],
+    settings: DecodeSettings,
+    gammas: list[int],
+    drafter: str = "model",
+    repeats: int = 3,
+    with_transformers: bool = True,
+    with_dynamic: bool = True,
+    log: Callable[[str], None] = lambda line: None,
+) -> dict:
+    """Every method over the same prompts and settings, `repeats` times; rows of medians and tallies.
+
+    Rows: autoregressive; per γ our speculative decoding with `drafter` and transformers' twin of it;
+    then (for a model drafter) our dynamic drafting and transformers' assisted generation with its defaults.
+    """
+    chosen = strategy(drafter)
+    twin = chosen.transformers_twin if with_transformers else None
+    dynamic = with_dynamic and chosen.needs_draft_model
+    at = {gamma: replace(settings, gamma=gamma) for gamma in gammas}
 
     # warm up every path once (allocators, kernels, caches)
-    warm = argparse.Namespace(**{**vars(args), "max_new_tokens": 8})
-    run_ours(pair, prompts[:1], warm, "autoregressive", 1, MethodResult("warmup", None), False)
-    run_ours(pair, prompts[:1], warm, "speculative", gammas[0], MethodResult("warmup", None), False)
-    if not args.no_hf:
-        run_transformers(pair, prompts[:1], warm, gammas[0], MethodResult("warmup", None), False)
+    warm = replace(settings, max_new_tokens=8, gamma=gammas[0])
+    run_ours(pair, prompts[:1], warm, "autoregressive", drafter, MethodResult("warmup", None), False)
+    run_ours(pair, prompts[:1], warm, "speculative", drafter, MethodResult("warmup", None), False)
+    if twin:
+        run_transformers(pair, prompts[:1], warm, twin(gammas[0]), MethodResult("warmup", None), False)
 
     baseline = MethodResult("autoregressive", None)
     ours = {gamma: MethodResult("speculative", gamma) for gamma in gammas}
     theirs = {gamma: MethodResult("transformers-assisted", gamma) for gamma in gammas}
-    for repeat in range(args.repeats):
+    ours_dynamic = MethodResult("speculative-dynamic", None)
+    theirs_default = MethodResult("transformers-assisted-default", None)
+    for repeat in range(repeats):
         record = repeat == 0
-        run_ours(pair, prompts, args, "autoregressive", gammas[0], baseline, record)
+        run_ours(pair, prompts, at[gammas[0]], "autoregressive", drafter, baseline, record)
         for gamma in gammas:
-            run_ours(pair, prompts, args, "speculative", gamma, ours[gamma], record)
-            if not args.no_hf:
-                run_transformers(pair, prompts, args, gamma, theirs[gamma], record)
-        log(f"  repeat {repeat + 1}/{args.repeats} done")
+            run_ours(pair, prompts, at[gamma], "speculative", drafter, ours[gamma], record)
+            if twin:
+                run_transformers(pair, prompts, at[gamma], twin(gamma), theirs[gamma], record)
+        if dynamic:
+            run_ours(pair, prompts, settings, "speculative", "dynamic", ours_dynamic, record)
+            if with_transformers:
+                run_transformers(pair, prompts, settings, TRANSFORMERS_DEFAULT, theirs_default, record)
+        log(f"  repeat {repeat + 1}/{repeats} done")
 
     step_s = statistics.mean(s.step_s for s in baseline.summaries)
     rows = [
@@ -188,32 +224,22 @@ def command_bench(args: argparse.Namespace) -> int:
             "target_step_ms": 1000 * step_s,
         }
     ]
+    compared = [*ours.values()]
     for gamma in gammas:
         rows.append(speculative_row(ours[gamma], baseline, step_s))
-        if not args.no_hf:
-            rows.append(
-                {
-                    "method": "transformers-assisted",
-                    "gamma": gamma,
-                    "tokens_per_s": theirs[gamma].median_tokens_per_s,
-                    "speedup": theirs[gamma].median_tokens_per_s / baseline.median_tokens_per_s,
-                    "alpha": None,
-                    "tau": None,
-                    "predicted_speedup": None,
-                }
-            )
+        if twin:
+            rows.append(transformers_row(theirs[gamma], baseline))
+            compared.append(theirs[gamma])
+    if dynamic:
+        rows.append(speculative_row(ours_dynamic, baseline, step_s))
+        compared.append(ours_dynamic)
+        if with_transformers:
+            rows.append(transformers_row(theirs_default, baseline))
+            compared.append(theirs_default)
     greedy_identical = None
-    if args.temperature == 0:
-        greedy_identical = all(ours[g].outputs == baseline.outputs for g in gammas) and (
-            args.no_hf or all(theirs[g].outputs == baseline.outputs for g in gammas)
-        )
-    if args.json:
-        print(json.dumps({"rows": rows, "greedy_identical": greedy_identical}))
-    else:
-        print(format_table(rows))
-        if greedy_identical is not None:
-            print(f"greedy outputs identical across methods: {greedy_identical}")
-    return 0
+    if settings.sampling.greedy and settings.lenience == 1.0:
+        greedy_identical = all(result.outputs == baseline.outputs for result in compared)
+    return {"rows": rows, "greedy_identical": greedy_identical}
 
 
 def format_table(rows: list[dict]) -> str:
@@ -230,6 +256,7 @@ def format_table(rows: list[dict]) -> str:
         ("verify_cost", "{:.2f}"),
         ("predicted_with_verify_cost", "{:.2f}x"),
         ("tokens_per_cycle", "{:.2f}"),
+        ("drafts_per_cycle", "{:.2f}"),
         ("draft_ms_per_cycle", "{:.2f}"),
         ("verify_ms_per_cycle", "{:.2f}"),
         ("other_ms_per_cycle", "{:.2f}"),

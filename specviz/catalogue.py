@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import ConfigDict, Field, ValidationError
@@ -14,6 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE_PATH = Path(os.environ.get("SPECVIZ_CATALOGUE", REPO_ROOT / "models.yaml"))
 
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
+Positive = Annotated[int, Field(ge=1)]
 
 
 class CatalogueError(ValueError):
@@ -32,9 +33,10 @@ class Pair:
     dtype: Literal["float32", "bfloat16", "float16"] | None = None  # overrides the per-device default
 
     def resolve(self, reference: str) -> str:
-        """A folder reference made absolute; a hub id unchanged."""
-        local = REPO_ROOT / reference
-        return str(local) if local.exists() or reference.startswith(("assets/", "./", "/")) else reference
+        """A folder reference made absolute (relative to the models.yaml it is written in); a hub id unchanged."""
+        base = getattr(self, "_base", REPO_ROOT)
+        local = (base / reference).resolve()
+        return str(local) if local.exists() or reference.startswith(("assets/", "./", "../", "/")) else reference
 
     @property
     def target_ref(self) -> str:
@@ -50,9 +52,25 @@ class Pair:
 
 
 @dataclass(config=_STRICT)
+class Architecture:
+    """A hub model's shape, recorded so `python -m specviz hardware` can build it with random weights offline."""
+
+    family: Literal["llama", "qwen2", "gpt_neox", "gpt2"]  # transformers' model_type
+    hidden_size: Positive
+    layers: Positive
+    heads: Positive
+    intermediate_size: Positive
+    vocab_size: Positive  # embedding rows, padding included
+    tie_embeddings: bool
+    kv_heads: int | None = None  # grouped-query attention; None: as many as heads
+    context: int = Field(default=2048, ge=1)  # max_position_embeddings
+
+
+@dataclass(config=_STRICT)
 class Catalogue:
     default: str
     pairs: dict[str, Pair]
+    architectures: dict[str, Architecture] = Field(default_factory=dict)  # by hub id
 
     def __post_init__(self) -> None:
         if self.default not in self.pairs:
@@ -65,6 +83,9 @@ class Catalogue:
 
     def offline_pairs(self) -> list[str]:
         return [name for name, pair in self.pairs.items() if pair.bundled]
+
+    def architecture(self, reference: str) -> Architecture | None:
+        return self.architectures.get(reference)
 
 
 def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
@@ -80,7 +101,13 @@ def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
             str(name): Pair(**fields) if isinstance(fields, dict) else _not_mapping(name)
             for name, fields in (raw.get("pairs") or {}).items()
         }
-        return Catalogue(**{**raw, "pairs": pairs})
+        for pair in pairs.values():
+            object.__setattr__(pair, "_base", Path(path).resolve().parent)  # folders are relative to this file
+        architectures = {
+            str(name): Architecture(**fields) if isinstance(fields, dict) else _not_mapping(name)
+            for name, fields in (raw.get("architectures") or {}).items()
+        }
+        return Catalogue(**{**raw, "pairs": pairs, "architectures": architectures})
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
@@ -90,4 +117,4 @@ def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
 
 
 def _not_mapping(name: str) -> Pair:
-    raise CatalogueError(f"pair {name!r} must be a mapping of fields")
+    raise CatalogueError(f"{name!r} must be a mapping of fields")

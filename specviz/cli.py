@@ -1,4 +1,8 @@
-"""`python -m specviz run | bench | theory`: the command-line face of the engine."""
+"""`python -m specviz run | bench | score | hardware | theory`: the command-line face of the engine.
+
+Each subcommand names its handler with `set_defaults(handler=...)`; a handler validates everything it can
+before loading a model, and bad input becomes one line on stderr with exit status 2.
+"""
 
 from __future__ import annotations
 
@@ -9,86 +13,89 @@ import sys
 from collections.abc import Sequence
 
 from specviz import theory
-from specviz.catalogue import CatalogueError, Pair, load_catalogue
-from specviz.engine import Cycle, DecodeSettings, SamplingSettings, SettingsError, Summary
-from specviz.loading import LoadedPair, PairError, load_pair
+from specviz.catalogue import CatalogueError, load_catalogue
+from specviz.engine import Cycle, DecodeSettings, SettingsError, Summary
+from specviz.loading import PairError, load_pair
 from specviz.measures import measures_of
+from specviz.options import (
+    UsageError,
+    add_decoding_arguments,
+    add_pair_arguments,
+    add_sampling_arguments,
+    pair_from,
+    resolve_pair,
+    sampling_from,
+    settings_from,
+)
 from specviz.runner import PromptError, run
 
-
-class UsageError(ValueError):
-    """Bad arguments: printed as one line, exit status 2."""
+__all__ = ["UsageError", "main", "resolve_pair", "run_to_dict", "settings_from"]
 
 
-def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pair", help="a pair from models.yaml (default: its `default:`)")
-    parser.add_argument("--target", help="target model: hub id or folder (with --draft, instead of --pair)")
-    parser.add_argument("--draft", help="draft model: hub id or folder")
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's own complaints (a missing option, a bad choice) as one line, like ours, instead of the usage block."""
 
-
-def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 is greedy")
-    parser.add_argument("--top-k", type=int, default=0, help="0 is off")
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--drafter", choices=["model", "lookup"], default="model")
-    parser.add_argument("--lenience", type=float, default=1.0, help="1 is exact; below 1 is lossy")
-    parser.add_argument("--adaptive-gamma", action="store_true", help="+2 after a full accept, -1 otherwise")
+    def error(self, message: str) -> None:
+        self.exit(2, f"specviz: error: {self.prog.removeprefix('python -m ')}: {message} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m specviz", description="Speculative decoding, run for real.")
+    parser = OneLineParser(prog="python -m specviz", description="Speculative decoding, run for real.")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run_parser = commands.add_parser("run", help="decode one prompt and report every cycle")
     add_pair_arguments(run_parser)
-    add_sampling_arguments(run_parser)
+    add_decoding_arguments(run_parser)
     run_parser.add_argument("--prompt", required=True)
     run_parser.add_argument("--gamma", type=int, default=4)
     run_parser.add_argument("--mode", choices=["speculative", "autoregressive"], default="speculative")
     run_parser.add_argument("--samples", type=int, default=1, help="N continuations with seeds S..S+N-1")
     run_parser.add_argument("--json", action="store_true")
+    run_parser.set_defaults(handler=command_run)
 
     bench_parser = commands.add_parser("bench", help="autoregressive vs ours vs transformers' assisted generation")
     add_pair_arguments(bench_parser)
-    add_sampling_arguments(bench_parser)
+    add_decoding_arguments(bench_parser)
     bench_parser.add_argument("--prompts", default="heldout", help="code|prose|repetitive|arithmetic|all|heldout|FILE")
     bench_parser.add_argument("--gamma", type=str, default="4", help="one γ or a comma list for a sweep, e.g. 2,4,6")
     bench_parser.add_argument("--repeats", type=int, default=3)
     bench_parser.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
+    bench_parser.add_argument("--no-dynamic", action="store_true", help="skip the dynamic-drafting rows")
     bench_parser.add_argument("--json", action="store_true")
+    bench_parser.set_defaults(handler=command_bench)
+
+    score_parser = commands.add_parser("score", help="rate a draft against its target on text, without generating")
+    add_pair_arguments(score_parser)
+    add_sampling_arguments(score_parser)
+    score_parser.add_argument("--prompts", default="heldout", help="code|prose|repetitive|arithmetic|all|heldout|FILE")
+    score_parser.add_argument("--gamma", type=int, help="γ for the predictions (default: the pair's)")
+    score_parser.add_argument("--repeats", type=int, default=20, help="timing repeats for τ and ν")
+    score_parser.add_argument("--json", action="store_true")
+    score_parser.set_defaults(handler=command_score)
+
+    hardware_parser = commands.add_parser("hardware", help="τ and ν of a pair's real architectures here, random weights")
+    add_pair_arguments(hardware_parser)
+    hardware_parser.add_argument(
+        "--alpha", type=float, help="α to predict the speedup with (default: scored, if the weights are local)"
+    )
+    hardware_parser.add_argument("--gamma", type=int, help="γ for the verify pass and the prediction (default: the pair's)")
+    hardware_parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="default: the pair's")
+    hardware_parser.add_argument("--repeats", type=int, default=10)
+    hardware_parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
+    hardware_parser.add_argument("--memory-gib", type=float, help="memory to plan with instead of what is available")
+    hardware_parser.add_argument(
+        "--save", action="store_true", help="keep the result for the app (see specviz.hardware.cache_path)"
+    )
+    hardware_parser.add_argument("--json", action="store_true")
+    hardware_parser.set_defaults(handler=command_hardware)
 
     theory_parser = commands.add_parser("theory", help="what α, γ and τ predict (Leviathan et al. 2023)")
     theory_parser.add_argument("--alpha", type=float, required=True)
     theory_parser.add_argument("--gamma", type=int, required=True)
     theory_parser.add_argument("--tau", type=float, required=True)
     theory_parser.add_argument("--json", action="store_true")
+    theory_parser.set_defaults(handler=command_theory)
     return parser
-
-
-def settings_from(args: argparse.Namespace, gamma: int, seed: int | None = None) -> DecodeSettings:
-    sampling = SamplingSettings(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
-    return DecodeSettings(
-        max_new_tokens=args.max_new_tokens,
-        gamma=gamma,
-        sampling=sampling,
-        seed=args.seed if seed is None else seed,
-        lenience=args.lenience,
-        adaptive_gamma=args.adaptive_gamma,
-    ).validate()
-
-
-def resolve_pair(args: argparse.Namespace) -> LoadedPair:
-    catalogue = load_catalogue()
-    if args.target or args.draft:
-        if not (args.target and args.draft) or args.pair:
-            raise UsageError("give either --pair NAME, or both --target and --draft")
-        pair, name = Pair(target=args.target, draft=args.draft, description="from the command line"), "custom"
-    else:
-        name = args.pair or catalogue.default
-        pair = catalogue.get(name)
-    return load_pair(name, pair, catalogue.offline_pairs())
 
 
 def run_to_dict(events: list) -> dict:
@@ -102,6 +109,7 @@ def run_to_dict(events: list) -> dict:
             "bonus_token_id": event.bonus_token_id,
             "draft_s": event.draft_s,
             "verify_s": event.verify_s,
+            "draft_stop": event.draft_stop,
         }
         for event in events
         if isinstance(event, Cycle)
@@ -109,6 +117,7 @@ def run_to_dict(events: list) -> dict:
     m = measures_of(summary.tally, gamma=events[0].gamma, tokens_per_s=summary.tokens_per_s)
     return {
         "mode": summary.mode,
+        "drafter": events[0].drafter,
         "lossy": summary.lossy,
         "text": summary.text,
         "new_token_ids": list(summary.new_token_ids),
@@ -167,6 +176,153 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def command_bench(args: argparse.Namespace) -> int:
+    from specviz.bench import bench, format_table
+    from specviz.prompts import load_prompt_set
+
+    try:
+        gammas = [int(g) for g in str(args.gamma).split(",")]
+    except ValueError:
+        raise UsageError(f"--gamma takes an integer or a comma-separated list (got {args.gamma!r})") from None
+    if args.repeats < 1:
+        raise UsageError(f"--repeats must be at least 1 (got {args.repeats})")
+    settings = {gamma: settings_from(args, gamma) for gamma in gammas}  # validates before any model is loaded
+    prompts = load_prompt_set(args.prompts)
+    pair = resolve_pair(args)
+    log = (lambda line: None) if args.json else print
+    log(
+        f"pair {pair.name} on {pair.device} ({pair.dtype}), {len(prompts)} prompts, {args.max_new_tokens} new tokens, "
+        f"temperature {args.temperature}, {args.repeats} repeats"
+    )
+    result = bench(
+        pair,
+        prompts,
+        settings[gammas[0]],
+        gammas,
+        drafter=args.drafter,
+        repeats=args.repeats,
+        with_transformers=not args.no_hf,
+        with_dynamic=not args.no_dynamic,
+        log=log,
+    )
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(format_table(result["rows"]))
+        if result["greedy_identical"] is not None:
+            print(f"greedy outputs identical across methods: {result['greedy_identical']}")
+    return 0
+
+
+def command_score(args: argparse.Namespace) -> int:
+    from specviz.prompts import load_prompt_set
+    from specviz.score import scorecard
+    from specviz.timing import measure_step_times
+
+    sampling = sampling_from(args)
+    DecodeSettings(gamma=args.gamma or 1, sampling=sampling).validate()  # one clear line for a bad γ or sampling setting
+    if args.repeats < 1:
+        raise UsageError(f"--repeats must be at least 1 (got {args.repeats})")
+    texts = load_prompt_set(args.prompts)
+    name, entry = pair_from(args)
+    gamma = args.gamma or entry.gamma
+    pair = load_pair(name, entry, load_catalogue().offline_pairs())
+    times = measure_step_times(pair.target.model, pair.draft.model, pair.shared_vocab_size, gamma, repeats=args.repeats)
+    card = scorecard(pair, texts, sampling, gamma, times)
+    result = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).replace("torch.", ""), **card.to_dict()}
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(
+        f"pair {pair.name} on {pair.device} ({result['dtype']}): {result['tokens_scored']} positions in {len(texts)} texts, teacher-forced"
+    )
+    print(f"  α = {_fmt(result['alpha'])}  ({result['alpha_meaning']})")
+    print("  α by text  " + " ".join(_fmt(a) for a in result["alpha_by_text"]))
+    print(
+        f"  τ = {_fmt(result['tau'])}, ν = {_fmt(result['verify_cost'])} (draft step {result['draft_step_ms']:.2f} ms, "
+        f"target step {result['target_step_ms']:.2f} ms, verify over γ + 1 = {gamma + 1}: {result['verify_ms']:.2f} ms)"
+    )
+    print(
+        f"  predicted at γ = {gamma}: {_fmt(result['predicted_tokens_per_cycle'])} tokens per cycle, "
+        f"{_fmt(result['predicted_speedup'])}x (Leviathan, ν = 1: {_fmt(result['predicted_speedup_leviathan'])}x)"
+    )
+    print(f"  best γ = {result['best_gamma']}: {_fmt(result['best_speedup'])}x")
+    print("  hardest positions (Σ min(p, q), context → text's token | target's | draft's):")
+    for hard in result["hardest"]:
+        print(
+            f"    {hard['overlap']:.2f}  {hard['context']!r} → {hard['token']!r} | {hard['target_top']!r} | {hard['draft_top']!r}"
+        )
+    return 0
+
+
+def command_hardware(args: argparse.Namespace) -> int:
+    import torch
+
+    from specviz import hardware
+
+    if args.alpha is not None and not (0 <= args.alpha <= 1):
+        raise UsageError(f"--alpha must be in [0, 1] (got {args.alpha})")
+    if args.repeats < 1:
+        raise UsageError(f"--repeats must be at least 1 (got {args.repeats})")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads must be at least 1 (got {args.threads})")
+    if args.memory_gib is not None and not args.memory_gib > 0:
+        raise UsageError(f"--memory-gib must be positive (got {args.memory_gib})")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    name, entry = pair_from(args)
+    gamma = args.gamma or entry.gamma
+    if not 1 <= gamma <= 16:
+        raise UsageError(f"--gamma must be between 1 and 16 (got {gamma})")
+    catalogue = load_catalogue()
+    plan = hardware.plan(name, entry, catalogue, dtype=args.dtype)
+    hardware.check_fits(plan, None if args.memory_gib is None else int(args.memory_gib * 2**30))
+    alpha, alpha_source = args.alpha, "given" if args.alpha is not None else None
+    if alpha is None and entry.bundled:
+        alpha, alpha_source = scored_alpha(name, entry, catalogue)
+    times = hardware.measure(plan, gamma, repeats=args.repeats)
+    result = hardware.report(plan, times, alpha, alpha_source)
+    if args.save:
+        result["saved_to"] = str(hardware.save(result))
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(
+        f"{name}: draft {result['draft']} ({result['draft_parameters'] / 1e6:,.1f}M) → target {result['target']} "
+        f"({result['target_parameters'] / 1e6:,.1f}M), {result['dtype']} on {result['device']} ({result['device_name']}), random weights"
+    )
+    print(
+        f"  draft step {result['draft_step_ms']:.2f} ms, target step {result['target_step_ms']:.2f} ms, "
+        f"verify over γ + 1 = {gamma + 1}: {result['verify_ms']:.2f} ms"
+    )
+    print(f"  τ = {_fmt(result['tau'])}, ν = {_fmt(result['verify_cost'])}")
+    if alpha is not None:
+        print(
+            f"  at α = {alpha:.3f} ({alpha_source}): {_fmt(result['predicted_speedup'])}x at γ = {gamma}, "
+            f"best γ = {result['best_gamma']}: {_fmt(result['best_speedup'])}x"
+        )
+    for row in result["predictions"]:
+        print(
+            f"  if α = {row['alpha']:.1f}: {row['predicted_speedup']:.2f}x at γ = {gamma}, "
+            f"best γ = {row['best_gamma']}: {row['best_speedup']:.2f}x"
+        )
+    if args.save:
+        print(f"  saved to {result['saved_to']}")
+    return 0
+
+
+def scored_alpha(name: str, entry, catalogue) -> tuple[float | None, str | None]:
+    """α of a pair whose weights are here, scored greedily on the held-out code prompts (no timing needed)."""
+    from specviz.engine import SamplingSettings
+    from specviz.prompts import load_prompt_set
+    from specviz.score import encode_text, score_token_ids
+
+    pair = load_pair(name, entry, catalogue.offline_pairs())
+    scored = [score_token_ids(pair, encode_text(pair, text), SamplingSettings()) for text in load_prompt_set("heldout")]
+    overlaps = [overlap for text in scored for overlap in text.overlaps]
+    return (sum(overlaps) / len(overlaps), "scored (greedy, held-out code)") if overlaps else (None, None)
+
+
 def command_theory(args: argparse.Namespace) -> int:
     if not (0 <= args.alpha <= 1) or math.isnan(args.alpha):
         raise UsageError(f"--alpha must be in [0, 1] (got {args.alpha})")
@@ -202,20 +358,18 @@ def quiet_libraries() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    quiet_libraries()
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "run":
-            return command_run(args)
-        if args.command == "bench":
-            from specviz.bench import command_bench
+    from specviz.hardware import HardwareError
 
-            return command_bench(args)
-        return command_theory(args)
+    quiet_libraries()
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
     except (UsageError, SettingsError, PromptError, PairError, CatalogueError, ValueError) as error:
         print(f"specviz: error: {error}", file=sys.stderr)
         return 2
+    except HardwareError as error:
+        print(f"specviz: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -5,21 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Literal
 
-from specviz.engine import (
-    CachedDecoder,
-    DecodeSettings,
-    Drafter,
-    Event,
-    ModelDrafter,
-    PromptLookupDrafter,
-    SettingsError,
-    autoregressive_decode,
-    speculative_decode,
-)
+from specviz.drafting import make_drafter
+from specviz.engine import CachedDecoder, DecodeSettings, Event, autoregressive_decode, speculative_decode
 from specviz.loading import LoadedPair
 
 MAX_PROMPT_CHARS = 20_000
-DrafterKind = Literal["model", "lookup"]
+DrafterKind = str  # a key of specviz.drafting.STRATEGIES: "model", "adaptive", "dynamic", "lookup", ...
 
 
 class PromptError(ValueError):
@@ -47,14 +38,6 @@ def encode_prompt(pair: LoadedPair, prompt: str, max_new_tokens: int, gamma: int
     return list(ids)
 
 
-def make_drafter(pair: LoadedPair, kind: DrafterKind) -> Drafter:
-    if kind == "model":
-        return ModelDrafter(CachedDecoder(pair.draft.model, pair.shared_vocab_size))
-    if kind == "lookup":
-        return PromptLookupDrafter()
-    raise SettingsError(f"unknown drafter {kind!r}: choose 'model' or 'lookup'")
-
-
 def run(
     pair: LoadedPair,
     prompt: str,
@@ -65,8 +48,9 @@ def run(
 ) -> Iterator[Event]:
     """Validate everything first, then stream the engine's events."""
     settings.validate()
+    drafter_made = make_drafter(pair, drafter, settings) if mode == "speculative" else None  # an unknown key fails here
     prompt_ids = encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma)
     target = CachedDecoder(pair.target.model, pair.shared_vocab_size)
     if mode == "autoregressive":
         return autoregressive_decode(target, prompt_ids, settings, pair.vocabulary, should_stop)
-    return speculative_decode(target, make_drafter(pair, drafter), prompt_ids, settings, pair.vocabulary, should_stop)
+    return speculative_decode(target, drafter_made, prompt_ids, settings, pair.vocabulary, should_stop)

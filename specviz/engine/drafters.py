@@ -1,14 +1,23 @@
-"""Drafters: strategies that propose the next γ tokens (a draft model, or n-gram prompt lookup)."""
+"""Drafters: strategies that propose the next tokens, and learn from each verification.
+
+The interface is transformers' CandidateGenerator, trimmed: `propose` (get_candidates) and `update`
+(update_candidate_strategy), plus `start`, `window` and `rollback`. A draft model, n-gram prompt lookup,
+the adaptive-γ schedule and dynamic (confidence-stopped) drafting all plug in here; see README,
+"Adding a drafter". Every strategy is exact: what is proposed may depend on anything but the target's
+coming decision, and the acceptance test is unchanged.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 
 from specviz.engine.kv_cache import CachedDecoder, rollback_to_accepted
-from specviz.engine.sampling import SamplingSettings, sample, warp
+from specviz.engine.sampling import SamplingSettings, display_probs, sample, warp
+from specviz.engine.settings import MAX_GAMMA
+
+WINDOW_FULL = "window full"
 
 
 @dataclass
@@ -17,28 +26,63 @@ class Proposal:
     draft_probs: torch.Tensor | None  # (k, vocab) q_i as sampled from; None: deterministic (q is one-hot)
     draft_logits: torch.Tensor | None  # (k, vocab), for display
     n_forwards: int
+    stop_reason: str | None = None  # why drafting stopped: "window full", "confidence 0.31 < 0.40", "no match", ...
 
 
-class Drafter(Protocol):
-    name: str
+@dataclass(frozen=True)
+class Verification:
+    """What the target made of one proposal: handed to the drafter's update hook after each cycle."""
+
+    window: int  # how many drafts the cycle allowed
+    n_drafted: int
+    n_accepted: int
+    committed: tuple[int, ...]  # every token so far, the target's own new token included
+    target_hidden_states: torch.Tensor | None = (
+        None  # (n_drafted + 1, hidden): last layer at the pending token and each draft; only if asked for
+    )
+
+
+class Drafter:
+    """The base strategy: propose nothing, keep no state. Subclasses override what they need.
+
+    Set `wants_target_hidden_states = True` to receive the target's last-layer hidden states in
+    `update` (what an EAGLE-style head or an early-exit drafter reads); the engine then asks the
+    target for them in the verify pass.
+    """
+
+    name = "base"
+    wants_target_hidden_states = False
 
     def start(self, prompt_ids: list[int]) -> None:
         """Forget the last run and read the prompt."""
 
+    def window(self, gamma: int) -> int:
+        """How many drafts to allow this cycle, given the user's γ (a schedule may change it)."""
+        return gamma
+
     def propose(self, committed: list[int], gamma: int, settings: SamplingSettings, generator: torch.Generator) -> Proposal:
         """Propose up to γ tokens to follow `committed`."""
+        return Proposal([], None, None, 0, "nothing to propose")
 
     def rollback(self, committed: list[int]) -> None:
         """Drop whatever state the target rejected."""
 
+    def update(self, verification: Verification) -> None:
+        """Learn from the target's verdict (transformers' update_candidate_strategy)."""
 
-class ModelDrafter:
-    """A small causal LM sampled autoregressively through its own KV cache."""
+
+class ModelDrafter(Drafter):
+    """A small causal LM sampled autoregressively through its own KV cache.
+
+    With a confidence threshold it drafts dynamically: it stops after a draft whose probability
+    under q falls below the threshold (transformers' `assistant_confidence_threshold`).
+    """
 
     name = "model"
 
-    def __init__(self, decoder: CachedDecoder) -> None:
+    def __init__(self, decoder: CachedDecoder, confidence_threshold: float | None = None) -> None:
         self.decoder = decoder
+        self.confidence_threshold = confidence_threshold
 
     def start(self, prompt_ids: list[int]) -> None:
         self.decoder.reset()
@@ -47,10 +91,11 @@ class ModelDrafter:
 
     def propose(self, committed: list[int], gamma: int, settings: SamplingSettings, generator: torch.Generator) -> Proposal:
         if gamma == 0:
-            return Proposal([], None, None, 0)
+            return Proposal([], None, None, 0, WINDOW_FULL)
         pending: list[int] | torch.Tensor = committed[self.decoder.cached_length :]
         tokens, probs_rows, logits_rows = [], [], []
-        for _ in range(gamma):
+        stop_reason = WINDOW_FULL
+        for step in range(gamma):
             logits = self.decoder.feed(pending)  # (1, vocab)
             probs = warp(logits, settings)
             token = sample(probs, settings, generator)  # (1,), stays on the device: no sync per step
@@ -58,13 +103,18 @@ class ModelDrafter:
             probs_rows.append(probs)
             logits_rows.append(logits)
             pending = token
-        return Proposal(torch.cat(tokens).tolist(), torch.cat(probs_rows), torch.cat(logits_rows), gamma)
+            if self.confidence_threshold is not None and step + 1 < gamma:
+                confidence = display_probs(logits, settings)[0, token].item()  # q(x) as shown; syncs once per draft
+                if confidence < self.confidence_threshold:
+                    stop_reason = f"confidence {confidence:.2f} < {self.confidence_threshold:.2f}"
+                    break
+        return Proposal(torch.cat(tokens).tolist(), torch.cat(probs_rows), torch.cat(logits_rows), len(tokens), stop_reason)
 
     def rollback(self, committed: list[int]) -> None:
         rollback_to_accepted(self.decoder, committed)
 
 
-class PromptLookupDrafter:
+class PromptLookupDrafter(Drafter):
     """No model: find the latest earlier occurrence of the last n-gram and propose what followed it."""
 
     name = "lookup"
@@ -72,14 +122,54 @@ class PromptLookupDrafter:
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
+    def propose(self, committed: list[int], gamma: int, settings: SamplingSettings, generator: torch.Generator) -> Proposal:
+        tokens = lookup_continuation(committed, gamma, self.max_ngram, self.min_ngram)
+        stop_reason = WINDOW_FULL if len(tokens) == gamma else ("no earlier match" if not tokens else "match ran out")
+        return Proposal(tokens, None, None, 0, stop_reason)
+
+
+class AdaptiveGamma(Drafter):
+    """Any drafter with transformers' "heuristic" schedule: γ + 2 after a fully accepted window, else γ − 1 (floor 1)."""
+
+    def __init__(self, inner: Drafter, max_gamma: int = MAX_GAMMA) -> None:
+        self.inner, self.max_gamma = inner, max_gamma
+        self.name = f"{inner.name}, adaptive γ"
+        self.wants_target_hidden_states = inner.wants_target_hidden_states
+        self.scheduled: int | None = None
+
     def start(self, prompt_ids: list[int]) -> None:
-        pass
+        self.inner.start(prompt_ids)
+        self.scheduled = None  # the schedule restarts from the user's γ every run
+
+    def window(self, gamma: int) -> int:
+        if self.scheduled is None:
+            self.scheduled = gamma
+        return self.scheduled
 
     def propose(self, committed: list[int], gamma: int, settings: SamplingSettings, generator: torch.Generator) -> Proposal:
-        return Proposal(lookup_continuation(committed, gamma, self.max_ngram, self.min_ngram), None, None, 0)
+        return self.inner.propose(committed, gamma, settings, generator)
 
     def rollback(self, committed: list[int]) -> None:
-        pass
+        self.inner.rollback(committed)
+
+    def update(self, verification: Verification) -> None:
+        self.inner.update(verification)
+        current = self.window(verification.window)
+        full = verification.n_accepted == verification.window
+        self.scheduled = min(self.max_gamma, current + 2) if full else max(1, current - 1)
+
+
+class DynamicDrafter(ModelDrafter):
+    """transformers' default assisted generation: up to 20 drafts, stopping after one with q(x) < 0.4."""
+
+    name = "dynamic"
+
+    def __init__(self, decoder: CachedDecoder, confidence_threshold: float = 0.4, max_window: int = 20) -> None:
+        super().__init__(decoder, confidence_threshold)
+        self.max_window = max_window
+
+    def window(self, gamma: int) -> int:
+        return self.max_window  # the confidence threshold, not γ, decides where a draft ends
 
 
 def lookup_continuation(tokens: list[int], gamma: int, max_ngram: int, min_ngram: int) -> list[int]:

@@ -67,6 +67,9 @@ class Cycle:
     overhead_s: float
     n_draft_forwards: int
     lossy: bool
+    draft_stop: str | None = (
+        None  # why drafting stopped: "window full", "confidence 0.31 < 0.40", "token limit", "no earlier match"
+    )
 
     @property
     def draft_token_ids(self) -> tuple[int, ...]:

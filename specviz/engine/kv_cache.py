@@ -25,6 +25,18 @@ class CachedDecoder:
     @torch.inference_mode()
     def feed(self, token_ids: list[int] | torch.Tensor, keep_last: int = 1) -> torch.Tensor:
         """Run the model on tokens that follow the cache; return logits of the last `keep_last` of them."""  # (keep_last, vocab)
+        return self._forward(token_ids, keep_last, hidden_states=False)[0]
+
+    @torch.inference_mode()
+    def feed_with_hidden_states(
+        self, token_ids: list[int] | torch.Tensor, keep_last: int = 1
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Like feed, plus the last layer's hidden states at those positions (what EAGLE-style drafters read)."""  # (keep_last, vocab), (keep_last, hidden)
+        return self._forward(token_ids, keep_last, hidden_states=True)
+
+    def _forward(
+        self, token_ids: list[int] | torch.Tensor, keep_last: int, hidden_states: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if not isinstance(token_ids, torch.Tensor):
             token_ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
         output = self.model(
@@ -32,8 +44,10 @@ class CachedDecoder:
             cache=self.cache,
             use_cache=True,
             logits_to_keep=keep_last,
+            output_hidden_states=hidden_states,
         )
-        return output.logits[0, -keep_last:, : self.vocab_size].float()
+        logits = output.logits[0, -keep_last:, : self.vocab_size].float()
+        return logits, output.hidden_states[-1][0, -keep_last:] if hidden_states else None
 
     def truncate(self, length: int) -> None:
         """Forget cached positions from `length` on."""

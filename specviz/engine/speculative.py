@@ -9,7 +9,8 @@ One cycle:
   2. verify: one target forward over the last token + x_1..x_γ gives p_1..p_{γ+1};
   3. accept x_i while u_i ≤ min(1, p_i(x_i) / q_i(x_i)); at the first rejection sample from
      norm(max(0, p_i − q_i)); if all γ pass, sample a bonus token from p_{γ+1};
-  4. roll both KV caches back to the accepted prefix (the draft catches up next cycle).
+  4. roll both KV caches back to the accepted prefix (the draft catches up next cycle);
+  5. the drafter's strategy learns from the verdict (adaptive γ, dynamic drafting, ...).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from dataclasses import replace
 
 import torch
 
-from specviz.engine.drafters import Drafter, Proposal
+from specviz.engine.drafters import AdaptiveGamma, Drafter, Proposal, Verification
 from specviz.engine.events import Cycle, DraftPosition, Event, Summary
 from specviz.engine.kv_cache import CachedDecoder, rollback_to_accepted, synchronize
-from specviz.engine.settings import MAX_GAMMA, DecodeSettings
+from specviz.engine.settings import DecodeSettings
 from specviz.engine.start import prefill, run_started
 from specviz.engine.tally import Tally
 from specviz.engine.verification import Verdict, verify
@@ -41,13 +42,15 @@ def speculative_decode(
     should_stop: StopCheck = lambda: False,
 ) -> Iterator[Event]:
     """Yield RunStarted, then one Cycle per target forward, then a Summary."""
+    if settings.adaptive_gamma and not isinstance(drafter, AdaptiveGamma):
+        drafter = AdaptiveGamma(drafter)  # the user-facing switch selects the strategy; the loop knows no flags
     generator = torch.Generator(device=target.device).manual_seed(settings.seed)
     prefill_s = prefill(target, prompt_ids, also=lambda: drafter.start(prompt_ids))
-    yield run_started("speculative", prompt_ids, settings, vocabulary, drafter.name, prefill_s)
+    started = run_started("speculative", prompt_ids, settings, vocabulary, drafter.name, prefill_s)
+    yield replace(started, adaptive_gamma=started.adaptive_gamma or isinstance(drafter, AdaptiveGamma))
 
     committed = list(prompt_ids)
     new_ids: list[int] = []
-    gamma = settings.gamma
     tally = Tally()
     decode_s = 0.0
     stop_reason = "max_new_tokens"
@@ -56,7 +59,8 @@ def speculative_decode(
             stop_reason = "stopped"
             break
         cycle_start = time.perf_counter()
-        window = min(gamma, settings.max_new_tokens - len(new_ids) - 1)  # never draft past the limit
+        scheduled = drafter.window(settings.gamma)
+        window = min(scheduled, settings.max_new_tokens - len(new_ids) - 1)  # never draft past the limit
 
         # 1. draft model inference, sequentially
         proposal = drafter.propose(committed, window, settings.sampling, generator)
@@ -65,7 +69,12 @@ def speculative_decode(
 
         # 2. parallel inference on the target: the pending token plus every draft, one forward
         target_input = committed[target.cached_length :] + proposal.token_ids
-        target_logits = target.feed(target_input, keep_last=len(proposal.token_ids) + 1)  # (k+1, vocab)
+        n_verified = len(proposal.token_ids) + 1
+        hidden_states = None
+        if drafter.wants_target_hidden_states:
+            target_logits, hidden_states = target.feed_with_hidden_states(target_input, keep_last=n_verified)
+        else:
+            target_logits = target.feed(target_input, keep_last=n_verified)  # (k+1, vocab)
         synchronize(target.device)
         verify_done = time.perf_counter()
 
@@ -92,16 +101,21 @@ def speculative_decode(
         rollback_to_accepted(target, committed)
         drafter.rollback(committed)
 
+        # 5. the drafting strategy learns from the verdict
+        n_drafted = len(proposal.token_ids)
+        drafter.update(Verification(window, n_drafted, verdict.n_accepted, tuple(committed), hidden_states))
+
         timings = dict(draft_s=draft_done - cycle_start, verify_s=verify_done - draft_done, overhead_s=0.0)
         cycle = _cycle_event(tally.cycles, window, proposal, verdict, emitted, vocabulary, settings, timings)
+        draft_stop = "token limit" if n_drafted == window < scheduled else proposal.stop_reason
         cycle_end = time.perf_counter()
-        cycle = replace(cycle, overhead_s=cycle_end - verify_done)  # acceptance, rollback and this event
+        cycle = replace(
+            cycle, overhead_s=cycle_end - verify_done, draft_stop=draft_stop
+        )  # acceptance, rollback, update, this event
         decode_s += cycle_end - cycle_start
         tally = tally.add(cycle)
         yield cycle
 
-        if settings.adaptive_gamma:
-            gamma = min(MAX_GAMMA, gamma + 2) if verdict.n_accepted == window else max(1, gamma - 1)
         if stop_reason == "eos":
             break
 

@@ -1,0 +1,117 @@
+"""The registry of drafting strategies: the one place a drafter is named, for the runner, CLI, bench and app.
+
+A new strategy is one Drafter class (specviz/engine/drafters.py) plus one `register(Strategy(...))` line
+here; README, "Adding a drafter", walks through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from specviz.engine import CachedDecoder, DecodeSettings, SettingsError
+from specviz.engine.drafters import AdaptiveGamma, Drafter, DynamicDrafter, ModelDrafter, PromptLookupDrafter
+from specviz.loading import LoadedPair
+
+DYNAMIC_THRESHOLD = 0.4  # transformers' default assistant_confidence_threshold
+DYNAMIC_MAX_WINDOW = 20  # transformers' default num_assistant_tokens
+
+
+@dataclass(frozen=True)
+class Twin:
+    """The same strategy in transformers' generate(): for bench's side-by-side rows."""
+
+    generate_kwargs: dict = field(default_factory=dict)  # passed to target.generate (besides the assistant model)
+    assistant_config: dict = field(default_factory=dict)  # set on the draft's generation_config for the call
+    uses_draft_model: bool = True
+
+
+@dataclass(frozen=True)
+class Strategy:
+    key: str  # what --drafter and runner.run(drafter=...) take
+    label: str  # what the app's choice shows
+    build: Callable[[LoadedPair], Drafter]
+    needs_draft_model: bool = True
+    transformers_twin: Callable[[int], Twin] | None = None  # γ → the equivalent transformers settings
+
+
+STRATEGIES: dict[str, Strategy] = {}
+
+
+def register(strategy: Strategy) -> Strategy:
+    STRATEGIES[strategy.key] = strategy
+    return strategy
+
+
+def draft_decoder(pair: LoadedPair) -> CachedDecoder:
+    return CachedDecoder(pair.draft.model, pair.shared_vocab_size)
+
+
+def _assisted(gamma: int, schedule: str = "constant", threshold: float = 0.0) -> Twin:
+    return Twin(
+        assistant_config={
+            "num_assistant_tokens": gamma,
+            "num_assistant_tokens_schedule": schedule,
+            "assistant_confidence_threshold": threshold,
+        }
+    )
+
+
+register(
+    Strategy(
+        "model",
+        "Draft model, fixed γ",
+        lambda pair: ModelDrafter(draft_decoder(pair)),
+        transformers_twin=_assisted,
+    )
+)
+register(
+    Strategy(
+        "adaptive",
+        "Draft model, adaptive γ (+2 after a full accept, −1 otherwise)",
+        lambda pair: AdaptiveGamma(ModelDrafter(draft_decoder(pair))),
+        transformers_twin=lambda gamma: _assisted(gamma, schedule="heuristic_transient"),
+    )
+)
+register(
+    Strategy(
+        "dynamic",
+        f"Draft model, dynamic (stop below q = {DYNAMIC_THRESHOLD}, at most {DYNAMIC_MAX_WINDOW})",
+        lambda pair: DynamicDrafter(draft_decoder(pair), DYNAMIC_THRESHOLD, DYNAMIC_MAX_WINDOW),
+        transformers_twin=lambda gamma: _assisted(DYNAMIC_MAX_WINDOW, threshold=DYNAMIC_THRESHOLD),
+    )
+)
+register(
+    Strategy(
+        "lookup",
+        "Prompt lookup (no draft model)",
+        lambda pair: PromptLookupDrafter(),
+        needs_draft_model=False,
+        transformers_twin=lambda gamma: Twin(
+            generate_kwargs={"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": 3}, uses_draft_model=False
+        ),
+    )
+)
+
+
+def drafter_keys() -> list[str]:
+    return list(STRATEGIES)
+
+
+def drafter_choices() -> list[tuple[str, str]]:
+    """(label, key) pairs, in registration order: what a gr.Radio or gr.Dropdown takes as `choices`."""
+    return [(strategy.label, strategy.key) for strategy in STRATEGIES.values()]
+
+
+def strategy(key: str) -> Strategy:
+    if key not in STRATEGIES:
+        raise SettingsError(f"unknown drafter {key!r}: choose one of {', '.join(STRATEGIES)}")
+    return STRATEGIES[key]
+
+
+def make_drafter(pair: LoadedPair, key: str, settings: DecodeSettings | None = None) -> Drafter:
+    """A fresh drafter for one run (settings.adaptive_gamma wraps any strategy in the adaptive schedule)."""
+    drafter = strategy(key).build(pair)
+    if settings is not None and settings.adaptive_gamma and not isinstance(drafter, AdaptiveGamma):
+        drafter = AdaptiveGamma(drafter)
+    return drafter

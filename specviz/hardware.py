@@ -1,0 +1,253 @@
+"""Hardware what-if: τ and ν of a pair's real architectures on this device, with random weights.
+
+The cost of a forward pass depends on a model's shape, dtype and device, not on its weights, so each
+model is built from its recorded configuration (models.yaml, `architectures:`; a local folder's own
+config.json) with random weights, and timed as the engine runs it (specviz.timing). Combined with an α
+(given, or scored on local weights) it predicts the speedup on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
+
+from specviz.catalogue import Architecture, Catalogue, Pair
+from specviz.loading import choose_device, choose_dtype, is_local
+from specviz.timing import StepTimes, measure_step_times, predicted
+
+ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)  # what a report predicts at, when no α is given
+OVERHEAD_BYTES = 512 * 2**20  # activations, KV cache, allocator slack
+MEMORY_SHARE = 0.8  # refuse to use more than this share of what is available
+
+
+class HardwareError(RuntimeError):
+    """The pair cannot be measured here (unknown architecture, too big): one sentence for the user."""
+
+
+def cache_path() -> Path:
+    """Where `hardware --save` keeps measurements for the app: $SPECVIZ_CACHE, else ~/.cache/specviz."""
+    return Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz")) / "hardware.json"
+
+
+def config_of(architecture: Architecture) -> PretrainedConfig:
+    """transformers' configuration for a recorded architecture, in its family's own field names."""
+    a = architecture
+    common = {"vocab_size": a.vocab_size, "tie_word_embeddings": a.tie_embeddings, "bos_token_id": None, "eos_token_id": None}
+    if a.family == "gpt2":
+        fields = {"n_embd": a.hidden_size, "n_layer": a.layers, "n_head": a.heads, "n_inner": a.intermediate_size}
+        return AutoConfig.for_model("gpt2", n_positions=a.context, **fields, **common)
+    fields = {
+        "hidden_size": a.hidden_size,
+        "num_hidden_layers": a.layers,
+        "num_attention_heads": a.heads,
+        "intermediate_size": a.intermediate_size,
+        "max_position_embeddings": a.context,
+    }
+    if a.family in ("llama", "qwen2"):
+        fields["num_key_value_heads"] = a.kv_heads or a.heads
+    return AutoConfig.for_model(a.family, **fields, **common)
+
+
+def config_for(reference: str, catalogue: Catalogue) -> PretrainedConfig:
+    """A local folder's own config.json, or the architecture recorded for a hub id."""
+    if is_local(reference):
+        return AutoConfig.from_pretrained(reference)
+    architecture = catalogue.architecture(reference)
+    if architecture is None:
+        raise HardwareError(f"No architecture recorded for {reference}: add it under `architectures:` in models.yaml.")
+    return config_of(architecture)
+
+
+def count_parameters(config: PretrainedConfig) -> int:
+    """Parameters of the model a config describes, counted on the meta device (nothing allocated)."""
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def build_random(config: PretrainedConfig, dtype: torch.dtype, device: torch.device, seed: int = 0) -> PreTrainedModel:
+    """The architecture with random weights, in the pair's dtype, on the device."""
+    torch.manual_seed(seed)  # only the weights' values depend on it, and they do not change the timings
+    return AutoModelForCausalLM.from_config(config, dtype=dtype).to(device).eval()
+
+
+def available_bytes(device: torch.device) -> int:
+    """Free memory where the weights will live: the GPU's, or the machine's available RAM."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What measuring a pair here would take, known before any weight is allocated."""
+
+    pair: str
+    target: str
+    draft: str
+    target_config: PretrainedConfig
+    draft_config: PretrainedConfig
+    target_parameters: int
+    draft_parameters: int
+    device: torch.device
+    dtype: torch.dtype
+
+    @property
+    def needed_bytes(self) -> int:
+        return (self.target_parameters + self.draft_parameters) * self.dtype.itemsize + OVERHEAD_BYTES
+
+
+def plan(name: str, pair: Pair, catalogue: Catalogue, device: torch.device | None = None, dtype: str | None = None) -> Plan:
+    device = device or choose_device()
+    target_config, draft_config = config_for(pair.target_ref, catalogue), config_for(pair.draft_ref, catalogue)
+    return Plan(
+        name,
+        pair.target,
+        pair.draft,
+        target_config,
+        draft_config,
+        count_parameters(target_config),
+        count_parameters(draft_config),
+        device,
+        choose_dtype(device, dtype or pair.dtype),
+    )
+
+
+def check_fits(p: Plan, available: int | None = None) -> None:
+    """Refuse, in one sentence, when both models would not fit in memory here."""
+    available = available_bytes(p.device) if available is None else available
+    if p.needed_bytes > MEMORY_SHARE * available:
+        dtype = str(p.dtype).replace("torch.", "")
+        hint = (
+            " Try --dtype bfloat16, or a machine with more memory."
+            if p.dtype == torch.float32
+            else " Try a machine with more memory."
+        )
+        raise HardwareError(
+            f"{p.pair} will not fit here: {p.target_parameters / 1e9:.2f}B + {p.draft_parameters / 1e9:.2f}B parameters in "
+            f"{dtype} need about {p.needed_bytes / 2**30:.1f} GiB, and {p.device.type} has {available / 2**30:.1f} GiB available.{hint}"
+        )
+
+
+def measure(p: Plan, gamma: int, repeats: int = 10, context: int = 64) -> StepTimes:
+    """Build both models with random weights and time a draft step, a target step and a verify pass."""
+    target = build_random(p.target_config, p.dtype, p.device)
+    draft = build_random(p.draft_config, p.dtype, p.device, seed=1)
+    vocab = min(p.target_config.vocab_size, p.draft_config.vocab_size)
+    try:
+        return measure_step_times(target, draft, vocab, gamma, context=context, repeats=repeats)
+    finally:
+        del target, draft
+
+
+def report(p: Plan, times: StepTimes, alpha: float | None, alpha_source: str | None) -> dict:
+    """The JSON of `hardware`: sizes, timings, τ, ν and what they predict (through measures_of)."""
+    m = predicted(times, alpha)
+    return {
+        "pair": p.pair,
+        "target": p.target,
+        "draft": p.draft,
+        "device": str(p.device),
+        "device_name": device_name(p.device),
+        "dtype": str(p.dtype).replace("torch.", ""),
+        "weights": "random (real architectures)",
+        "target_parameters": p.target_parameters,
+        "draft_parameters": p.draft_parameters,
+        "gamma": times.gamma,
+        "draft_step_ms": 1000 * times.draft_step_s,
+        "target_step_ms": 1000 * times.target_step_s,
+        "verify_ms": 1000 * times.verify_s,
+        "tau": m.tau,
+        "verify_cost": m.verify_cost,
+        "alpha": alpha,
+        "alpha_source": alpha_source,
+        "predicted_speedup": m.predicted_with_verify_cost,
+        "predicted_speedup_leviathan": m.predicted_speedup,
+        "best_gamma": m.best_gamma,
+        "best_speedup": m.best_speedup,
+        "predictions": [prediction_at(times, a) for a in ALPHAS],
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def prediction_at(times: StepTimes, alpha: float) -> dict:
+    m = predicted(times, alpha)
+    return {
+        "alpha": alpha,
+        "predicted_speedup": m.predicted_with_verify_cost,
+        "predicted_speedup_leviathan": m.predicted_speedup,
+        "best_gamma": m.best_gamma,
+        "best_speedup": m.best_speedup,
+    }
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
+def save(result: dict, path: Path | None = None) -> Path:
+    """Keep a measurement for the app, keyed by pair, device and dtype (newest wins)."""
+    path = path or cache_path()
+    entries = load_saved(path)
+    entries[f"{result['pair']}|{result['device']}|{result['dtype']}"] = result
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(entries, indent=1))
+    return path
+
+
+def load_saved(path: Path | None = None) -> dict:
+    try:
+        entries = json.loads((path or cache_path()).read_text())
+        return entries if isinstance(entries, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def hardware_sentence(pair_name: str, path: Path | None = None) -> str | None:
+    """One line for the verdict and theory tab, from a measurement saved by `hardware --save` on this device type; None if none.
+
+    It only reads a small JSON file: it never builds or times a model.
+    """
+    device = choose_device().type
+    entries = [e for e in load_saved(path).values() if e.get("pair") == pair_name and str(e.get("device", "")).startswith(device)]
+    if not entries:
+        return None
+    e = max(entries, key=lambda entry: entry.get("measured_at", ""))
+    try:
+        sizes = f"{_short(e['draft'])} ({e['draft_parameters'] / 1e6:,.0f}M) → {_short(e['target'])} ({e['target_parameters'] / 1e6:,.0f}M)"
+        sentence = (
+            f"On this machine ({e['device_name']}, {e['dtype']}), {sizes} costs τ = {e['tau']:.3f} per draft step and "
+            f"ν = {e['verify_cost']:.2f} target steps per verify pass over γ + 1 = {e['gamma'] + 1} tokens"
+        )
+        if e.get("alpha") is not None:
+            return (
+                sentence + f"; at α = {e['alpha']:.2f} that predicts {e['best_speedup']:.2f}× at the best γ = {e['best_gamma']}."
+            )
+        at = {round(p["alpha"], 2): p for p in e["predictions"]}
+        low, high = at.get(0.6), at.get(0.8)
+        if low and high:
+            return sentence + (
+                f"; that predicts {low['best_speedup']:.2f}× at α = 0.6 and {high['best_speedup']:.2f}× at α = 0.8 (best γ)."
+            )
+        return sentence + "."
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _short(reference: str) -> str:
+    return reference.rstrip("/").split("/")[-1]

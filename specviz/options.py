@@ -1,0 +1,67 @@
+"""What every command shares: pair and sampling options, settings from them, and loading the pair they name."""
+
+from __future__ import annotations
+
+import argparse
+
+from specviz.catalogue import Pair, load_catalogue
+from specviz.drafting import drafter_keys
+from specviz.engine import DecodeSettings, SamplingSettings
+from specviz.loading import LoadedPair, load_pair
+
+
+class UsageError(ValueError):
+    """Bad arguments: printed as one line, exit status 2."""
+
+
+def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pair", help="a pair from models.yaml (default: its `default:`)")
+    parser.add_argument("--target", help="target model: hub id or folder (with --draft, instead of --pair)")
+    parser.add_argument("--draft", help="draft model: hub id or folder")
+
+
+def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 is greedy")
+    parser.add_argument("--top-k", type=int, default=0, help="0 is off")
+    parser.add_argument("--top-p", type=float, default=1.0)
+
+
+def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
+    add_sampling_arguments(parser)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--drafter", choices=drafter_keys(), default="model", help="a drafting strategy (specviz/drafting.py)")
+    parser.add_argument("--lenience", type=float, default=1.0, help="1 is exact; below 1 is lossy")
+    parser.add_argument("--adaptive-gamma", action="store_true", help="+2 after a full accept, -1 otherwise")
+
+
+def sampling_from(args: argparse.Namespace) -> SamplingSettings:
+    return SamplingSettings(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+
+
+def settings_from(args: argparse.Namespace, gamma: int, seed: int | None = None) -> DecodeSettings:
+    """Validated decode settings (SettingsError names the bad one)."""
+    return DecodeSettings(
+        max_new_tokens=args.max_new_tokens,
+        gamma=gamma,
+        sampling=sampling_from(args),
+        seed=args.seed if seed is None else seed,
+        lenience=args.lenience,
+        adaptive_gamma=args.adaptive_gamma,
+    ).validate()
+
+
+def pair_from(args: argparse.Namespace) -> tuple[str, Pair]:
+    """The catalogue entry --pair names, or an ad-hoc pair from --target and --draft (nothing loaded yet)."""
+    catalogue = load_catalogue()
+    if args.target or args.draft:
+        if not (args.target and args.draft) or args.pair:
+            raise UsageError("give either --pair NAME, or both --target and --draft")
+        return "custom", Pair(target=args.target, draft=args.draft, description="from the command line")
+    name = args.pair or catalogue.default
+    return name, catalogue.get(name)
+
+
+def resolve_pair(args: argparse.Namespace) -> LoadedPair:
+    name, pair = pair_from(args)
+    return load_pair(name, pair, load_catalogue().offline_pairs())

@@ -1,0 +1,103 @@
+"""One draft step, one target step and one verify pass, timed on this device: shared by `score` and `hardware`.
+
+What the theory needs from a machine is two ratios (τ and ν), and both are measured here the way the
+engine runs: through the KV cache, after a short prefix, synchronised with the device, median of repeats.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedModel
+
+from specviz.engine import CachedDecoder, Tally
+from specviz.engine.kv_cache import synchronize
+from specviz.measures import Measures, measures_of
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    draft_step_s: float  # the draft over one token
+    target_step_s: float  # the target over one token: an autoregressive step
+    verify_s: float  # the target over γ + 1 tokens: one verify pass
+    gamma: int
+    context: int  # tokens already in the cache when timed
+    repeats: int
+
+
+def _timed_feed(decoder: CachedDecoder, new_ids: list[int]) -> float:
+    """Seconds to feed `new_ids` after what is cached; the cache is cropped back afterwards."""
+    length = decoder.cached_length
+    synchronize(decoder.device)
+    started = time.perf_counter()
+    decoder.feed(new_ids, keep_last=len(new_ids))
+    synchronize(decoder.device)
+    elapsed = time.perf_counter() - started
+    decoder.truncate(length)
+    return elapsed
+
+
+@torch.inference_mode()
+def measure_step_times(
+    target: PreTrainedModel,
+    draft: PreTrainedModel,
+    vocab_size: int,
+    gamma: int,
+    context: int = 64,
+    repeats: int = 20,
+    seed: int = 0,
+) -> StepTimes:
+    """Time both models as the engine runs them, on random token ids (their values do not change the cost).
+
+    The three measurements are interleaved round by round, so a busy machine slows all of them alike,
+    and each is the median over the rounds (the first round only warms kernels and allocators up).
+    """
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab_size, (context + gamma + 1,), generator=generator).tolist()
+    prefix, pending = ids[:context], ids[context:]
+    target_decoder, draft_decoder = CachedDecoder(target, vocab_size), CachedDecoder(draft, vocab_size)
+    target_decoder.feed(prefix)
+    draft_decoder.feed(prefix)
+    draft_s, step_s, verify_s = [], [], []
+    for _ in range(repeats + 1):
+        draft_s.append(_timed_feed(draft_decoder, pending[:1]))
+        step_s.append(_timed_feed(target_decoder, pending[:1]))
+        verify_s.append(_timed_feed(target_decoder, pending))
+    return StepTimes(
+        draft_step_s=statistics.median(draft_s[1:]),
+        target_step_s=statistics.median(step_s[1:]),
+        verify_s=statistics.median(verify_s[1:]),
+        gamma=gamma,
+        context=context,
+        repeats=repeats,
+    )
+
+
+def expected_tally(times: StepTimes, alpha_sum: float = 0.0, tests: int = 0) -> Tally:
+    """A Tally of `tests` teacher-forced (or assumed) acceptance tests, with the timed steps.
+
+    Each test counts as a one-draft cycle whose expected outcome is α_i accepted and 1 − α_i rejected, so
+    the Tally's α is the mean α_i; its draft step and verify pass are the timed ones. measures_of reads
+    τ, ν, the predictions and the best γ from it, as it does for a real run. With no tests, α is None.
+    """
+    cycles = max(tests, 1)
+    return Tally(
+        cycles=cycles,
+        drafted=cycles,
+        accepted=alpha_sum,
+        rejections=tests - alpha_sum,
+        tested=tests,
+        overlap_sum=alpha_sum,
+        overlaps=tests,
+        draft_s=times.draft_step_s * cycles,
+        verify_s=times.verify_s * cycles,
+    )
+
+
+def predicted(times: StepTimes, alpha: float | None, gamma: int | None = None) -> Measures:
+    """What the theory predicts on this device at this α (None: τ and ν only)."""
+    tally = expected_tally(times, alpha, 1) if alpha is not None else expected_tally(times)
+    return measures_of(tally, gamma=gamma or times.gamma, target_step_s=times.target_step_s)
