@@ -21,7 +21,9 @@ def test_requests_are_built_by_name_and_modes_map_to_settings():
     assert RunRequest("p", PROMPT, temperature=0.9, verification="greedy").settings().sampling.greedy
     lenient = RunRequest("p", PROMPT, verification="lenient", lenience=0.3).settings()
     assert lenient.lossy and lenient.lenience == 0.3
-    assert not RunRequest("p", PROMPT, verification="exact", lenience=0.3).settings().lossy, "lenience only counts in lenient mode"
+    assert not RunRequest("p", PROMPT, verification="exact", lenience=0.3).settings().lossy, (
+        "lenience only counts in lenient mode"
+    )
 
 
 @pytest.mark.parametrize("overrides", [{"gamma": 0}, {"gamma": 17}, {"top_p": 0.0}, {"temperature": "hot"}])
@@ -52,7 +54,9 @@ def test_a_measurement_records_both_runs_and_greedy_texts_agree(recorded):
     assert recorded.summary.new_token_ids == recorded.baseline.new_token_ids, "greedy: the race must end in identical texts"
     assert len(recorded.round_speedups) in (1, 3)
     median = sorted(recorded.round_speedups)[len(recorded.round_speedups) // 2]
-    assert recorded.summary.tokens_per_s / recorded.baseline.tokens_per_s == pytest.approx(median), "the trace is the median round"
+    assert recorded.summary.tokens_per_s / recorded.baseline.tokens_per_s == pytest.approx(median), (
+        "the trace is the median round"
+    )
     assert Trace.from_json(recorded.to_json()) == recorded
 
 
@@ -82,7 +86,8 @@ def test_the_slot_serialises_measurements(bundled_pair):
     measuring._round = watched
     try:
         threads = [
-            threading.Thread(target=measuring.measure_run, args=(bundled_pair, PROMPT, DecodeSettings(max_new_tokens=8))) for _ in range(3)
+            threading.Thread(target=measuring.measure_run, args=(bundled_pair, PROMPT, DecodeSettings(max_new_tokens=8)))
+            for _ in range(3)
         ]
         for thread in threads:
             thread.start()
@@ -109,7 +114,9 @@ def test_playback_follows_the_recorded_pace_times_the_slowdown(recorded):
     took = time.perf_counter() - started
     assert shown[-1] == (len(recorded.cycles), "decide"), "playback always ends on the last decision"
     assert [s for s, _ in shown] == sorted(s for s, _ in shown), "cycles only move forward"
-    assert expected * 0.9 <= took <= expected + 1.0, f"playback took {took:.2f} s for {expected:.2f} s of recorded time × {slowdown}"
+    assert expected * 0.9 <= took <= expected + 1.0, (
+        f"playback took {took:.2f} s for {expected:.2f} s of recorded time × {slowdown}"
+    )
 
 
 def test_playback_stops_at_once(recorded):
@@ -153,7 +160,9 @@ def test_step_walks_the_run_on_screen_and_wraps(recorded):
 
 def test_step_with_nothing_recorded_records_first():
     sessions = Sessions()
-    updates = list(runs.step(None, (0, "decide"), RunRequest("pycode-distilled", PROMPT, max_new_tokens=8), sessions.start("s"), sessions))
+    updates = list(
+        runs.step(None, (0, "decide"), RunRequest("pycode-distilled", PROMPT, max_new_tokens=8), sessions.start("s"), sessions)
+    )
     assert any("Measuring" in (u.status or "") for u in updates)
     assert updates[-1].cursor == (1, "draft") and updates[-1].trace.complete
 

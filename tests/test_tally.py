@@ -13,7 +13,11 @@ def drafted(statuses: str, overlaps: list[float] | None = None) -> tuple[DraftPo
     for i, key in enumerate(statuses):
         tested = key != "-"
         overlap = (overlaps[i] if overlaps else 0.5) if tested else None
-        positions.append(DraftPosition(i, f"t{i}", kinds[key], q=0.5, p=0.4 if tested else None, accept_probability=None, u=None, overlap=overlap))
+        positions.append(
+            DraftPosition(
+                i, f"t{i}", kinds[key], q=0.5, p=0.4 if tested else None, accept_probability=None, u=None, overlap=overlap
+            )
+        )
     return tuple(positions)
 
 
@@ -111,7 +115,13 @@ def test_a_sampled_run_counts_like_the_engine(bundled_pair):
     from specviz.engine import DecodeSettings, SamplingSettings
     from specviz.runner import run
 
-    events = list(run(bundled_pair, "def main():\n    x", DecodeSettings(max_new_tokens=40, gamma=3, sampling=SamplingSettings(temperature=0.9), seed=3)))
+    events = list(
+        run(
+            bundled_pair,
+            "def main():\n    x",
+            DecodeSettings(max_new_tokens=40, gamma=3, sampling=SamplingSettings(temperature=0.9), seed=3),
+        )
+    )
     cycles = [e for e in events if isinstance(e, Cycle)]
     tally = events[-1].tally
     assert tally == Tally.of(cycles)

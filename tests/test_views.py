@@ -15,7 +15,16 @@ from specviz.ui.views import Recording, frame
 
 def position(text: str, status: str, token_id: int = 1) -> DraftPosition:
     tested = status != "unverified"
-    return DraftPosition(token_id, text, status, q=0.5, p=0.5 if tested else None, accept_probability=1.0 if tested else None, u=None, overlap=0.5 if tested else None)
+    return DraftPosition(
+        token_id,
+        text,
+        status,
+        q=0.5,
+        p=0.5 if tested else None,
+        accept_probability=1.0 if tested else None,
+        u=None,
+        overlap=0.5 if tested else None,
+    )
 
 
 def cycle(index: int, positions: list[DraftPosition], n_accepted: int, new_text: str, emitted: int | None = None) -> Cycle:
@@ -39,7 +48,22 @@ def cycle(index: int, positions: list[DraftPosition], n_accepted: int, new_text:
 
 
 def started(prompt_texts=("def", " f", "():")) -> RunStarted:
-    return RunStarted("speculative", tuple(range(len(prompt_texts))), tuple(prompt_texts), 2, 0.0, 0, 1.0, 0, "model", 1.0, False, False, 8, 0.001)
+    return RunStarted(
+        "speculative",
+        tuple(range(len(prompt_texts))),
+        tuple(prompt_texts),
+        2,
+        0.0,
+        0,
+        1.0,
+        0,
+        "model",
+        1.0,
+        False,
+        False,
+        8,
+        0.001,
+    )
 
 
 def code_trace() -> Trace:
@@ -49,17 +73,35 @@ def code_trace() -> Trace:
         cycle(2, [], 0, "def"),  # the last window shrank to nothing at the token limit
     ]
     tally = Tally.of(cycles)
-    summary = Summary("speculative", tuple(range(tally.emitted)), "", wall_s=0.05, prefill_s=0.001, stop_reason="max_new_tokens", tally=tally)
-    baseline = Summary("autoregressive", tuple(range(tally.emitted)), "", wall_s=0.08, prefill_s=0.001, stop_reason="max_new_tokens", step_s=0.0125)
+    summary = Summary(
+        "speculative", tuple(range(tally.emitted)), "", wall_s=0.05, prefill_s=0.001, stop_reason="max_new_tokens", tally=tally
+    )
+    baseline = Summary(
+        "autoregressive",
+        tuple(range(tally.emitted)),
+        "",
+        wall_s=0.08,
+        prefill_s=0.001,
+        stop_reason="max_new_tokens",
+        step_s=0.0125,
+    )
     steps = [Step(i, i, "t", 0.0125) for i in range(tally.emitted)]
-    return Trace(pair={"name": "toy"}, prompt="def f():", started=started(), cycles=cycles, summary=summary, baseline_steps=steps, baseline=baseline)
+    return Trace(
+        pair={"name": "toy"},
+        prompt="def f():",
+        started=started(),
+        cycles=cycles,
+        summary=summary,
+        baseline_steps=steps,
+        baseline=baseline,
+    )
 
 
 def test_a_newline_token_ends_the_line_and_indentation_stays_thin_spaces():
     html = stream_html(code_trace())
     assert '<span class="sv-nl">↵</span>\n<span class="sv-ws">    </span>' in html, "newline then indentation, as code"
     assert html.count('data-status="accepted"') == 2 and html.count('data-status="rejected"') == 1
-    assert "<span class=\"sv-txt\">↵" not in html, "no lone ↵ boxes: the marker is thin and ends its line"
+    assert '<span class="sv-txt">↵' not in html, "no lone ↵ boxes: the marker is thin and ends its line"
     assert "all 0" not in html
 
 
@@ -91,7 +133,7 @@ def test_run_numbers_expose_the_same_numbers_as_the_measures():
     assert 'id="run-numbers"' in html and 'data-state="done"' in html and 'data-run-id="7"' in html
     assert f'data-speedup="{m.measured_speedup:.4f}"' in html and f'data-alpha="{m.alpha:.4f}"' in html
     assert f'data-tokens-per-s="{m.tokens_per_s:.2f}"' in html
-    assert 'data-speedup' not in texts.run_numbers_html(None, "measuring", 8), "no numbers before they are measured"
+    assert "data-speedup" not in texts.run_numbers_html(None, "measuring", 8), "no numbers before they are measured"
 
 
 def test_race_and_summary_and_verdict_say_the_same_speedup():
@@ -114,4 +156,6 @@ def test_tau_uses_the_target_step_when_the_baseline_was_measured():
     trace = code_trace()
     m = measures_of(Tally.of(trace.cycles), gamma=2, target_step_s=0.0125)
     assert m.tau == pytest.approx(0.002 / 0.0125) and m.verify_cost == pytest.approx(0.01 / 0.0125)
-    assert race_html(trace, measure(trace), 10.0).count("animation-delay") == measure(trace).tally.emitted + len(trace.baseline_steps)
+    assert race_html(trace, measure(trace), 10.0).count("animation-delay") == measure(trace).tally.emitted + len(
+        trace.baseline_steps
+    )
