@@ -1,0 +1,195 @@
+"""Drive the app in Chromium, as a class would, and print how long everything takes.
+
+    python benchmarks/app_timings.py [--runs 3] [--sessions 8]
+
+Starts `python app.py` on a free port, then measures: page serving time, Run → first coloured token
+(first run of the process, then warm runs at real pace), Run → whole run done with the default
+playback, the speedup the page reports next to `python -m specviz bench` on the same prompt and
+settings (with the page still open), a new Run during playback taking over, Stop, an empty
+prompt's message while another session is measuring, and N sessions pressing Run at once.
+Timings are printed, never asserted: this machine's speed varies from run to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+COLOURED = "#stream [data-status=accepted], #stream [data-status=resampled], #stream [data-status=bonus]"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_app(port: int) -> tuple[subprocess.Popen, float, float]:
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False"}
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}", timeout=1)
+            return process, started, time.perf_counter() - started
+        except OSError:
+            if process.poll() is not None or time.perf_counter() - started > 180:
+                raise SystemExit("app.py did not serve") from None
+            time.sleep(0.05)
+
+
+def numbers(page) -> dict:
+    return page.locator("#run-numbers").evaluate("el => ({...el.dataset})")
+
+
+def wait_state(page, state: str, after: str | None = None, timeout: int = 300_000) -> dict:
+    page.wait_for_function(
+        """([state, after]) => { const el = document.querySelector('#run-numbers');
+             return el && el.dataset.state === state && (after === null || el.dataset.runId !== after); }""",
+        arg=[state, after],
+        timeout=timeout,
+        polling=20,
+    )
+    return numbers(page)
+
+
+def choose(page, label: str) -> None:
+    page.locator("#playback label", has_text=label).first.click()
+
+
+def timed_run(page, playback: str) -> dict:
+    """Press Run; seconds to the first coloured token and to done, and the page's numbers."""
+    choose(page, playback)
+    before = numbers(page).get("runId")
+    page.evaluate("() => { window.__cleared = true; }")
+    pressed = time.perf_counter()
+    page.click("#run")
+    wait_state(page, "measuring", before, timeout=60_000)
+    page.wait_for_function(
+        f"(after) => document.querySelector('#run-numbers').dataset.runId !== after && document.querySelector('{COLOURED}') !== null",
+        arg=before,
+        timeout=300_000,
+        polling=20,
+    )
+    first = time.perf_counter() - pressed
+    done = wait_state(page, "done", before)
+    return {"first_colour_s": first, "done_s": time.perf_counter() - pressed, **done}
+
+
+def bench_speedup(prompt: str, gamma: int, max_new_tokens: int, repeats: int) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as handle:
+        handle.write(prompt)
+    command = [sys.executable, "-m", "specviz", "bench", "--prompts", handle.name, "--gamma", str(gamma)]
+    command += ["--max-new-tokens", str(max_new_tokens), "--repeats", str(repeats), "--no-hf", "--json"]
+    output = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    rows = json.loads(output)["rows"]
+    return next(row for row in rows if row["method"] == "speculative")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="warm runs at real pace")
+    parser.add_argument("--sessions", type=int, default=8)
+    parser.add_argument("--bench-repeats", type=int, default=3)
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    from specviz.ui.lessons import CODE_PROMPT
+
+    port = free_port()
+    process, started, serving_s = start_app(port)
+    url = f"http://127.0.0.1:{port}"
+    report: dict = {"serving_s": serving_s}
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(url)
+            page.wait_for_selector("#prompt textarea")
+            page.wait_for_function("document.querySelector('#status').innerText.includes('Ready')", timeout=300_000)
+            report["pair_ready_s"] = time.perf_counter() - started  # from `python app.py` to "Ready" on the page
+            first = timed_run(page, "10× slower")  # the very first run of the process, default playback
+            report["first_run"] = {k: first[k] for k in ("first_colour_s", "done_s", "speedup")}
+            warm = [timed_run(page, "real pace") for _ in range(args.runs)]
+            report["warm_runs"] = [{k: run[k] for k in ("first_colour_s", "done_s", "speedup", "alpha", "tau")} for run in warm]
+            default = timed_run(page, "10× slower")
+            report["default_run_done_s"] = default["done_s"]
+            speedups = [float(run["speedup"]) for run in warm]
+            report["warm_speedup_spread"] = (max(speedups) - min(speedups)) / statistics.median(speedups)
+
+            bench = bench_speedup(CODE_PROMPT, gamma=4, max_new_tokens=64, repeats=args.bench_repeats)  # page still open
+            report["bench_speedup"] = bench["speedup"]
+            report["app_over_bench"] = statistics.median(speedups) / bench["speedup"]
+
+            choose(page, "50× slower")
+            page.click("#run")
+            playing = wait_state(page, "playing")
+            page.wait_for_selector(COLOURED)
+            pressed = time.perf_counter()
+            page.click("#run")
+            wait_state(page, "measuring", playing["runId"], timeout=60_000)
+            report["takeover_s"] = time.perf_counter() - pressed
+            wait_state(page, "playing", playing["runId"])
+            pressed = time.perf_counter()
+            page.click("#stop")
+            wait_state(page, "stopped", timeout=30_000)
+            report["stop_s"] = time.perf_counter() - pressed
+
+            other = browser.new_page()
+            other.goto(url)
+            other.wait_for_selector("#prompt textarea")
+            other.locator("#prompt textarea").fill("   ")
+            choose(page, "real pace")
+            page.click("#run")
+            wait_state(page, "measuring", timeout=60_000)
+            pressed = time.perf_counter()
+            other.click("#run")
+            other.wait_for_selector("text=The prompt is empty", timeout=60_000)
+            report["empty_prompt_message_s"] = time.perf_counter() - pressed
+            wait_state(page, "done")
+
+            pages = [browser.new_page() for _ in range(args.sessions)]
+            for each in pages:
+                each.goto(url)
+                each.wait_for_selector("#prompt textarea")
+                choose(each, "real pace")
+            pressed = time.perf_counter()
+            for each in pages:
+                each.click("#run")
+            finished = [wait_state(each, "done") for each in pages]
+            report["sessions"] = {
+                "n": args.sessions,
+                "all_done_s": time.perf_counter() - pressed,
+                "errors": sum(each.locator(".toast-body").count() for each in pages),
+                "speedups": [float(f["speedup"]) for f in finished],
+            }
+            browser.close()
+    finally:
+        process.terminate()
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
