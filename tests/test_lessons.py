@@ -1,0 +1,41 @@
+"""Every lesson measures its runs and explains them with *those* numbers (no canned claims)."""
+
+from dataclasses import replace
+
+import pytest
+
+from specviz import measuring
+from specviz.measures import measure
+from specviz.ui.lessons import Measured, lessons
+
+
+def measured(pair, label, request) -> Measured:
+    request = replace(request, max_new_tokens=16)
+    trace = measuring.measure_run(pair, request.prompt, request.settings(), request.drafter, repeat_budget_s=0)
+    return Measured(label, request, trace, measure(trace))
+
+
+@pytest.mark.parametrize("index", range(7))
+def test_each_lesson_explains_its_own_measurements(bundled_pair, index):
+    lesson = lessons("pycode-distilled", "pycode-distilled")[index]  # one loaded pair stands in for both
+    main = measured(bundled_pair, "main", lesson.request)
+    extra = [measured(bundled_pair, label, request) for label, request in lesson.extra]
+    text = lesson.explain(main, extra)
+    assert "Question" in text, "every lesson ends with a question for the class"
+    numbers = [main.measures.alpha] + [e.measures.alpha for e in extra]
+    for value in numbers:
+        assert f"{value:.2f}" in text, f"α = {value:.2f} measured in this lesson is missing from its text"
+    assert f"{main.measures.measured_speedup:.2f}" in text
+
+
+def test_the_lenient_lesson_shows_where_the_text_left_the_targets():
+    from specviz.ui.lessons import _diff_html
+
+    html = _diff_html("return x + 1", "return x - 1")
+    assert "<del" in html and "<ins" in html and "return x" in html
+
+
+def test_lessons_have_button_ids_and_distinct_scenarios():
+    all_lessons = lessons("pycode-distilled", "pycode-plain")
+    assert len(all_lessons) >= 6 and all(lesson.key.startswith("lesson-") for lesson in all_lessons)
+    assert len({lesson.request for lesson in all_lessons}) == len(all_lessons)
