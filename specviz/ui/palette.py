@@ -52,9 +52,10 @@ CSS = """
 .sv-tok[data-tip]:hover::after { content: attr(data-tip); position: absolute; left: 0; top: 1.9em; z-index: 50; white-space: pre;
              background: #111827; color: #f9fafb; padding: 6px 9px; border-radius: 6px; font-size: .78rem; line-height: 1.45;
              box-shadow: 0 4px 14px rgba(0,0,0,.3); pointer-events: none; text-decoration: none; }
-.sv-sep { display: inline-block; width: 0; height: 1.3em; border-left: 2px solid var(--border-color-primary); margin: 0 3px;
-          vertical-align: middle; }
-.sv-sep::after { content: attr(data-label); position: relative; top: -1.15em; left: 2px; font-size: .55rem; color: var(--body-text-color-subdued); }
+.sv-sep { display: inline-block; position: relative; width: 0; height: 1.2em; border-left: 2px solid var(--border-color-primary);
+          margin: 0 2px; vertical-align: middle; }
+.sv-sep::after { content: attr(data-label); position: absolute; top: -0.95em; left: -0.3em; font-size: .5rem; line-height: 1;
+                 color: var(--body-text-color-subdued); pointer-events: none; }
 .sv-legend { display: flex; flex-wrap: wrap; gap: 6px 12px; font-size: .85rem; align-items: center; margin: 2px 0 6px; }
 .sv-legend .sv-tok { cursor: default; font-family: ui-monospace, Menlo, monospace; }
 .sv-lossy { display: inline-block; background: var(--sv-rejected); color: #fff; font-weight: 700; padding: 2px 8px; border-radius: 6px; margin: 4px 0; }
