@@ -220,12 +220,14 @@ def command_score(args: argparse.Namespace) -> int:
     from specviz.timing import measure_step_times
 
     sampling = sampling_from(args)
-    DecodeSettings(gamma=args.gamma or 1, sampling=sampling).validate()  # one clear line for a bad γ or sampling setting
+    DecodeSettings(
+        gamma=1 if args.gamma is None else args.gamma, sampling=sampling
+    ).validate()  # one line for a bad γ or sampling
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1 (got {args.repeats})")
     texts = load_prompt_set(args.prompts)
     name, entry = pair_from(args)
-    gamma = args.gamma or entry.gamma
+    gamma = entry.gamma if args.gamma is None else args.gamma
     pair = load_pair(name, entry, load_catalogue().offline_pairs())
     times = measure_step_times(pair.target.model, pair.draft.model, pair.shared_vocab_size, gamma, repeats=args.repeats)
     card = scorecard(pair, texts, sampling, gamma, times)
@@ -268,12 +270,12 @@ def command_hardware(args: argparse.Namespace) -> int:
         raise UsageError(f"--threads must be at least 1 (got {args.threads})")
     if args.memory_gib is not None and not args.memory_gib > 0:
         raise UsageError(f"--memory-gib must be positive (got {args.memory_gib})")
+    if args.gamma is not None:
+        DecodeSettings(gamma=args.gamma).validate()
     if args.threads:
         torch.set_num_threads(args.threads)
     name, entry = pair_from(args)
-    gamma = args.gamma or entry.gamma
-    if not 1 <= gamma <= 16:
-        raise UsageError(f"--gamma must be between 1 and 16 (got {gamma})")
+    gamma = entry.gamma if args.gamma is None else args.gamma
     catalogue = load_catalogue()
     plan = hardware.plan(name, entry, catalogue, dtype=args.dtype)
     hardware.check_fits(plan, None if args.memory_gib is None else int(args.memory_gib * 2**30))

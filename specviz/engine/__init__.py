@@ -8,7 +8,11 @@ from importlib import import_module
 
 _HOMES = {
     "autoregressive_decode": "autoregressive",
+    "AdaptiveGamma": "drafters",
     "Drafter": "drafters",
+    "DynamicDrafter": "drafters",
+    "Proposal": "drafters",
+    "Verification": "drafters",
     "ModelDrafter": "drafters",
     "PromptLookupDrafter": "drafters",
     "Cycle": "events",

@@ -9,6 +9,7 @@ coming decision, and the acceptance test is unchanged.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -106,7 +107,8 @@ class ModelDrafter(Drafter):
             if self.confidence_threshold is not None and step + 1 < gamma:
                 confidence = display_probs(logits, settings)[0, token].item()  # q(x) as shown; syncs once per draft
                 if confidence < self.confidence_threshold:
-                    stop_reason = f"confidence {confidence:.2f} < {self.confidence_threshold:.2f}"
+                    shown = math.floor(confidence * 100) / 100  # rounded down, so the line never reads "0.40 < 0.40"
+                    stop_reason = f"confidence {shown:.2f} < {self.confidence_threshold:.2f}"
                     break
         return Proposal(torch.cat(tokens).tolist(), torch.cat(probs_rows), torch.cat(logits_rows), len(tokens), stop_reason)
 

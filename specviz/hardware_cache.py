@@ -1,0 +1,72 @@
+"""Saved `hardware` measurements, and the one line the app shows from them: light (no torch at import).
+
+`python -m specviz hardware --pair NAME --save` writes an entry; the app only reads them, so showing the
+line never builds or times a model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def cache_path() -> Path:
+    """Where `hardware --save` keeps measurements for the app: $SPECVIZ_CACHE, else ~/.cache/specviz."""
+    return Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz")) / "hardware.json"
+
+
+def save(result: dict, path: Path | None = None) -> Path:
+    """Keep a measurement for the app, keyed by pair, device and dtype (newest wins)."""
+    path = path or cache_path()
+    entries = load_saved(path)
+    entries[f"{result['pair']}|{result['device']}|{result['dtype']}"] = result
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(entries, indent=1))
+    return path
+
+
+def load_saved(path: Path | None = None) -> dict:
+    try:
+        entries = json.loads((path or cache_path()).read_text())
+        return entries if isinstance(entries, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def hardware_sentence(pair_name: str, path: Path | None = None, device: str | None = None) -> str | None:
+    """One line for the verdict and theory tab, from a measurement saved by `hardware --save` on this device type; None if none.
+
+    It only reads a small JSON file: it never builds or times a model.
+    """
+    if device is None:
+        from specviz.loading import choose_device  # torch is loaded by the time the app shows a verdict
+
+        device = choose_device().type
+    entries = [e for e in load_saved(path).values() if e.get("pair") == pair_name and str(e.get("device", "")).startswith(device)]
+    if not entries:
+        return None
+    e = max(entries, key=lambda entry: entry.get("measured_at", ""))
+    try:
+        sizes = f"{_short(e['draft'])} ({e['draft_parameters'] / 1e6:,.0f}M) → {_short(e['target'])} ({e['target_parameters'] / 1e6:,.0f}M)"
+        sentence = (
+            f"On this machine ({e['device_name']}, {e['dtype']}), {sizes} costs τ = {e['tau']:.3f} per draft step and "
+            f"ν = {e['verify_cost']:.2f} target steps per verify pass over γ + 1 = {e['gamma'] + 1} tokens"
+        )
+        if e.get("alpha") is not None:
+            return (
+                sentence + f"; at α = {e['alpha']:.2f} that predicts {e['best_speedup']:.2f}× at the best γ = {e['best_gamma']}."
+            )
+        at = {round(p["alpha"], 2): p for p in e["predictions"]}
+        low, high = at.get(0.6), at.get(0.8)
+        if low and high:
+            return sentence + (
+                f"; that predicts {low['best_speedup']:.2f}× at α = 0.6 and {high['best_speedup']:.2f}× at α = 0.8 (best γ)."
+            )
+        return sentence + "."
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _short(reference: str) -> str:
+    return reference.rstrip("/").split("/")[-1]

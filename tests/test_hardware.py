@@ -1,0 +1,176 @@
+"""Every architecture family in the catalogue, built from a recorded shape: exact speculative decoding on each,
+and the `hardware` command on tiny stand-ins (nothing is downloaded)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from specviz.catalogue import Architecture, load_catalogue
+from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, speculative_decode
+from specviz.hardware import build_random, config_of, count_parameters
+from specviz.hardware_cache import hardware_sentence
+from tests.test_greedy_exact import PROMPT, VOCAB, final, transformers_greedy
+from tests.tiny import fake_vocabulary
+
+FAMILIES = ["llama", "qwen2", "gpt_neox", "gpt2"]
+
+
+def tiny(family: str, layers: int = 2, vocab: int = VOCAB, tie: bool = False) -> Architecture:
+    kv_heads = 2 if family in ("llama", "qwen2") else None  # grouped-query attention where the family has it
+    return Architecture(
+        family=family,
+        hidden_size=32,
+        layers=layers,
+        heads=4,
+        kv_heads=kv_heads,
+        intermediate_size=64,
+        vocab_size=vocab,
+        tie_embeddings=tie,
+        context=256,
+    )
+
+
+def random_model(architecture: Architecture, seed: int):
+    """Built the way `hardware` builds it, then given larger random weights so its choices are not near-ties."""
+    model = build_random(config_of(architecture), torch.float32, torch.device("cpu"), seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() > 1:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
+    return model
+
+
+def test_the_catalogue_records_every_hub_model():
+    catalogue = load_catalogue()
+    hub = {ref for pair in catalogue.pairs.values() if not pair.bundled for ref in (pair.target, pair.draft)}
+    assert hub <= set(catalogue.architectures), f"no architecture for {sorted(hub - set(catalogue.architectures))}"
+    assert {a.family for a in catalogue.architectures.values()} == set(FAMILIES)
+
+
+@pytest.mark.parametrize(
+    "reference,parameters",
+    [
+        ("HuggingFaceTB/SmolLM2-135M-Instruct", 134_515_008),
+        ("Qwen/Qwen2.5-0.5B-Instruct", 494_032_768),
+        ("EleutherAI/pythia-70m-deduped", 70_426_624),
+        ("openai-community/gpt2", 124_439_808),
+    ],
+)
+def test_recorded_shapes_give_the_published_parameter_counts(reference, parameters):
+    """Counted on the meta device: the recorded fields describe the real models (published sizes)."""
+    assert count_parameters(config_of(load_catalogue().architecture(reference))) == parameters
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("draft_kind", ["smaller", "padded-vocabulary", "tied"])
+def test_greedy_speculative_equals_target_greedy_in_every_family(family, draft_kind):
+    """Cache cropping, position ids and padded vocabularies differ by family; the output must not."""
+    target = random_model(tiny(family), seed=0)
+    if draft_kind == "smaller":
+        draft = random_model(tiny(family, layers=1), seed=1)
+    elif draft_kind == "padded-vocabulary":  # like Qwen2.5 0.5B's 151,936 rows against 7B's 152,064
+        draft = random_model(tiny(family, layers=1, vocab=VOCAB + 16), seed=2)
+    else:
+        draft = random_model(tiny(family, layers=1, tie=True), seed=3)
+    settings = DecodeSettings(max_new_tokens=30, gamma=3)
+    drafter = ModelDrafter(CachedDecoder(draft, VOCAB))
+    summary = final(speculative_decode(CachedDecoder(target, VOCAB), drafter, PROMPT, settings, fake_vocabulary()))
+    assert list(summary.new_token_ids) == transformers_greedy(target, PROMPT, 30), f"{family} ({draft_kind}) diverged from greedy"
+    assert summary.tally.rejections > 0, "a random draft should be rejected sometimes, or this test proves little"
+
+
+TINY_CATALOGUE = """
+default: tiny-pair
+pairs:
+  tiny-pair:
+    target: tiny/target
+    draft: tiny/draft
+    description: two tiny stand-ins for hub models
+    gamma: 3
+architectures:
+  tiny/target: {family: qwen2, hidden_size: 64, layers: 2, heads: 4, kv_heads: 2, intermediate_size: 128, vocab_size: 160, tie_embeddings: false}
+  tiny/draft: {family: qwen2, hidden_size: 32, layers: 1, heads: 4, kv_heads: 2, intermediate_size: 64, vocab_size: 128, tie_embeddings: true}
+"""
+
+
+def specviz(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "specviz", *args], capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}
+    )
+
+
+@pytest.fixture
+def tiny_catalogue(tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text(TINY_CATALOGUE)
+    return {"SPECVIZ_CATALOGUE": str(path), "SPECVIZ_CACHE": str(tmp_path / "cache")}
+
+
+def test_hardware_json_and_the_saved_sentence(tiny_catalogue, tmp_path):
+    result = specviz("hardware", "--alpha", "0.8", "--repeats", "2", "--save", "--json", env=tiny_catalogue)
+    assert result.returncode == 0, result.stderr
+    output = json.loads(result.stdout)
+    assert {
+        "tau",
+        "verify_cost",
+        "target_parameters",
+        "draft_parameters",
+        "device",
+        "dtype",
+        "predicted_speedup",
+    } <= output.keys()
+    assert output["target_parameters"] > output["draft_parameters"] > 0 and output["dtype"] == "float32"
+    assert output["tau"] > 0 and output["verify_cost"] > 0 and output["predicted_speedup"] > 0
+    assert [row["alpha"] for row in output["predictions"]] == [0.5, 0.6, 0.7, 0.8, 0.9]
+    sentence = hardware_sentence("tiny-pair", path=tmp_path / "cache" / "hardware.json", device="cpu")
+    assert sentence and "τ = " in sentence and "α = 0.80" in sentence, sentence
+    assert hardware_sentence("other-pair", path=tmp_path / "cache" / "hardware.json", device="cpu") is None
+    assert hardware_sentence("tiny-pair", path=tmp_path / "nothing-here.json", device="cpu") is None
+
+
+def test_hardware_scores_alpha_when_the_weights_are_here():
+    result = specviz("hardware", "--pair", "pycode-plain", "--repeats", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    output = json.loads(result.stdout)
+    assert output["alpha_source"].startswith("scored") and 0 < output["alpha"] < 1
+    assert output["target_parameters"] == 15_735_168, "the bundled target's own config.json"
+
+
+@pytest.mark.parametrize(
+    "args,complaint,status",
+    [
+        (["hardware", "--memory-gib", "0.0001"], "will not fit", 1),
+        (["hardware", "--alpha", "1.5"], "alpha", 2),
+        (["hardware", "--alpha", "x"], "alpha", 2),
+        (["hardware", "--gamma", "0"], "γ", 2),
+        (["hardware", "--pair", "nope"], "unknown pair", 2),
+        (["hardware", "--target", "tiny/target", "--draft", "some/unrecorded-model"], "No architecture recorded", 1),
+    ],
+)
+def test_hardware_refusals_are_one_line(tiny_catalogue, args, complaint, status):
+    result = specviz(*args, env=tiny_catalogue)
+    assert result.returncode == status and "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and complaint in lines[0], result.stderr
+
+
+def test_catalogue_folders_resolve_next_to_their_models_yaml(tmp_path):
+    """SPECVIZ_CATALOGUE=/elsewhere/models.yaml with `target: models/t` means /elsewhere/models/t, wherever specviz runs."""
+    from tests.local_models import save_model_folder
+
+    save_model_folder(tmp_path / "models" / "t")
+    (tmp_path / "models.yaml").write_text(
+        "default: p\npairs:\n  p:\n    target: models/t\n    draft: ./models/t\n    description: relative folders\n"
+    )
+    catalogue = load_catalogue(tmp_path / "models.yaml")
+    assert catalogue.get("p").target_ref == str(tmp_path / "models" / "t") and catalogue.get("p").bundled
+    result = specviz(
+        "run", "--prompt", "def", "--max-new-tokens", "4", "--json", env={"SPECVIZ_CATALOGUE": str(tmp_path / "models.yaml")}
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)["new_token_ids"]) == 4
