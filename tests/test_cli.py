@@ -77,6 +77,8 @@ def test_theory_json():
         (["run", "--prompt", "x", "--target", "only-a-target"], "--draft"),
         (["theory", "--alpha", "1.5", "--gamma", "3", "--tau", "0.1"], "alpha"),
         (["bench", "--gamma", "2,x"], "gamma"),
+        (["run", "--prompt", "x", "--drafter", "nope"], "--drafter"),
+        (["bench", "--repeats", "0"], "repeats"),
     ],
 )
 def test_bad_arguments_exit_nonzero_with_one_line(args, complaint):
@@ -87,15 +89,54 @@ def test_bad_arguments_exit_nonzero_with_one_line(args, complaint):
     assert len(lines) == 1 and complaint in lines[0], result.stderr
 
 
-def test_bench_json_compares_three_methods():
+def test_bench_json_compares_every_method(tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("def main():\n    return\n---\nimport os\nimport sys\n\n\ndef run(")
     result = specviz(
-        "bench", "--prompts", "code", "--repeats", "1", "--max-new-tokens", "16", "--gamma", "2,4", "--json", timeout=600
+        "bench", "--prompts", str(prompts), "--repeats", "1", "--max-new-tokens", "16", "--gamma", "2,4", "--json", timeout=600
     )
     assert result.returncode == 0, result.stderr
     output = json.loads(result.stdout)
     methods = [row["method"] for row in output["rows"]]
-    assert methods == ["autoregressive", "speculative", "transformers-assisted", "speculative", "transformers-assisted"]
-    assert output["greedy_identical"] is True
+    assert methods == [
+        "autoregressive",
+        "speculative",
+        "transformers-assisted",
+        "speculative",
+        "transformers-assisted",
+        "speculative-dynamic",
+        "transformers-assisted-default",
+    ]
+    assert output["greedy_identical"] is True, "every method, dynamic ones included, must reproduce greedy decoding"
     for row in output["rows"]:
         assert {"method", "tokens_per_s", "speedup", "alpha", "tau", "predicted_speedup"} <= row.keys()
         assert row["tokens_per_s"] > 0
+    for row in output["rows"]:
+        if row["method"].startswith("speculative"):
+            histogram = row["acceptance_histogram"]
+            cycles = sum(histogram)
+            accepted = sum(k * n for k, n in enumerate(histogram))
+            assert row["mean_acceptance_length"] == pytest.approx(1 + accepted / cycles), "vLLM: 1 + accepted / cycles"
+            assert row["acceptance_by_position"][0] is not None
+    dynamic = output["rows"][5]
+    assert dynamic["gamma"] is None and dynamic["drafts_per_cycle"] > 0 and dynamic["alpha"] is not None
+
+
+def test_run_json_carries_vllm_metrics_and_draft_stops():
+    """Mean acceptance length, the acceptance histogram and per-position acceptance, checked against the cycles."""
+    result = specviz("run", "--prompt", "import os\n", "--max-new-tokens", "40", "--gamma", "3", "--json")
+    output = json.loads(result.stdout)
+    cycles, summary = output["cycles"], output["summary"]
+    n_accepted = [c["n_accepted"] for c in cycles]
+    assert summary["mean_acceptance_length"] == pytest.approx(1 + sum(n_accepted) / len(cycles))
+    assert summary["acceptance_histogram"] == [n_accepted.count(k) for k in range(4)], "cycles by number accepted, length γ + 1"
+    for i, rate in enumerate(summary["acceptance_by_position"]):
+        tested = [c for c in cycles if len(c["draft_token_ids"]) > i and c["n_accepted"] >= i]
+        assert rate == pytest.approx(sum(c["n_accepted"] > i for c in tested) / len(tested)), f"position {i + 1}"
+    assert {c["draft_stop"] for c in cycles} <= {"window full", "token limit"}
+
+    dynamic = json.loads(
+        specviz("run", "--prompt", "import os\n", "--max-new-tokens", "40", "--drafter", "dynamic", "--json").stdout
+    )
+    assert dynamic["drafter"] == "dynamic" and dynamic["new_token_ids"] == output["new_token_ids"], "dynamic drafting is exact"
+    assert any(c["draft_stop"].startswith("confidence") for c in dynamic["cycles"])
