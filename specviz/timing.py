@@ -101,3 +101,14 @@ def predicted(times: StepTimes, alpha: float | None, gamma: int | None = None) -
     """What the theory predicts on this device at this α (None: τ and ν only)."""
     tally = expected_tally(times, alpha, 1) if alpha is not None else expected_tally(times)
     return measures_of(tally, gamma=gamma or times.gamma, target_step_s=times.target_step_s)
+
+
+_measured: dict[tuple[str, int], StepTimes] = {}
+
+
+def pair_step_times(pair, gamma: int, repeats: int = 10) -> StepTimes:
+    """A loaded pair's step times at γ, measured once per process (the app's scorecard reuses them)."""
+    key = (pair.name, gamma)
+    if key not in _measured:
+        _measured[key] = measure_step_times(pair.target.model, pair.draft.model, pair.shared_vocab_size, gamma, repeats=repeats)
+    return _measured[key]

@@ -1,0 +1,226 @@
+"""The "Score my draft" panel: paste text (or pick a prompt set) and see, without generating, how often the
+draft would be accepted along it, where it struggles, and what speedup that predicts over γ.
+
+`score_panel(pair_dropdown)` builds the panel inside an open gr.Blocks / gr.Tab and wires its own button;
+everything it shows comes from the pure renderers below (tested without a browser). Models and scoring
+are imported on first use, so the app's first page does not wait for transformers.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+import plotly.graph_objects as go
+
+from specviz.ui.palette import COLOURS
+
+if TYPE_CHECKING:
+    import gradio as gr
+
+    from specviz.score import Scorecard
+
+MY_TEXT = "my text (below)"
+PROMPT_SETS = [MY_TEXT, "code", "heldout", "prose", "repetitive", "arithmetic"]
+MAX_STRIP_TOKENS = 1500
+HARDEST_HEADERS = ["Σ min(p, q)", "before it", "the text's token", "target's top", "draft's top"]
+
+SCORE_CSS = """
+.sv-score { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: .95rem; line-height: 1.9; white-space: pre-wrap;
+            word-break: break-word; padding: 10px 12px; border-radius: 10px; border: 1px solid var(--border-color-primary); }
+.sv-score .sv-s { border-radius: 3px; padding: 1px 0; cursor: help; }
+.sv-score .sv-s.sv-low { text-decoration: underline dotted 2px; text-underline-offset: 3px; }
+.sv-score-scale { display: flex; align-items: center; gap: 8px; font-size: .85rem; margin: 4px 0; }
+.sv-score-scale .sv-grad { width: 160px; height: 10px; border-radius: 5px; }
+"""
+
+
+def _hex(colour: str) -> tuple[int, int, int]:
+    colour = colour.lstrip("#")
+    return int(colour[0:2], 16), int(colour[2:4], 16), int(colour[4:6], 16)
+
+
+def overlap_colour(overlap: float) -> str:
+    """Rejected's orange at 0 to accepted's green at 1, translucent so the text stays readable."""
+    low, high = _hex(COLOURS["rejected"]), _hex(COLOURS["accepted"])
+    share = min(1.0, max(0.0, overlap))
+    r, g, b = (round(a + (c - a) * share) for a, c in zip(low, high))
+    return f"rgba({r}, {g}, {b}, 0.38)"
+
+
+def _visible(text: str) -> str:
+    return html.escape(text).replace("\n", "↵\n")
+
+
+def score_strip_html(card: Scorecard, max_tokens: int = MAX_STRIP_TOKENS) -> str:
+    """Every scored text as a strip of tokens, each coloured by Σ min(p, q) at its position (hover: the numbers).
+
+    The first token of a text has nothing before it and is left plain. Positions below 0.5 are also
+    underlined with dots, a second cue besides colour.
+    """
+    scale = (
+        '<div class="sv-score-scale"><span>draft rarely accepted</span>'
+        f'<span class="sv-grad" style="background: linear-gradient(90deg, {overlap_colour(0)}, {overlap_colour(1)})"></span>'
+        "<span>almost always accepted</span><span>· dotted underline: below 0.5</span></div>"
+    )
+    blocks, shown = [], 0
+    for index, text in enumerate(card.texts):
+        spans = []
+        for position, token in enumerate(text.token_texts):
+            if shown >= max_tokens:
+                spans.append(" …")
+                break
+            shown += 1
+            if position == 0:
+                spans.append(f'<span class="sv-s">{_visible(token)}</span>')
+                continue
+            overlap = text.overlaps[position - 1]
+            tip = (
+                f"Σ min(p, q) = {overlap:.2f}\ntarget's top: {text.target_top[position - 1]!r}\n"
+                f"draft's top: {text.draft_top[position - 1]!r}"
+            )
+            low = " sv-low" if overlap < 0.5 else ""
+            spans.append(
+                f'<span class="sv-s{low}" style="background: {overlap_colour(overlap)}" title="{html.escape(tip)}">{_visible(token)}</span>'
+            )
+        alpha = "—" if text.alpha is None else f"{text.alpha:.2f}"
+        blocks.append(f'<div class="sv-score" data-text="{index}"><b>text {index + 1}: α = {alpha}</b>\n{"".join(spans)}</div>')
+        if shown >= max_tokens:
+            break
+    return f"<style>{SCORE_CSS}</style>{scale}{''.join(blocks)}"
+
+
+def hardest_rows(card: Scorecard, n: int = 10) -> list[list]:
+    """The positions where a draft is least likely to be accepted, as rows for a table (HARDEST_HEADERS)."""
+    return [[round(h.overlap, 3), h.context, h.token, h.target_top, h.draft_top] for h in card.hardest(n)]
+
+
+def summary_markdown(card: Scorecard) -> str:
+    d = card.to_dict()
+    meaning = "the share of positions where both models' top token agree" if card.sampling.greedy else "the mean of Σ min(p, q)"
+    lines = [
+        f"**α ≈ {d['alpha']:.3f}** over {d['tokens_scored']:,} positions ({meaning}, teacher-forced: nothing was generated).",
+        f"On this device τ = {d['tau']:.3f} (draft step / target step) and ν = {d['verify_cost']:.2f} "
+        f"(a verify pass over γ + 1 = {card.gamma + 1} tokens, in target steps).",
+        f"At γ = {card.gamma} that predicts **{d['predicted_speedup']:.2f}×** "
+        f"({d['predicted_tokens_per_cycle']:.2f} tokens per cycle); the best γ is {d['best_gamma']} "
+        f"(**{d['best_speedup']:.2f}×**).",
+    ]
+    if len(card.texts) > 1:
+        lines.append("α by text: " + ", ".join("—" if a is None else f"{a:.2f}" for a in d["alpha_by_text"]) + ".")
+    return "\n\n".join(lines)
+
+
+def speedup_curve_figure(card: Scorecard, max_gamma: int = 16) -> go.Figure:
+    """The predicted speedup over γ from the scored α and the measured τ (with ν = 1, and with the measured ν)."""
+    curve = card.speedup_curve(max_gamma)
+    figure = go.Figure()
+    if curve:
+        gammas = [g for g, _, _ in curve]
+        figure.add_trace(
+            go.Scatter(x=gammas, y=[s for _, s, _ in curve], name="Leviathan (ν = 1)", line={"color": COLOURS["predicted"]})
+        )
+        figure.add_trace(
+            go.Scatter(
+                x=gammas, y=[s for _, _, s in curve], name="with measured ν", line={"color": COLOURS["baseline"], "width": 3}
+            )
+        )
+        best = card.measures
+        if best.best_gamma is not None and best.best_gamma <= max_gamma:
+            figure.add_trace(
+                go.Scatter(
+                    x=[best.best_gamma],
+                    y=[best.best_speedup],
+                    mode="markers",
+                    marker={"symbol": "star", "size": 14, "color": COLOURS["accepted"]},
+                    name=f"best γ = {best.best_gamma}",
+                )
+            )
+        figure.add_hline(y=1.0, line_dash="dot", line_color=COLOURS["drafted"])
+    figure.update_layout(
+        title={"text": f"predicted speedup over γ at α = {card.alpha:.2f}" if card.alpha is not None else "predicted speedup"},
+        height=300,
+        margin={"l": 48, "r": 16, "t": 48, "b": 40},
+        template="plotly_white",
+        legend={"orientation": "h", "y": -0.25, "x": 0},
+        xaxis_title="γ",
+        yaxis_title="speedup",
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+    )
+    return figure
+
+
+def texts_to_score(text: str, prompt_set: str) -> list[str]:
+    """The pasted text, or a built-in prompt set (ValueError with one sentence when there is nothing to score)."""
+    if prompt_set and prompt_set != MY_TEXT:
+        from specviz.prompts import load_prompt_set
+
+        return load_prompt_set(prompt_set)
+    if not text or not text.strip():
+        raise ValueError("Paste some text to score, or pick a prompt set.")
+    return [text]
+
+
+def score_for_panel(pair_name: str, text: str, prompt_set: str, temperature: float, gamma: int) -> Scorecard:
+    """Load the pair (cached), time its steps once per γ, and score the texts."""
+    from specviz.engine import DecodeSettings, SamplingSettings
+    from specviz.pair_cache import get_pair
+    from specviz.score import scorecard
+    from specviz.timing import pair_step_times
+
+    sampling = SamplingSettings(temperature=float(temperature))
+    DecodeSettings(gamma=int(gamma), sampling=sampling).validate()
+    texts = texts_to_score(text, prompt_set)
+    pair = get_pair(pair_name)
+    return scorecard(pair, texts, sampling, int(gamma), pair_step_times(pair, int(gamma)))
+
+
+def score_panel(pair_dropdown: gr.components.Component) -> dict[str, gr.components.Component]:
+    """Build the panel in the current Blocks context and register its listener; returns its components by name."""
+    import gradio as gr
+
+    gr.Markdown(
+        "### Score my draft\nHow often would this draft be accepted on *your* text? One teacher-forced pass of each model "
+        "gives Σ min(p, q) at every position (under greedy: whether both models' top tokens agree); nothing is generated. "
+        "τ and ν are timed on this machine."
+    )
+    with gr.Row():
+        text = gr.Textbox(label="Text to score", lines=6, placeholder="Paste text like what the target will write…", scale=3)
+        with gr.Column(scale=1):
+            prompt_set = gr.Dropdown(PROMPT_SETS, value=MY_TEXT, label="or a prompt set")
+            temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)")
+            gamma = gr.Slider(1, 16, value=4, step=1, label="γ for the prediction")
+            button = gr.Button("Score my draft", variant="primary")
+    summary = gr.Markdown()
+    strip = gr.HTML()
+    with gr.Row():
+        hardest = gr.Dataframe(headers=HARDEST_HEADERS, label="hardest positions", interactive=False, wrap=True)
+        curve = gr.Plot(label="predicted speedup over γ")
+
+    def on_score(pair_name: str, pasted: str, chosen_set: str, temp: float, window: int) -> dict:
+        from specviz.loading import PairError
+
+        try:
+            card = score_for_panel(pair_name, pasted, chosen_set, temp, window)
+        except (ValueError, PairError) as error:  # settings, prompt, catalogue and pair errors are one sentence each
+            return {summary: f"⚠ {error}", strip: "", hardest: [], curve: None}
+        return {
+            summary: summary_markdown(card),
+            strip: score_strip_html(card),
+            hardest: hardest_rows(card),
+            curve: speedup_curve_figure(card),
+        }
+
+    button.click(on_score, inputs=[pair_dropdown, text, prompt_set, temperature, gamma], outputs=[summary, strip, hardest, curve])
+    return {
+        "text": text,
+        "prompt_set": prompt_set,
+        "temperature": temperature,
+        "gamma": gamma,
+        "button": button,
+        "summary": summary,
+        "strip": strip,
+        "hardest": hardest,
+        "curve": curve,
+    }
