@@ -13,6 +13,7 @@ import tempfile
 import gradio as gr
 
 from specviz.catalogue import CatalogueError
+from specviz.drafting import drafter_choices
 from specviz.prompts import DOMAINS, PROMPTS
 from specviz.trace import Trace
 from specviz.ui import texts
@@ -20,6 +21,7 @@ from specviz.ui.controller import DEFAULT_PLAYBACK, PLAYBACK, RunRequest, Sessio
 from specviz.ui.lessons import lessons
 from specviz.ui.palette import CSS
 from specviz.ui.render import legend_html, stream_html
+from specviz.ui.score_panel import SCORE_CSS, score_panel
 
 log = logging.getLogger("specviz")
 MAX_GAMMA = 16  # the engine's limit (specviz.engine.settings.MAX_GAMMA checks it); kept here so the page needs no torch
@@ -105,14 +107,23 @@ def page_updates(update) -> dict:
 
 def hardware_line(pair_name: str) -> str | None:
     """A sentence on this pair's real architectures on this machine, if `python -m specviz hardware --save` measured it."""
-    try:
-        from specviz.hardware import hardware_sentence
-    except ImportError:
-        return None
+    from specviz.hardware_cache import hardware_sentence
+
     try:
         return hardware_sentence(pair_name)
     except Exception:  # a missing or stale measurement must never break a run
+        log.exception("reading the hardware measurements failed")
         return None
+
+
+def hardware_lines() -> str:
+    """Every catalogue pair measured on this machine by `python -m specviz hardware --save`, one line each."""
+    lines = [line for name in catalogue().pairs if (line := hardware_line(name))]
+    if not lines:
+        return "No real-architecture timings saved on this machine yet: `python -m specviz hardware --pair NAME --save` adds one."
+    return "**On this machine** (random-weight real architectures, timed by `python -m specviz hardware`):\n\n" + "\n".join(
+        f"- {line}" for line in lines
+    )
 
 
 @on_gpu
@@ -176,6 +187,10 @@ def page_loaded():
         while not is_loaded(default_pair) and time.monotonic() < deadline:
             time.sleep(0.25)
     yield "Ready. Press **Run**, or pick a lesson." if is_loaded(default_pair) else "Ready."
+
+
+def hardware_loaded():
+    return hardware_lines()
 
 
 def inspect(trace: Trace | None, choice: str | None):
@@ -289,12 +304,7 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                     elem_id="playback",
                 )
             with gr.Accordion("More settings", open=False):
-                drafter = gr.Radio(
-                    [("draft model", "model"), ("prompt lookup (no model)", "lookup")],
-                    value="model",
-                    label="Drafter",
-                    elem_id="drafter",
-                )
+                drafter = gr.Radio(drafter_choices(), value=default_request.drafter, label="Drafting strategy", elem_id="drafter")
                 with gr.Row():
                     top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p", elem_id="top-p")
                     top_k = gr.Number(0, label="top-k (0 = off)", precision=0, minimum=0, elem_id="top-k")
@@ -327,7 +337,10 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                         theory_gamma = gr.Slider(1, 32, value=5, step=1, label="γ")
                     theory_numbers = gr.Markdown()
                     theory_chart = gr.Plot(elem_id="theory-chart")
+                    hardware_box = gr.Markdown("", elem_id="hardware")
                     gr.Markdown(texts.CLAIMS)
+                with gr.Tab("Score my draft"):
+                    score_panel(pair_box)
                 with gr.Tab("Run details & traces"):
                     details = gr.Markdown("No pair loaded yet.", elem_id="details")
                     with gr.Row():
@@ -389,11 +402,12 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
         slider.change(theory_view, [theory_alpha, theory_tau, theory_gamma], [theory_chart, theory_numbers])
     demo.load(theory_view, [theory_alpha, theory_tau, theory_gamma], [theory_chart, theory_numbers])
     demo.load(page_loaded, None, status, concurrency_limit=None)
+    demo.load(hardware_loaded, None, hardware_box)
 
 
 if __name__ == "__main__":
     demo.queue(default_concurrency_limit=8).launch(
-        css=CSS,
+        css=CSS + SCORE_CSS,
         theme=gr.themes.Soft(primary_hue="emerald", neutral_hue="slate"),
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         prevent_thread_lock=True,

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from specviz.engine import CachedDecoder, DecodeSettings, SettingsError
-from specviz.engine.drafters import AdaptiveGamma, Drafter, DynamicDrafter, ModelDrafter, PromptLookupDrafter
-from specviz.loading import LoadedPair
+from specviz.engine.settings import SettingsError
+
+if TYPE_CHECKING:  # the app lists the strategies before transformers is imported; the classes load on first build
+    from specviz.engine import CachedDecoder, DecodeSettings
+    from specviz.engine.drafters import Drafter
+    from specviz.loading import LoadedPair
 
 DYNAMIC_THRESHOLD = 0.4  # transformers' default assistant_confidence_threshold
 DYNAMIC_MAX_WINDOW = 20  # transformers' default num_assistant_tokens
@@ -38,12 +42,33 @@ class Strategy:
 STRATEGIES: dict[str, Strategy] = {}
 
 
+def _drafters():
+    """The drafter classes, imported on first build (they pull in torch and transformers)."""
+    from specviz.engine import drafters
+
+    return drafters
+
+
 def register(strategy: Strategy) -> Strategy:
     STRATEGIES[strategy.key] = strategy
     return strategy
 
 
+class _Drafters:
+    """specviz.engine.drafters, imported on first use (it imports torch and transformers)."""
+
+    def __getattr__(self, name: str):
+        from specviz.engine import drafters as module
+
+        return getattr(module, name)
+
+
+drafters = _Drafters()
+
+
 def draft_decoder(pair: LoadedPair) -> CachedDecoder:
+    from specviz.engine import CachedDecoder
+
     return CachedDecoder(pair.draft.model, pair.shared_vocab_size)
 
 
@@ -61,7 +86,7 @@ register(
     Strategy(
         "model",
         "Draft model, fixed γ",
-        lambda pair: ModelDrafter(draft_decoder(pair)),
+        lambda pair: _drafters().ModelDrafter(draft_decoder(pair)),
         transformers_twin=_assisted,
     )
 )
@@ -69,7 +94,7 @@ register(
     Strategy(
         "adaptive",
         "Draft model, adaptive γ (+2 after a full accept, −1 otherwise)",
-        lambda pair: AdaptiveGamma(ModelDrafter(draft_decoder(pair))),
+        lambda pair: _drafters().AdaptiveGamma(_drafters().ModelDrafter(draft_decoder(pair))),
         transformers_twin=lambda gamma: _assisted(gamma, schedule="heuristic_transient"),
     )
 )
@@ -77,7 +102,7 @@ register(
     Strategy(
         "dynamic",
         f"Draft model, dynamic (stop below q = {DYNAMIC_THRESHOLD}, at most {DYNAMIC_MAX_WINDOW})",
-        lambda pair: DynamicDrafter(draft_decoder(pair), DYNAMIC_THRESHOLD, DYNAMIC_MAX_WINDOW),
+        lambda pair: _drafters().DynamicDrafter(draft_decoder(pair), DYNAMIC_THRESHOLD, DYNAMIC_MAX_WINDOW),
         transformers_twin=lambda gamma: _assisted(DYNAMIC_MAX_WINDOW, threshold=DYNAMIC_THRESHOLD),
     )
 )
@@ -85,7 +110,7 @@ register(
     Strategy(
         "lookup",
         "Prompt lookup (no draft model)",
-        lambda pair: PromptLookupDrafter(),
+        lambda pair: _drafters().PromptLookupDrafter(),
         needs_draft_model=False,
         transformers_twin=lambda gamma: Twin(
             generate_kwargs={"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": 3}, uses_draft_model=False
@@ -112,6 +137,6 @@ def strategy(key: str) -> Strategy:
 def make_drafter(pair: LoadedPair, key: str, settings: DecodeSettings | None = None) -> Drafter:
     """A fresh drafter for one run (settings.adaptive_gamma wraps any strategy in the adaptive schedule)."""
     drafter = strategy(key).build(pair)
-    if settings is not None and settings.adaptive_gamma and not isinstance(drafter, AdaptiveGamma):
-        drafter = AdaptiveGamma(drafter)
+    if settings is not None and settings.adaptive_gamma and not isinstance(drafter, _drafters().AdaptiveGamma):
+        drafter = _drafters().AdaptiveGamma(drafter)
     return drafter

@@ -159,3 +159,12 @@ def test_tau_uses_the_target_step_when_the_baseline_was_measured():
     assert race_html(trace, measure(trace), 10.0).count("animation-delay") == measure(trace).tally.emitted + len(
         trace.baseline_steps
     )
+
+
+def test_a_dynamic_draft_says_where_and_why_it_stopped():
+    trace = code_trace()
+    stopped = replace(trace.cycles[0], draft_stop="confidence 0.31 < 0.40")
+    trace = replace(trace, cycles=[stopped, *trace.cycles[1:]])
+    assert "the draft stopped here: confidence 0.31 &lt; 0.40" in stream_html(trace)
+    assert "confidence 0.31 < 0.40" in narration(trace, 0, "draft")
+    assert "stopped here" not in stream_html(code_trace()), "a full window needs no marker"

@@ -48,6 +48,9 @@ CSS = """
 .sv-tok[data-status=bonus]::before { content: "★"; font-size: .6em; vertical-align: super; margin-right: 1px; color: var(--sv-bonus); }
 .sv-tok .sv-ws { box-shadow: inset 0 -3px 0 var(--c); }
 .sv-tok .sv-nl { color: var(--c); font-size: .7em; padding: 0 1px; }
+.sv-stop { font-size: .65em; color: var(--sv-predicted, #E69F00); cursor: help; position: relative; vertical-align: super; }
+.sv-stop[data-tip]:hover::after { content: attr(data-tip); position: absolute; left: 0; top: 1.9em; z-index: 50; white-space: pre;
+             background: #111827; color: #f9fafb; padding: 6px 9px; border-radius: 6px; font-size: .78rem; }
 .sv-tok.sv-current .sv-txt { box-shadow: 0 0 0 2px var(--body-text-color); }
 .sv-tok[data-tip]:hover::after { content: attr(data-tip); position: absolute; left: 0; top: 1.9em; z-index: 50; white-space: pre;
              background: #111827; color: #f9fafb; padding: 6px 9px; border-radius: 6px; font-size: .78rem; line-height: 1.45;

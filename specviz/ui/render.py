@@ -92,6 +92,9 @@ def stream_html(trace: Trace, shown_cycles: int | None = None, phase: Phase = "d
             else:
                 status, tip = "drafted", f"drafted {position.text!r}: q(x) = {_number(position.q)}\nwaiting for the target"
             parts.append(_token(position.text, status, tip, cycle.index, "sv-current" if last else ""))
+        if cycle.draft_stop and cycle.draft_stop != "window full":  # a dynamic or lookup drafter stopped early: say why
+            reason = html.escape(f"the draft stopped here: {cycle.draft_stop}", quote=True)
+            parts.append(f'<span class="sv-stop" data-tip="{reason}" aria-label="{reason}">⏸</span>')
         if current_phase == "decide":
             kind = "bonus" if cycle.bonus_token_id is not None else "resampled"
             parts.append(
@@ -114,8 +117,8 @@ def narration(trace: Trace, cycle_index: int, phase: Phase) -> str:
     greedy = trace.started.temperature == 0
     k = len(cycle.positions)
     head = f"**Cycle {cycle.index + 1}** · "
-    stop = getattr(cycle, "draft_stop", None)
-    why_stopped = f" The draft stopped there: {stop}." if stop else ""
+    stop = cycle.draft_stop
+    why_stopped = f" The draft stopped there: {stop}." if stop and stop != "window full" else ""
     if phase == "draft":
         if k == 0:
             return (
