@@ -119,7 +119,9 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
     With a variable window (dynamic drafting) the prediction uses the mean drafts per cycle as γ.
     """
     tally = sum((s.tally for s in result.summaries), Tally())
-    gamma = result.gamma or max(1, round(tally.drafted / tally.cycles)) if tally.cycles else result.gamma
+    gamma = result.gamma
+    if gamma is None and tally.cycles:  # a variable window: predict at the mean drafts per cycle
+        gamma = max(1, round(tally.drafted / tally.cycles))
     m = measures_of(
         tally,
         gamma=gamma or 0,

@@ -109,9 +109,8 @@ def speculative_decode(
         cycle = _cycle_event(tally.cycles, window, proposal, verdict, emitted, vocabulary, settings, timings)
         draft_stop = "token limit" if n_drafted == window < scheduled else proposal.stop_reason
         cycle_end = time.perf_counter()
-        cycle = replace(
-            cycle, overhead_s=cycle_end - verify_done, draft_stop=draft_stop
-        )  # acceptance, rollback, update, this event
+        # overhead: acceptance, rollback, the strategy's update and this event
+        cycle = replace(cycle, overhead_s=cycle_end - verify_done, draft_stop=draft_stop)
         decode_s += cycle_end - cycle_start
         tally = tally.add(cycle)
         yield cycle
