@@ -1,12 +1,11 @@
 """One draft step, one target step and one verify pass, timed on this device: shared by `score` and `hardware`.
 
 What the theory needs from a machine is two ratios (τ and ν), and both are measured here the way the
-engine runs: through the KV cache, after a short prefix, synchronised with the device, median of repeats.
+engine runs: through the KV cache, after a short prefix, synchronised with the device, fastest of repeats.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass
 
@@ -52,8 +51,9 @@ def measure_step_times(
 ) -> StepTimes:
     """Time both models as the engine runs them, on random token ids (their values do not change the cost).
 
-    The three measurements are interleaved round by round, so a busy machine slows all of them alike,
-    and each is the median over the rounds (the first round only warms kernels and allocators up).
+    The three measurements are interleaved round by round, and each keeps its fastest round (as timeit
+    does): other work on a shared machine only ever adds time, so the minimum is the steadiest estimate
+    of the models' own cost. The first round only warms kernels and allocators up.
     """
     generator = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab_size, (context + gamma + 1,), generator=generator).tolist()
@@ -67,9 +67,9 @@ def measure_step_times(
         step_s.append(_timed_feed(target_decoder, pending[:1]))
         verify_s.append(_timed_feed(target_decoder, pending))
     return StepTimes(
-        draft_step_s=statistics.median(draft_s[1:]),
-        target_step_s=statistics.median(step_s[1:]),
-        verify_s=statistics.median(verify_s[1:]),
+        draft_step_s=min(draft_s[1:]),
+        target_step_s=min(step_s[1:]),
+        verify_s=min(verify_s[1:]),
         gamma=gamma,
         context=context,
         repeats=repeats,
