@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench_parser.add_argument("--repeats", type=int, default=3)
     bench_parser.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
     bench_parser.add_argument("--no-dynamic", action="store_true", help="skip the dynamic-drafting rows")
+    bench_parser.add_argument(
+        "--threads", type=int, help="CPU threads for torch (default: torch's; 1 is steadier on a shared machine)"
+    )
     bench_parser.add_argument("--json", action="store_true")
     bench_parser.set_defaults(handler=command_bench)
 
@@ -70,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     score_parser.add_argument("--prompts", default="heldout", help="code|prose|repetitive|arithmetic|all|heldout|FILE")
     score_parser.add_argument("--gamma", type=int, help="γ for the predictions (default: the pair's)")
     score_parser.add_argument("--repeats", type=int, default=20, help="timing repeats for τ and ν")
+    score_parser.add_argument(
+        "--threads", type=int, help="CPU threads for torch (default: torch's; 1 is steadier on a shared machine)"
+    )
     score_parser.add_argument("--json", action="store_true")
     score_parser.set_defaults(handler=command_score)
 
@@ -81,7 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     hardware_parser.add_argument("--gamma", type=int, help="γ for the verify pass and the prediction (default: the pair's)")
     hardware_parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="default: the pair's")
     hardware_parser.add_argument("--repeats", type=int, default=10)
-    hardware_parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's)")
+    hardware_parser.add_argument(
+        "--threads", type=int, help="CPU threads for torch (default: torch's; 1 is steadier on a shared machine)"
+    )
     hardware_parser.add_argument("--memory-gib", type=float, help="memory to plan with instead of what is available")
     hardware_parser.add_argument(
         "--save", action="store_true", help="keep the result for the app (see specviz.hardware.cache_path)"
@@ -258,7 +266,6 @@ def command_score(args: argparse.Namespace) -> int:
 
 
 def command_hardware(args: argparse.Namespace) -> int:
-    import torch
 
     from specviz import hardware
 
@@ -266,14 +273,10 @@ def command_hardware(args: argparse.Namespace) -> int:
         raise UsageError(f"--alpha must be in [0, 1] (got {args.alpha})")
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1 (got {args.repeats})")
-    if args.threads is not None and args.threads < 1:
-        raise UsageError(f"--threads must be at least 1 (got {args.threads})")
     if args.memory_gib is not None and not args.memory_gib > 0:
         raise UsageError(f"--memory-gib must be positive (got {args.memory_gib})")
     if args.gamma is not None:
         DecodeSettings(gamma=args.gamma).validate()
-    if args.threads:
-        torch.set_num_threads(args.threads)
     name, entry = pair_from(args)
     gamma = entry.gamma if args.gamma is None else args.gamma
     catalogue = load_catalogue()
@@ -351,6 +354,15 @@ def command_theory(args: argparse.Namespace) -> int:
     return 0
 
 
+def set_threads(threads: int) -> None:
+    """Timed commands on a shared CPU: one thread is not held up waiting for a second one that was preempted."""
+    if threads < 1:
+        raise UsageError(f"--threads must be at least 1 (got {threads})")
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 def quiet_libraries() -> None:
     """Keep library progress bars and advice off the CLI's output."""
     from transformers.utils import logging
@@ -365,6 +377,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_libraries()
     args = build_parser().parse_args(argv)
     try:
+        threads = getattr(args, "threads", None)
+        if threads is not None:
+            set_threads(threads)
         return args.handler(args)
     except (UsageError, SettingsError, PromptError, PairError, CatalogueError, ValueError) as error:
         print(f"specviz: error: {error}", file=sys.stderr)
