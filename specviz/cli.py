@@ -74,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     score_parser.add_argument("--gamma", type=int, help="γ for the predictions (default: the pair's)")
     score_parser.add_argument("--repeats", type=int, default=20, help="timing repeats for τ and ν")
     score_parser.add_argument(
+        "--continue",
+        dest="continue_tokens",
+        type=int,
+        default=0,
+        help="score the target's own continuation of each prompt (N tokens) instead of the prompts: the α a run will see",
+    )
+    score_parser.add_argument("--seed", type=int, default=0, help="for --continue under sampling")
+    score_parser.add_argument(
         "--threads", type=int, help="CPU threads for torch (default: torch's; 1 is steadier on a shared machine)"
     )
     score_parser.add_argument("--json", action="store_true")
@@ -228,23 +236,30 @@ def command_score(args: argparse.Namespace) -> int:
     from specviz.timing import measure_step_times
 
     sampling = sampling_from(args)
-    DecodeSettings(
-        gamma=1 if args.gamma is None else args.gamma, sampling=sampling
-    ).validate()  # one line for a bad γ or sampling
+    DecodeSettings(gamma=1 if args.gamma is None else args.gamma, sampling=sampling).validate()  # one line if bad
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1 (got {args.repeats})")
+    if args.continue_tokens < 0:
+        raise UsageError(f"--continue must be ≥ 0 (got {args.continue_tokens})")
     texts = load_prompt_set(args.prompts)
     name, entry = pair_from(args)
     gamma = entry.gamma if args.gamma is None else args.gamma
     pair = load_pair(name, entry, load_catalogue().offline_pairs())
     times = measure_step_times(pair.target.model, pair.draft.model, pair.shared_vocab_size, gamma, repeats=args.repeats)
-    card = scorecard(pair, texts, sampling, gamma, times)
-    result = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).replace("torch.", ""), **card.to_dict()}
+    card = scorecard(pair, texts, sampling, gamma, times, continue_tokens=args.continue_tokens, seed=args.seed)
+    scored = f"the target's own {args.continue_tokens}-token continuations of" if args.continue_tokens else ""
+    result = {
+        "pair": pair.name,
+        "device": str(pair.device),
+        "dtype": str(pair.dtype).replace("torch.", ""),
+        "scored": f"{scored} {len(texts)} texts".strip(),
+        **card.to_dict(),
+    }
     if args.json:
         print(json.dumps(result))
         return 0
     print(
-        f"pair {pair.name} on {pair.device} ({result['dtype']}): {result['tokens_scored']} positions in {len(texts)} texts, teacher-forced"
+        f"pair {pair.name} on {pair.device} ({result['dtype']}): {result['tokens_scored']} positions in {result['scored']}, teacher-forced"
     )
     print(f"  α = {_fmt(result['alpha'])}  ({result['alpha_meaning']})")
     print("  α by text  " + " ".join(_fmt(a) for a in result["alpha_by_text"]))

@@ -136,8 +136,13 @@ def window_length(pair: LoadedPair) -> int:
 
 
 @torch.inference_mode()
-def score_token_ids(pair: LoadedPair, token_ids: list[int], sampling: SamplingSettings, window: int | None = None) -> ScoredText:
-    """Σ min(p, q) at every position of a token sequence, in windows that overlap by a quarter for context."""
+def score_token_ids(
+    pair: LoadedPair, token_ids: list[int], sampling: SamplingSettings, window: int | None = None, scored_from: int = 1
+) -> ScoredText:
+    """Σ min(p, q) at every position of a token sequence, in windows that overlap by a quarter for context.
+
+    Tokens before `scored_from` are context only: the result starts at token scored_from − 1.
+    """
     window = window or window_length(pair)
     keep = window // 4  # earlier tokens re-read as context by each later window, not scored again
     n = len(token_ids)
@@ -159,12 +164,13 @@ def score_token_ids(pair: LoadedPair, token_ids: list[int], sampling: SamplingSe
         draft_top += q_logits.argmax(-1).tolist()
         next_target = last + 1
     text = pair.vocabulary.token_text
+    cut = max(0, scored_from - 1)
     return ScoredText(
-        tuple(token_ids),
-        tuple(text(t) for t in token_ids),
-        tuple(overlaps),
-        tuple(text(t) for t in target_top),
-        tuple(text(t) for t in draft_top),
+        tuple(token_ids[cut:]),
+        tuple(text(t) for t in token_ids[cut:]),
+        tuple(overlaps[cut:]),
+        tuple(text(t) for t in target_top[cut:]),
+        tuple(text(t) for t in draft_top[cut:]),
     )
 
 
@@ -172,9 +178,32 @@ def encode_text(pair: LoadedPair, text: str) -> list[int]:
     return list(pair.tokenizer(text, add_special_tokens=True)["input_ids"])
 
 
-def scorecard(pair: LoadedPair, texts: list[str], sampling: SamplingSettings, gamma: int, times: StepTimes) -> Scorecard:
-    """Score every text, then read α, τ, ν and the predictions through measures_of."""
-    scored = tuple(score_token_ids(pair, encode_text(pair, text), sampling) for text in texts)
+def own_continuation(pair: LoadedPair, prompt: str, sampling: SamplingSettings, n_tokens: int, seed: int = 0) -> ScoredText:
+    """What the target itself writes after the prompt (n tokens, under the sampling settings), scored in context."""
+    from specviz.engine import DecodeSettings
+    from specviz.runner import encode_prompt, run
+
+    settings = DecodeSettings(max_new_tokens=n_tokens, gamma=1, sampling=sampling, seed=seed)
+    prompt_ids = encode_prompt(pair, prompt, n_tokens, 1)
+    new_ids = list(list(run(pair, prompt, settings, mode="autoregressive"))[-1].new_token_ids)
+    return score_token_ids(pair, prompt_ids + new_ids, sampling, scored_from=len(prompt_ids))
+
+
+def scorecard(
+    pair: LoadedPair,
+    texts: list[str],
+    sampling: SamplingSettings,
+    gamma: int,
+    times: StepTimes,
+    continue_tokens: int = 0,
+    seed: int = 0,
+) -> Scorecard:
+    """Score every text (or, with continue_tokens, the target's own continuation of each), then read α, τ, ν
+    and the predictions through measures_of."""
+    if continue_tokens:
+        scored = tuple(own_continuation(pair, text, sampling, continue_tokens, seed) for text in texts)
+    else:
+        scored = tuple(score_token_ids(pair, encode_text(pair, text), sampling) for text in texts)
     if not any(text.overlaps for text in scored):
         raise ValueError("nothing to score: every text is a single token or empty")
     alpha_sum = sum(sum(text.overlaps) for text in scored)

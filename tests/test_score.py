@@ -62,6 +62,18 @@ def test_greedy_scorecard_agrees_with_the_run_position_by_position(bundled_pair)
     assert abs(score_alpha - run_alpha) < 0.05, f"scorecard α {score_alpha:.3f} vs run α {run_alpha:.3f}"
 
 
+def test_scoring_the_targets_own_continuations_predicts_the_runs_alpha(bundled_pair):
+    """`score --continue N`: the public way to get the α a run will see, from prompts alone."""
+    prompts = PROMPTS["code"][4:8]
+    card = scorecard(bundled_pair, prompts, SamplingSettings(), 4, TIMES, continue_tokens=48)
+    assert card.tokens_scored == 48 * len(prompts), "only the continuations are scored, with the prompts as context"
+    tally = None
+    for prompt in prompts:
+        summary = list(run(bundled_pair, prompt, DecodeSettings(max_new_tokens=48, gamma=4)))[-1]
+        tally = summary.tally if tally is None else tally + summary.tally
+    assert abs(card.alpha - tally.alpha) < 0.05, f"scorecard α {card.alpha:.3f} vs run α {tally.alpha:.3f}"
+
+
 def test_sampled_overlaps_are_the_runs_own(bundled_pair):
     """Under sampling, Σ min(p, q) at a tested position is exactly what the engine's verification computed there."""
     sampling = SamplingSettings(temperature=0.8, top_k=20)
@@ -128,6 +140,8 @@ def test_score_command_json():
         (["score", "--pair", "no-such-pair"], "unknown pair"),
         (["score", "--repeats", "0"], "repeats"),
         (["score", "--top-p", "x"], "top-p"),
+        (["score", "--continue", "-1"], "--continue"),
+        (["score", "--threads", "0"], "threads"),
     ],
 )
 def test_score_bad_input_is_one_line(args, complaint):
