@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 MY_TEXT = "my text (below)"
 PROMPT_SETS = [MY_TEXT, "code", "heldout", "prose", "repetitive", "arithmetic"]
 MAX_STRIP_TOKENS = 1500
+CONTINUATION_TOKENS = 48
 HARDEST_HEADERS = ["Σ min(p, q)", "before it", "the text's token", "target's top", "draft's top"]
 
 SCORE_CSS = """
@@ -162,8 +163,10 @@ def texts_to_score(text: str, prompt_set: str) -> list[str]:
     return [text]
 
 
-def score_for_panel(pair_name: str, text: str, prompt_set: str, temperature: float, gamma: int) -> Scorecard:
-    """Load the pair (cached), time its steps once per γ, and score the texts."""
+def score_for_panel(
+    pair_name: str, text: str, prompt_set: str, temperature: float, gamma: int, own_continuation: bool = False
+) -> Scorecard:
+    """Load the pair (cached), time its steps once per γ, and score the texts (or the target's continuations of them)."""
     from specviz.engine import DecodeSettings, SamplingSettings
     from specviz.pair_cache import get_pair
     from specviz.score import scorecard
@@ -173,7 +176,8 @@ def score_for_panel(pair_name: str, text: str, prompt_set: str, temperature: flo
     DecodeSettings(gamma=int(gamma), sampling=sampling).validate()
     texts = texts_to_score(text, prompt_set)
     pair = get_pair(pair_name)
-    return scorecard(pair, texts, sampling, int(gamma), pair_step_times(pair, int(gamma)))
+    continue_tokens = CONTINUATION_TOKENS if own_continuation else 0
+    return scorecard(pair, texts, sampling, int(gamma), pair_step_times(pair, int(gamma)), continue_tokens=continue_tokens)
 
 
 def score_panel(pair_dropdown: gr.components.Component) -> dict[str, gr.components.Component]:
@@ -191,6 +195,9 @@ def score_panel(pair_dropdown: gr.components.Component) -> dict[str, gr.componen
             prompt_set = gr.Dropdown(PROMPT_SETS, value=MY_TEXT, label="or a prompt set")
             temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)")
             gamma = gr.Slider(1, 16, value=4, step=1, label="γ for the prediction")
+            own = gr.Checkbox(
+                False, label=f"score what the target writes after it ({CONTINUATION_TOKENS} tokens): the α a run sees"
+            )
             button = gr.Button("Score my draft", variant="primary")
     summary = gr.Markdown()
     strip = gr.HTML()
@@ -198,11 +205,11 @@ def score_panel(pair_dropdown: gr.components.Component) -> dict[str, gr.componen
         hardest = gr.Dataframe(headers=HARDEST_HEADERS, label="hardest positions", interactive=False, wrap=True)
         curve = gr.Plot(label="predicted speedup over γ")
 
-    def on_score(pair_name: str, pasted: str, chosen_set: str, temp: float, window: int) -> dict:
+    def on_score(pair_name: str, pasted: str, chosen_set: str, temp: float, window: int, continuation: bool) -> dict:
         from specviz.loading import PairError
 
         try:
-            card = score_for_panel(pair_name, pasted, chosen_set, temp, window)
+            card = score_for_panel(pair_name, pasted, chosen_set, temp, window, continuation)
         except (ValueError, PairError) as error:  # settings, prompt, catalogue and pair errors are one sentence each
             return {summary: f"⚠ {error}", strip: "", hardest: [], curve: None}
         return {
@@ -212,12 +219,15 @@ def score_panel(pair_dropdown: gr.components.Component) -> dict[str, gr.componen
             curve: speedup_curve_figure(card),
         }
 
-    button.click(on_score, inputs=[pair_dropdown, text, prompt_set, temperature, gamma], outputs=[summary, strip, hardest, curve])
+    button.click(
+        on_score, inputs=[pair_dropdown, text, prompt_set, temperature, gamma, own], outputs=[summary, strip, hardest, curve]
+    )
     return {
         "text": text,
         "prompt_set": prompt_set,
         "temperature": temperature,
         "gamma": gamma,
+        "own_continuation": own,
         "button": button,
         "summary": summary,
         "strip": strip,
