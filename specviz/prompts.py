@@ -48,7 +48,9 @@ def heldout_code_prompts(count: int = 8, n_lines: int = 12) -> list[str]:
         if len(lines) < 60:
             continue
         start = len(lines) // 3  # past the licence header and imports, into real code
-        prompts.append("".join(lines[start : start + n_lines]))
+        # end after the last line's text, not its newline: the tokenizer merges a newline with the next
+        # line's indentation, so a prompt ending in a bare newline forces a split the models rarely saw
+        prompts.append("".join(lines[start : start + n_lines]).rstrip("\n"))
         if len(prompts) == count:
             break
     return prompts
