@@ -157,6 +157,7 @@ def report(p: Plan, times: StepTimes, alpha: float | None, alpha_source: str | N
         "draft": p.draft,
         "device": str(p.device),
         "device_name": device_name(p.device),
+        "threads": torch.get_num_threads() if p.device.type == "cpu" else None,
         "dtype": str(p.dtype).replace("torch.", ""),
         "weights": "random (real architectures)",
         "target_parameters": p.target_parameters,

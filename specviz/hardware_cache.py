@@ -48,10 +48,12 @@ def hardware_sentence(pair_name: str, path: Path | None = None, device: str | No
         return None
     e = max(entries, key=lambda entry: entry.get("measured_at", ""))
     try:
-        sizes = f"{_short(e['draft'])} ({e['draft_parameters'] / 1e6:,.0f}M) → {_short(e['target'])} ({e['target_parameters'] / 1e6:,.0f}M)"
+        sizes = f"{_short(e['draft'])} ({_size(e['draft_parameters'])}) → {_short(e['target'])} ({_size(e['target_parameters'])})"
+        threads = f", {e['threads']} thread{'s' if e['threads'] != 1 else ''}" if e.get("threads") else ""
         sentence = (
-            f"On this machine ({e['device_name']}, {e['dtype']}), {sizes} costs τ = {e['tau']:.3f} per draft step and "
-            f"ν = {e['verify_cost']:.2f} target steps per verify pass over γ + 1 = {e['gamma'] + 1} tokens"
+            f"On this machine ({e['device_name']}{threads}, {e['dtype']}, random weights of the real architectures), "
+            f"{sizes} costs τ = {e['tau']:.3f} per draft step and ν = {e['verify_cost']:.2f} target steps per verify pass "
+            f"over γ + 1 = {e['gamma'] + 1} tokens"
         )
         if e.get("alpha") is not None:
             return (
@@ -66,6 +68,10 @@ def hardware_sentence(pair_name: str, path: Path | None = None, device: str | No
         return sentence + "."
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _size(parameters: int) -> str:
+    return f"{parameters / 1e9:.2f}B" if parameters >= 1e9 else f"{parameters / 1e6:.0f}M"
 
 
 def _short(reference: str) -> str:
