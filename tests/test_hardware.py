@@ -174,3 +174,30 @@ def test_catalogue_folders_resolve_next_to_their_models_yaml(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert len(json.loads(result.stdout)["new_token_ids"]) == 4
+
+
+@pytest.mark.parametrize(
+    "entry,complaint",
+    [
+        (
+            "{family: mamba, hidden_size: 8, layers: 1, heads: 1, intermediate_size: 8, vocab_size: 8, tie_embeddings: true}",
+            "family",
+        ),
+        (
+            "{family: llama, hidden_size: 0, layers: 1, heads: 1, intermediate_size: 8, vocab_size: 8, tie_embeddings: true}",
+            "hidden_size",
+        ),
+        ("{family: llama, hidden_size: 8, layers: 1, heads: 1, intermediate_size: 8, vocab_size: 8}", "tie_embeddings"),
+        (
+            "{family: llama, hidden_size: 8, layers: 1, heads: 1, intermediate_size: 8, vocab_size: 8, tie_embeddings: true, rope: 1}",
+            "rope",
+        ),
+    ],
+)
+def test_a_malformed_architecture_is_named(tmp_path, entry, complaint):
+    from specviz.catalogue import CatalogueError
+
+    path = tmp_path / "models.yaml"
+    path.write_text(f"default: p\npairs:\n  p: {{target: a/b, draft: a/c, description: d}}\narchitectures:\n  a/b: {entry}\n")
+    with pytest.raises(CatalogueError, match=complaint):
+        load_catalogue(path)
