@@ -27,3 +27,19 @@ def test_heldout_prompts_are_fixed_standard_library_windows():
     prompts = heldout_code_prompts()
     assert len(prompts) == 8 and prompts == heldout_code_prompts()
     assert all(not p.endswith("\n") for p in prompts), "prompts end after a line's text, not its newline"
+
+
+def test_unlikelihood_penalises_only_repeated_ngrams_of_the_continuation():
+    import torch
+
+    from specviz.training.unlikelihood import repeated_ngram_mask, unlikelihood_loss
+
+    sequences = torch.tensor([[5, 6, 7, 8, 5, 6, 7, 8, 5, 9]])
+    mask = repeated_ngram_mask(sequences, prefix_length=4, n=4)
+    # the 4-grams ending at positions 7 and 8 ((5,6,7,8), (6,7,8,5)) were seen before; position 9 is new
+    assert mask[0].tolist() == [False] * 7 + [True, True, False]
+    assert not repeated_ngram_mask(sequences, prefix_length=10, n=4).any(), "the prefix itself is never penalised"
+    confident = torch.full((1, 10, 12), -20.0)
+    confident[0, torch.arange(9), sequences[0, 1:]] = 20.0  # the model puts all its mass on each next token
+    unsure = torch.zeros((1, 10, 12))
+    assert unlikelihood_loss(confident, sequences, mask) > unlikelihood_loss(unsure, sequences, mask) > 0
