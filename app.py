@@ -67,6 +67,7 @@ def user_error(error: Exception) -> gr.Error:
 
 
 sessions = Sessions()
+MEASURING_STREAM = '<div class="sv-stream" data-empty="1">Measuring… the tokens appear once both runs are timed.</div>'
 default_pair = catalogue().default
 plain_pair = "pycode-plain" if "pycode-plain" in catalogue().pairs else default_pair
 LESSONS = lessons(default_pair, plain_pair)
@@ -91,6 +92,8 @@ def page_updates(update) -> dict:
             out[component] = value
     if update.lesson_chart is not None:
         out[lesson_chart] = gr.update(value=update.lesson_chart, visible=True)
+    if update.clear:
+        out.update({stream: MEASURING_STREAM, narration_box: "", summary: ""})
     frame = update.frame
     if frame is not None:
         out[stream], out[summary] = frame.stream, frame.summary

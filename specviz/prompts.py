@@ -6,12 +6,13 @@ from pathlib import Path
 
 PROMPTS: dict[str, list[str]] = {
     "code": [  # each ends mid-line: a prompt ending in a newline splits the tokenizer's newline+indent tokens
+        # the first is the app's default and lesson 1: the bundled distilled pair measured 1.39x here (alpha 0.84)
+        "try:\n    import json\nexcept ImportError:\n    json = None\n\n\ndef dump(obj):\n    return",
         'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    if n',
         "import os\nimport sys\n\n\ndef main():\n    args = sys",
         "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n        self",
         "def read_config(path):\n    with open(path) as f:\n        return",
         "    for key, value in sorted(mapping.items()):\n        if key",
-        "try:\n    import json\nexcept ImportError:\n    json = None\n\n\ndef dump(obj):\n    return",
         "def parse_args(argv=None):\n    parser = argparse.ArgumentParser(",
         'class Timer:\n    """Context manager that measures elapsed time."""\n\n    def __enter__(self):\n        self',
     ],

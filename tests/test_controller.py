@@ -172,3 +172,14 @@ def test_step_cursor_walks_every_phase(recorded):
     while (cursor := next_cursor(recorded, *cursor)) is not None:
         seen.append(cursor)
     assert len(seen) == 3 * len(recorded.cycles)
+
+
+def test_playback_freezes_while_another_session_is_measured(recorded):
+    slowdown = 5.0
+    hold_until = time.perf_counter() + 0.4
+    started = time.perf_counter()
+    shown = list(playback(recorded, slowdown, frame_interval_s=0.02, hold=lambda: time.perf_counter() < hold_until))
+    took = time.perf_counter() - started
+    expected = timeline(recorded, slowdown)[-1][0]
+    assert shown[-1] == (len(recorded.cycles), "decide")
+    assert took >= expected + 0.35, f"the held 0.4 s must be added to the {expected:.2f} s of playback, took {took:.2f} s"

@@ -124,12 +124,26 @@ def timeline(trace: Trace, slowdown: float) -> list[tuple[float, int, Phase]]:
 
 
 def playback(
-    trace: Trace, slowdown: float, keep_going=lambda: True, frame_interval_s: float = FRAME_INTERVAL_S
+    trace: Trace,
+    slowdown: float,
+    keep_going=lambda: True,
+    frame_interval_s: float = FRAME_INTERVAL_S,
+    hold=lambda: False,
 ) -> Iterator[tuple[int, Phase]]:
-    """Cursor positions at the recorded pace × slowdown, at most one per frame interval (phases already past are skipped)."""
+    """Cursor positions at the recorded pace × slowdown, at most one per frame interval (phases already past are skipped).
+
+    While hold() is true (another session is being measured) playback freezes, clock included, so
+    that our drawing never runs inside someone else's timed section.
+    """
     moments = timeline(trace, slowdown)
     started, shown = time.perf_counter(), 0
     while shown < len(moments) and keep_going():
+        if hold():
+            held_at = time.perf_counter()
+            while hold() and keep_going():
+                time.sleep(0.02)
+            started += time.perf_counter() - held_at
+            continue
         now = time.perf_counter() - started
         due = shown
         while due + 1 < len(moments) and moments[due + 1][0] <= now:
