@@ -31,6 +31,7 @@ class Update:
     frame: Frame | None = None
     trace: Trace | None = None
     cursor: tuple[int, Phase] | None = None
+    clear: bool = False  # empty the stream and its texts (a new measurement began)
     lesson: str | None = None  # the lesson panel's text (HTML)
     lesson_chart: object | None = None  # a figure for the lesson, when it has one
 
@@ -64,6 +65,7 @@ def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> 
     yield Update(
         status="Measuring the speculative run…, then the target alone…",
         numbers=texts.run_numbers_html(None, "measuring", ticket.number),
+        clear=True,
     )
     yield measuring.measure_run(
         pair, request.prompt, settings, request.drafter, should_stop=lambda: not sessions.is_current(ticket)
@@ -95,6 +97,8 @@ def run_and_play(request: RunRequest, ticket: Ticket, sessions: Sessions, hardwa
 
 def play(trace: Trace, slowdown: float, ticket: Ticket, sessions: Sessions, hardware_line: str | None = None) -> Iterator[Update]:
     """Animate a recorded trace: frames at its measured pace × slowdown, charts about once a second, everything at the end."""
+    from specviz import measuring
+
     keep_going = lambda: sessions.is_current(ticket)  # noqa: E731
     recording = Recording.of(trace)
     if trace.summary is None or trace.summary.stop_reason == "stopped" or trace.baseline is None:
@@ -109,7 +113,7 @@ def play(trace: Trace, slowdown: float, ticket: Ticket, sessions: Sessions, hard
         frame=frame(recording, 0, "decide", slowdown, True),
     )
     last_charts = time.perf_counter()
-    for shown, phase in playback(trace, slowdown, keep_going):
+    for shown, phase in playback(trace, slowdown, keep_going, hold=measuring.slot_is_busy):
         with_charts = time.perf_counter() - last_charts >= CHART_EVERY_S
         if with_charts:
             last_charts = time.perf_counter()
