@@ -133,6 +133,7 @@ def test_a_run_measures_first_then_plays_and_a_newer_run_retires_it(bundled_pair
     updates = list(runs.run_and_play(request, ticket, sessions))
     measuring_at = next(i for i, u in enumerate(updates) if u.status and "Measuring" in u.status)
     assert all(u.frame is None for u in updates[: measuring_at + 1]), "nothing is drawn before the measurement is done"
+    assert updates[measuring_at].clear, "the old run's tokens leave the stream while the new one is measured"
     assert updates[measuring_at + 1].trace is not None, "the first frame after measuring carries the whole recorded trace"
     assert 'data-state="playing"' in next(u.numbers for u in updates if u.trace is not None)
     assert updates[-1].status.startswith("Done.") and 'data-state="done"' in updates[-1].numbers
