@@ -22,6 +22,7 @@ from specviz.trace import Trace
 
 MEASURING_SLOT = threading.Lock()
 REPEAT_BUDGET_S = 2.0  # measure three times when three rounds fit in this, else once
+SETTLE_S = 0.5  # in the app: inside the slot, let the pages (ours and others', now frozen) finish drawing before timing
 StopCheck = Callable[[], bool]
 
 
@@ -60,6 +61,7 @@ def measure_run(
     drafter: str = "model",
     should_stop: StopCheck = lambda: False,
     repeat_budget_s: float = REPEAT_BUDGET_S,
+    settle_s: float = 0.0,
 ) -> Trace:
     """Record both runs in the measuring slot; on a quick pair, three rounds and keep the median one.
 
@@ -68,6 +70,7 @@ def measure_run(
     settings.validate()
     encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma)
     with MEASURING_SLOT:
+        time.sleep(settle_s)
         rounds = [_round(pair, prompt, settings, drafter, should_stop, baseline_first=False)]
         if rounds[0].baseline is not None and 3 * rounds[0].seconds <= repeat_budget_s:
             for baseline_first in (True, False):

@@ -68,7 +68,12 @@ def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> 
         clear=True,
     )
     yield measuring.measure_run(
-        pair, request.prompt, settings, request.drafter, should_stop=lambda: not sessions.is_current(ticket)
+        pair,
+        request.prompt,
+        settings,
+        request.drafter,
+        should_stop=lambda: not sessions.is_current(ticket),
+        settle_s=measuring.SETTLE_S,
     )
 
 
@@ -178,7 +183,12 @@ def run_lesson(lesson: Lesson, playback_choice: str, ticket: Ticket, sessions: S
         yield Update(lesson=header + f"<p>Measuring the comparison: {html.escape(label)} ({n} of {len(lesson.extra)})…</p>")
         pair = pair_cache.get_pair(extra.pair)
         extra_trace = measuring.measure_run(
-            pair, extra.prompt, extra.settings(), extra.drafter, lambda: not sessions.is_current(ticket)
+            pair,
+            extra.prompt,
+            extra.settings(),
+            extra.drafter,
+            lambda: not sessions.is_current(ticket),
+            settle_s=measuring.SETTLE_S,
         )
         if not sessions.is_current(ticket) or extra_trace.baseline is None:
             return
