@@ -6,6 +6,7 @@ import gradio as gr
 import pytest
 
 from specviz.engine import SamplingSettings
+from specviz.prompts import PROMPTS
 from specviz.score import scorecard
 from specviz.ui.score_panel import (
     HARDEST_HEADERS,
@@ -53,7 +54,7 @@ def test_hardest_rows_summary_and_curve(card):
 def test_nothing_to_score_is_one_sentence():
     with pytest.raises(ValueError, match="Paste some text"):
         texts_to_score("  ", MY_TEXT)
-    assert texts_to_score("", "code")[0].startswith("def fibonacci")
+    assert texts_to_score("", "code")[0] == PROMPTS["code"][0]
 
 
 def test_the_panel_builds_and_scores_through_its_handler(bundled_pair):
