@@ -27,7 +27,7 @@ from specviz.options import (
     sampling_from,
     settings_from,
 )
-from specviz.runner import PromptError, run
+from specviz.runner import PromptError, check_prompt_text, run
 
 __all__ = ["UsageError", "main", "resolve_pair", "run_to_dict", "settings_from"]
 
@@ -160,8 +160,7 @@ def command_run(args: argparse.Namespace) -> int:
     if args.samples < 1:
         raise UsageError(f"--samples must be at least 1 (got {args.samples})")
     settings_from(args, args.gamma)  # validate before loading any model
-    if not args.prompt.strip():
-        raise PromptError("The prompt is empty: type something for the models to continue.")
+    check_prompt_text(args.prompt)
     pair = resolve_pair(args)
     results = []
     for sample in range(args.samples):

@@ -7,7 +7,6 @@ after it is released, from the recorded trace.
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -115,7 +114,3 @@ def _round(
             break
     measured.seconds = time.perf_counter() - started
     return measured
-
-
-def median_speedup(trace: Trace) -> float | None:
-    return statistics.median(trace.round_speedups) if trace.round_speedups else None

@@ -17,12 +17,17 @@ class PromptError(ValueError):
     """An unusable prompt; the message is one sentence for the user."""
 
 
-def encode_prompt(pair: LoadedPair, prompt: str, max_new_tokens: int, gamma: int) -> list[int]:
-    """Token ids of the prompt (through the chat template if the pair uses one), checked against the context."""
+def check_prompt_text(prompt: str) -> None:
+    """The checks that need no model, so a bad prompt is answered before any loading or waiting."""
     if not prompt or not prompt.strip():
         raise PromptError("The prompt is empty: type something for the models to continue.")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise PromptError(f"The prompt is {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}.")
+
+
+def encode_prompt(pair: LoadedPair, prompt: str, max_new_tokens: int, gamma: int) -> list[int]:
+    """Token ids of the prompt (through the chat template if the pair uses one), checked against the context."""
+    check_prompt_text(prompt)
     tokenizer = pair.tokenizer
     if pair.chat_template and tokenizer.chat_template:
         ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True)

@@ -36,22 +36,13 @@ class Update:
     lesson_chart: object | None = None  # a figure for the lesson, when it has one
 
 
-def check_prompt(prompt: str) -> None:
-    """The checks that need no model, so a bad prompt is answered at once."""
-    from specviz.runner import MAX_PROMPT_CHARS, PromptError
-
-    if not prompt or not prompt.strip():
-        raise PromptError("The prompt is empty: type something for the models to continue.")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise PromptError(f"The prompt is {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,}.")
-
-
 def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> Iterator[Update | Trace]:
     """Yield status updates while the pair loads and the slot is busy, then the measured trace (last)."""
     from specviz import measuring
+    from specviz.runner import check_prompt_text
 
     settings = request.settings()
-    check_prompt(request.prompt)
+    check_prompt_text(request.prompt)
     if not pair_cache.is_loaded(request.pair):
         yield Update(
             status=f"Loading the pair {request.pair}… (once per process)",
