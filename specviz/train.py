@@ -22,12 +22,13 @@ import json
 import platform
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
-from specviz.training import corpus, models, unlikelihood
+from specviz.training import corpus, grow, models, on_policy, unlikelihood
 from specviz.training.loop import TrainSettings, train
 from specviz.training.tokenizer import save_tokenizer, train_tokenizer
 from specviz.training.unlikelihood import UnlikelihoodSettings
@@ -42,6 +43,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--vocab-size", type=int, default=4096)
     parser.add_argument("--target-steps", type=int, default=2600)
     parser.add_argument("--target-learning-rate", type=float, default=3e-3)
+    parser.add_argument("--grow-after", default="1,3,5,7", help="layers of the trained target to follow with a new layer")
+    parser.add_argument("--grown-steps", type=int, default=800, help="training of the deepened target")
+    parser.add_argument("--grown-learning-rate", type=float, default=1e-3)
     parser.add_argument("--unlikelihood-steps", type=int, default=100, help="fine-tuning of the target against loops")
     parser.add_argument("--draft-steps", type=int, default=800)
     parser.add_argument("--plain-draft-steps", type=int, default=175)
@@ -57,6 +61,12 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="start from the language-model target saved in --work/target-lm (and its tokenizer)",
     )
+    parser.add_argument(
+        "--reuse-grown", action="store_true", help="start from the deepened target saved in --work/target-grown"
+    )
+    parser.add_argument("--only-target", action="store_true", help="stop once the deepened target is saved")
+    parser.add_argument("--on-policy-rows", type=int, default=2048, help="greedy target continuations for the draft")
+    parser.add_argument("--on-policy-share", type=float, default=0.5, help="share of each draft batch drawn from them")
     parser.add_argument("--skip-evaluation", action="store_true", help="do not measure the saved pair at the end")
     parser.add_argument("--evaluate-only", action="store_true", help="only measure the pair in --out and update its report")
     return parser.parse_args()
@@ -112,7 +122,7 @@ def main() -> None:
 
     # 2. tokenizer
     lm_target_folder = args.work / "target-lm"  # the target before unlikelihood fine-tuning, with its tokenizer and report
-    if args.reuse_target:
+    if args.reuse_target or args.reuse_grown:
         tokenizer = PreTrainedTokenizerFast.from_pretrained(lm_target_folder)
     else:
         tokenizer = train_tokenizer(train_texts, args.vocab_size)
@@ -131,43 +141,58 @@ def main() -> None:
             seed=args.seed,
         )
 
-    def train_and_save(role: str, folder: str, config, steps: int, learning_rate: float, teacher=None) -> LlamaForCausalLM:
+    def train_and_save(role: str, folder: str, config, train_settings: TrainSettings, **teaching) -> LlamaForCausalLM:
         torch.manual_seed(args.seed)  # initial weights depend on the seed alone, so --reuse-target gives the same drafts
         model = models.build(config)
-        result = train(
-            model,
-            train_tokens,
-            validation_tokens,
-            settings(steps, learning_rate),
-            args.work / role,
-            teacher=teacher,
-            description=role,
-        )
+        result = train(model, train_tokens, validation_tokens, train_settings, args.work / role, description=role, **teaching)
         report[role] = {"parameters": models.count_parameters(model), **vars(result)}
         save_model(model, tokenizer, args.out / folder)
         return model
 
-    # 3. target, a language model
-    if args.reuse_target:
-        target = LlamaForCausalLM.from_pretrained(lm_target_folder, dtype=torch.float32)
-        report["target"] = json.loads((lm_target_folder / "report.json").read_text())
+    # 3. target, a language model of 8 layers
+    grown_folder = args.work / "target-grown"  # the deepened target before unlikelihood fine-tuning
+    if args.reuse_grown:
+        target = LlamaForCausalLM.from_pretrained(grown_folder, dtype=torch.float32)
+        saved = json.loads((grown_folder / "report.json").read_text())
+        report["target"], report["target_grown"] = saved["target"], saved["target_grown"]
     else:
-        target = train_and_save(
-            "target", "pycode-target", models.target_config(len(tokenizer)), args.target_steps, args.target_learning_rate
-        )
-        save_model(target, tokenizer, lm_target_folder)
-        (lm_target_folder / "report.json").write_text(json.dumps(report["target"], indent=2) + "\n")
+        if args.reuse_target or args.reuse_grown:
+            target = LlamaForCausalLM.from_pretrained(lm_target_folder, dtype=torch.float32)
+            report["target"] = json.loads((lm_target_folder / "report.json").read_text())
+        else:
+            target = train_and_save(
+                "target", "pycode-target", models.target_config(len(tokenizer)), settings(args.target_steps, args.target_learning_rate)
+            )
+            save_model(target, tokenizer, lm_target_folder)
+            (lm_target_folder / "report.json").write_text(json.dumps(report["target"], indent=2) + "\n")
+        # 3a. deepened (each listed layer followed by a zero-output copy), then trained on unseen windows
+        grow.deepen(target, [int(layer) for layer in args.grow_after.split(",") if layer])
+        grown_settings = replace(settings(args.grown_steps, args.grown_learning_rate), warmup_steps=50, seed=args.seed + 1)
+        result = train(target, train_tokens, validation_tokens, grown_settings, args.work / "target_grown", description="grown")
+        report["target_grown"] = {"parameters": models.count_parameters(target), "layers": target.config.num_hidden_layers}
+        report["target_grown"].update(vars(result))
+        save_model(target, tokenizer, grown_folder)
+        (grown_folder / "report.json").write_text(json.dumps({k: report[k] for k in ("target", "target_grown")}, indent=2) + "\n")
+    save_model(target, tokenizer, args.out / "pycode-target")
+    if args.only_target:
+        return
     # 3b. the target unlearns its greedy loops (sequence-level unlikelihood), then is saved as the shipped target
     if args.unlikelihood_steps:
         result, repeat_share = unlikelihood.finetune(
             target, train_tokens, validation_tokens, UnlikelihoodSettings(steps=args.unlikelihood_steps, seed=args.seed)
         )
-        report["target_unlikelihood"] = {**vars(result), "final_repeated_4gram_share": repeat_share}
+        report["target_unlikelihood"] = {**vars(result), "final_repeated_ngram_share": repeat_share}
         save_model(target, tokenizer, args.out / "pycode-target")
-    # 4. the draft, distilled from the target's logits
-    train_and_save("draft_distilled", "pycode-draft", models.draft_config(len(tokenizer)), args.draft_steps, 3e-3, teacher=target)
+    # 4. the draft, distilled from the target's logits on the corpus and on the target's own greedy text
+    started_rows = time.perf_counter()
+    rows = on_policy.greedy_continuations(
+        target, train_tokens, args.on_policy_rows, prefix_length=64, sequence_length=args.sequence_length, seed=args.seed
+    )
+    report["on_policy"] = {"rows": len(rows), "tokens": rows.numel(), "seconds": time.perf_counter() - started_rows}
+    distil = replace(settings(args.draft_steps, 3e-3), on_policy_share=args.on_policy_share)
+    train_and_save("draft_distilled", "pycode-draft", models.draft_config(len(tokenizer)), distil, teacher=target, on_policy=rows)
     # 5. the same draft architecture on tokens alone, for fewer steps
-    train_and_save("draft_plain", "pycode-draft-plain", models.draft_config(len(tokenizer)), args.plain_draft_steps, 3e-3)
+    train_and_save("draft_plain", "pycode-draft-plain", models.draft_config(len(tokenizer)), settings(args.plain_draft_steps, 3e-3))
 
     report["total_seconds"] = time.perf_counter() - started
     (args.out / "training_report.json").write_text(json.dumps(report, indent=2) + "\n")

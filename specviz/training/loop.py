@@ -23,6 +23,7 @@ class TrainSettings:
     weight_decay: float = 0.1
     eval_every: int = 100
     seed: int = 0
+    on_policy_share: float = 0.0  # share of each batch drawn from the on-policy rows, when train() is given some
 
 
 @dataclass
@@ -38,6 +39,18 @@ def random_windows(tokens: torch.Tensor, settings: TrainSettings, generator: tor
     """A batch of random windows of the token stream."""  # (batch, sequence_length)
     starts = torch.randint(0, len(tokens) - settings.sequence_length, (settings.batch_size,), generator=generator)
     return torch.stack([tokens[s : s + settings.sequence_length] for s in starts.tolist()])
+
+
+def training_batch(
+    tokens: torch.Tensor, settings: TrainSettings, generator: torch.Generator, on_policy: torch.Tensor | None
+) -> torch.Tensor:
+    """Random corpus windows, with on_policy_share of the rows replaced by random on-policy rows."""  # (batch, sequence_length)
+    batch = random_windows(tokens, settings, generator)
+    if on_policy is None or settings.on_policy_share <= 0:
+        return batch
+    n = round(settings.batch_size * settings.on_policy_share)
+    picks = torch.randint(0, len(on_policy), (n,), generator=generator)
+    return torch.cat([on_policy[picks, : settings.sequence_length], batch[n:]])
 
 
 def learning_rate_at(step: int, settings: TrainSettings) -> float:
@@ -77,8 +90,12 @@ def train(
     checkpoint_folder: Path,
     teacher: LlamaForCausalLM | None = None,
     description: str = "train",
+    on_policy: torch.Tensor | None = None,
 ) -> TrainResult:
-    """Train with AdamW and bf16 autocast; distil from teacher's logits when one is given."""
+    """Train with AdamW and bf16 autocast; distil from teacher's logits when one is given.
+
+    on_policy: rows of the teacher's own text (`on_policy.greedy_continuations`), mixed into each batch.
+    """
     generator = torch.Generator().manual_seed(settings.seed)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay, betas=(0.9, 0.95)
@@ -93,7 +110,7 @@ def train(
     for step in progress:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate_at(step, settings)
-        batch = random_windows(train_tokens, settings, generator)
+        batch = training_batch(train_tokens, settings, generator, on_policy)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             if teacher is None:
                 loss = model(batch, labels=batch).loss

@@ -27,18 +27,23 @@ class UnlikelihoodSettings:
     prefix_length: int = 48  # corpus tokens the model continues
     continuation_length: int = 64  # greedy tokens it writes, where repeats are penalised
     lm_sequence_length: int = 256  # real-text windows for the cross-entropy term
-    ngram: int = 4
+    ngram: int = 8
     seed: int = 0
 
 
 def repeated_ngram_mask(sequences: torch.Tensor, prefix_length: int, n: int) -> torch.Tensor:
-    """True at each continuation token that completes an n-gram seen earlier in its sequence."""  # (batch, length)
+    """True at each continuation token that completes an n-gram the continuation already wrote.
+
+    Only n-grams wholly inside the continuation count: copying a name or a line from the prompt is what
+    a code model should do, and penalising it (as an earlier version did) cost validation loss for
+    nothing. Real code repeats few 8-grams within 64 tokens, a loop repeats them all.
+    """  # (batch, length)
     mask = torch.zeros_like(sequences, dtype=torch.bool)
     for row, ids in enumerate(sequences.tolist()):
         seen: set[tuple[int, ...]] = set()
-        for end in range(n - 1, len(ids)):
+        for end in range(prefix_length + n - 1, len(ids)):
             gram = tuple(ids[end - n + 1 : end + 1])
-            if end >= prefix_length and gram in seen:
+            if gram in seen:
                 mask[row, end] = True
             seen.add(gram)
     return mask

@@ -1,0 +1,46 @@
+"""The target's own greedy text, for distilling the draft where it will actually be asked to guess.
+
+Speculative decoding asks the draft to predict what the *target* writes next, given text the target wrote.
+Distilling only on the corpus teaches the draft the target's distribution on human code; adding the
+target's greedy continuations of corpus windows (sequence-level, on-policy distillation: Kim & Rush 2016,
+DistillSpec 2023) puts the draft's training positions where its guesses are verified.
+"""
+
+from __future__ import annotations
+
+import torch
+from tqdm import tqdm
+from transformers import LlamaForCausalLM
+
+
+@torch.no_grad()
+def greedy_continuations(
+    target: LlamaForCausalLM,
+    tokens: torch.Tensor,
+    count: int,
+    prefix_length: int,
+    sequence_length: int,
+    batch_size: int = 32,
+    seed: int = 0,
+) -> torch.Tensor:
+    """count rows of sequence_length tokens: a random corpus window of prefix_length, then the target's greedy text."""  # (count, sequence_length)
+    generator = torch.Generator().manual_seed(seed)
+    target.eval()
+    rows = []
+    for start in tqdm(range(0, count, batch_size), desc="target continuations", mininterval=5):
+        n = min(batch_size, count - start)
+        starts = torch.randint(0, len(tokens) - prefix_length, (n,), generator=generator).tolist()
+        prefixes = torch.stack([tokens[s : s + prefix_length] for s in starts])
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            rows.append(
+                target.generate(
+                    prefixes,
+                    attention_mask=torch.ones_like(prefixes),
+                    max_new_tokens=sequence_length - prefix_length,
+                    min_new_tokens=sequence_length - prefix_length,  # past an end-of-text it writes the next file
+                    do_sample=False,
+                    eos_token_id=None,
+                    pad_token_id=0,
+                )
+            )
+    return torch.cat(rows)
