@@ -1,18 +1,24 @@
 """Train the bundled pair: `python -m specviz.train`.
 
-The shipped weights in assets/ are still the earlier stdlib-only pair (900 target steps); these defaults
-are the retraining of issue 8, kept out of assets/ because its draft falls short (see assets/MODEL_CARD.md).
+The defaults are the settings of the pair shipped in assets/ (assets/MODEL_CARD.md, assets/training_report.json):
 
 1. corpus: this interpreter's standard-library `.py` files (~5% of them held out for validation) plus
    the library code of a fixed list of permissively licensed installed packages (`corpus.PACKAGES`);
 2. tokenizer: byte-level BPE;
-3. target: a ~11.5M-parameter Llama (8 layers of width 320) trained on the corpus, then fine-tuned briefly
-   with sequence-level unlikelihood so that its greedy completions stop looping;
-4. draft: a ~2M-parameter one-layer Llama distilled from the target's logits;
-5. plain draft: the same draft architecture trained on tokens alone, for fewer steps,
-   to show that alignment with the target matters;
-6. evaluation (`specviz.training.evaluate`): distinct-4, a syntax check and samples of greedy completions
-   of held-out code, and for the bundled folder the CLI benchmark of both pairs, into the report.
+3. target: an 8-layer Llama of width 320 trained on the corpus, then deepened to 12 layers (each new layer
+   a function-preserving copy, `training.grow`) and trained further: the deeper target costs more per
+   step, which makes the draft relatively cheaper;
+4. loop-free self-training (`training.loop_free`): the target learns, from its own greedy text, to take a
+   different turn where it would loop;
+5. draft: a ~2M-parameter one-layer Llama distilled from the target's logits, on the corpus and on the
+   target's own greedy continuations (`training.on_policy`);
+6. plain draft: the same draft architecture trained on tokens alone, for fewer steps, to show that
+   alignment with the target matters;
+7. evaluation (`training.evaluate`): distinct-4, a syntax check and samples of greedy completions of
+   held-out code, and for the bundled folder the CLI benchmark of both pairs, into the report.
+
+Stages 1-3 take about an hour on 2 CPU cores; `--only-target` stops after them and `--reuse-grown` starts
+after them (from --work), so the later stages can be rerun alone.
 """
 
 from __future__ import annotations
@@ -28,10 +34,10 @@ from pathlib import Path
 import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
-from specviz.training import corpus, grow, models, on_policy, unlikelihood
+from specviz.training import corpus, grow, loop_free, models, on_policy
 from specviz.training.loop import TrainSettings, train
+from specviz.training.loop_free import LoopFreeSettings
 from specviz.training.tokenizer import save_tokenizer, train_tokenizer
-from specviz.training.unlikelihood import UnlikelihoodSettings
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -46,24 +52,27 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--grow-after", default="1,3,5,7", help="layers of the trained target to follow with a new layer")
     parser.add_argument("--grown-steps", type=int, default=800, help="training of the deepened target")
     parser.add_argument("--grown-learning-rate", type=float, default=1e-3)
-    parser.add_argument("--unlikelihood-steps", type=int, default=100, help="fine-tuning of the target against loops")
-    parser.add_argument("--draft-steps", type=int, default=800)
+    parser.add_argument(
+        "--loop-free-steps", type=int, default=300, help="most steps of loop-free self-training (it stops once probes pass)"
+    )
+    parser.add_argument("--draft-steps", type=int, default=1000)
     parser.add_argument("--plain-draft-steps", type=int, default=175)
     parser.add_argument("--warmup-steps", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--sequence-length", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--threads", type=int, default=1, help="torch threads; one is steadier than two on a shared 2-core machine"
+        "--threads",
+        type=int,
+        default=2,
+        help="torch threads (the shipped pair: 2, on a 2-core machine with nothing else running)",
     )
     parser.add_argument(
         "--reuse-target",
         action="store_true",
         help="start from the language-model target saved in --work/target-lm (and its tokenizer)",
     )
-    parser.add_argument(
-        "--reuse-grown", action="store_true", help="start from the deepened target saved in --work/target-grown"
-    )
+    parser.add_argument("--reuse-grown", action="store_true", help="start from the deepened target saved in --work/target-grown")
     parser.add_argument("--only-target", action="store_true", help="stop once the deepened target is saved")
     parser.add_argument("--on-policy-rows", type=int, default=2048, help="greedy target continuations for the draft")
     parser.add_argument("--on-policy-share", type=float, default=0.5, help="share of each draft batch drawn from them")
@@ -121,7 +130,7 @@ def main() -> None:
     }
 
     # 2. tokenizer
-    lm_target_folder = args.work / "target-lm"  # the target before unlikelihood fine-tuning, with its tokenizer and report
+    lm_target_folder = args.work / "target-lm"  # the 8-layer target before growth, with its tokenizer and report
     if args.reuse_target or args.reuse_grown:
         tokenizer = PreTrainedTokenizerFast.from_pretrained(lm_target_folder)
     else:
@@ -150,7 +159,7 @@ def main() -> None:
         return model
 
     # 3. target, a language model of 8 layers
-    grown_folder = args.work / "target-grown"  # the deepened target before unlikelihood fine-tuning
+    grown_folder = args.work / "target-grown"  # the deepened target before loop-free self-training
     if args.reuse_grown:
         target = LlamaForCausalLM.from_pretrained(grown_folder, dtype=torch.float32)
         saved = json.loads((grown_folder / "report.json").read_text())
@@ -161,7 +170,10 @@ def main() -> None:
             report["target"] = json.loads((lm_target_folder / "report.json").read_text())
         else:
             target = train_and_save(
-                "target", "pycode-target", models.target_config(len(tokenizer)), settings(args.target_steps, args.target_learning_rate)
+                "target",
+                "pycode-target",
+                models.target_config(len(tokenizer)),
+                settings(args.target_steps, args.target_learning_rate),
             )
             save_model(target, tokenizer, lm_target_folder)
             (lm_target_folder / "report.json").write_text(json.dumps(report["target"], indent=2) + "\n")
@@ -176,12 +188,12 @@ def main() -> None:
     save_model(target, tokenizer, args.out / "pycode-target")
     if args.only_target:
         return
-    # 3b. the target unlearns its greedy loops (sequence-level unlikelihood), then is saved as the shipped target
-    if args.unlikelihood_steps:
-        result, repeat_share = unlikelihood.finetune(
-            target, train_tokens, validation_tokens, UnlikelihoodSettings(steps=args.unlikelihood_steps, seed=args.seed)
+    # 3b. the target learns from its own text to turn away where greedy decoding would loop; saved as the shipped target
+    if args.loop_free_steps:
+        result, probes = loop_free.finetune(
+            target, train_tokens, validation_tokens, LoopFreeSettings(max_steps=args.loop_free_steps, seed=args.seed)
         )
-        report["target_unlikelihood"] = {**vars(result), "final_repeated_ngram_share": repeat_share}
+        report["target_loop_free"] = {**vars(result), "settings": vars(LoopFreeSettings()), "probes": probes}
         save_model(target, tokenizer, args.out / "pycode-target")
     # 4. the draft, distilled from the target's logits on the corpus and on the target's own greedy text
     started_rows = time.perf_counter()
@@ -192,7 +204,9 @@ def main() -> None:
     distil = replace(settings(args.draft_steps, 3e-3), on_policy_share=args.on_policy_share)
     train_and_save("draft_distilled", "pycode-draft", models.draft_config(len(tokenizer)), distil, teacher=target, on_policy=rows)
     # 5. the same draft architecture on tokens alone, for fewer steps
-    train_and_save("draft_plain", "pycode-draft-plain", models.draft_config(len(tokenizer)), settings(args.plain_draft_steps, 3e-3))
+    train_and_save(
+        "draft_plain", "pycode-draft-plain", models.draft_config(len(tokenizer)), settings(args.plain_draft_steps, 3e-3)
+    )
 
     report["total_seconds"] = time.perf_counter() - started
     (args.out / "training_report.json").write_text(json.dumps(report, indent=2) + "\n")

@@ -27,21 +27,3 @@ def test_heldout_prompts_are_fixed_standard_library_windows():
     prompts = heldout_code_prompts()
     assert len(prompts) == 8 and prompts == heldout_code_prompts()
     assert all(not p.endswith("\n") for p in prompts), "prompts end after a line's text, not its newline"
-
-
-def test_unlikelihood_penalises_only_repeated_ngrams_of_the_continuation():
-    import torch
-
-    from specviz.training.unlikelihood import repeated_ngram_mask, unlikelihood_loss
-
-    sequences = torch.tensor([[5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7, 9]])
-    # continuation from position 2: the 4-gram (7,8,5,6) ending at 9 first ends at 5, (8,5,6,7) at 10 first at 6
-    mask = repeated_ngram_mask(sequences, prefix_length=2, n=4)
-    assert mask[0].tolist() == [False] * 9 + [True, True, False]
-    # from position 4 on, the continuation repeats nothing of its own: a copy of the prompt is not a loop
-    assert not repeated_ngram_mask(sequences, prefix_length=4, n=4).any()
-    assert not repeated_ngram_mask(sequences, prefix_length=12, n=4).any(), "the prefix itself is never penalised"
-    confident = torch.full((1, 12, 12), -20.0)
-    confident[0, torch.arange(11), sequences[0, 1:]] = 20.0  # the model puts all its mass on each next token
-    unsure = torch.zeros((1, 12, 12))
-    assert unlikelihood_loss(confident, sequences, mask) > unlikelihood_loss(unsure, sequences, mask) > 0

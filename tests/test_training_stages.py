@@ -55,3 +55,31 @@ def test_training_batches_mix_in_the_requested_share_of_on_policy_rows():
     assert batch.shape == (8, 10)
     assert batch.all(dim=1).sum() == 2 and (batch.sum(dim=1) == 0).sum() == 6
     assert (training_batch(corpus, settings, torch.Generator(), None) == 0).all(), "without rows, corpus only"
+
+
+def test_the_ban_forbids_repeating_the_continuations_own_ngrams_but_not_the_prompts():
+    from specviz.training.loop_free import ContinuationNGramBan
+
+    ban = ContinuationNGramBan(batch_size=1, prefix_length=2, total_length=12, n=3)
+    scores = torch.zeros(1, 10)
+    scores[0, 7] = 5.0  # the model wants token 7
+    written = [7, 8, 7, 8, 7, 8]  # prompt [7, 8], then the continuation 7, 8, 7, 8; generate() calls once per token
+    for length in range(3, 6):
+        assert torch.isfinite(ban(torch.tensor([written[:length]]), scores.clone())).all(), "copying the prompt is allowed"
+    out = ban(torch.tensor([written]), scores.clone())
+    assert out[0, 7] == float("-inf") and torch.isfinite(out[0, :7]).all(), "7 after (7, 8) would repeat the 3-gram (7, 8, 7)"
+    assert ban.overridden[0].nonzero().flatten().tolist() == [6] and ban.banned[0, 6] == 7
+
+
+def test_the_correction_raises_the_turn_taken_and_lowers_the_looping_token():
+    from specviz.training.loop_free import correction_loss
+
+    sequences = torch.tensor([[1, 2, 3, 4]])
+    overridden = torch.tensor([[False, False, True, False]])
+    banned = torch.tensor([[0, 0, 2, 0]])  # at position 2 the model wanted 2 again; it wrote 3
+    looping = torch.zeros(1, 4, 5)
+    looping[0, 1, 2] = 6.0  # logits at position 1 predict position 2
+    turning = torch.zeros(1, 4, 5)
+    turning[0, 1, 3] = 6.0
+    assert correction_loss(looping, sequences, overridden, banned) > correction_loss(turning, sequences, overridden, banned)
+    assert correction_loss(looping, sequences, overridden & False, banned) == 0, "no override, nothing to correct"

@@ -1,0 +1,84 @@
+"""Judge candidate code presets on a trained pair, to choose the built-in ones.
+
+    python benchmarks/preset_candidates.py [--folder assets] [--json out.json]
+
+For each candidate (the current presets, then new ones), greedy, 96 new tokens: the target's distinct-4
+and parse check (as `specviz.training.evaluate` measures them), and greedy α at γ = 4 of the distilled and
+the plain draft (as the engine counts it). A preset should show the target writing code a class can read
+(no loop, parses) and the alignment lesson (distilled α well above plain); the numbers are printed, the
+choice is made by a person and recorded in `specviz/prompts.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+
+from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, Vocabulary, speculative_decode
+from specviz.prompts import PROMPTS
+from specviz.training.evaluate import distinct_n, greedy_completion, parses_as_python
+
+NEW_CANDIDATES = [
+    "def load_json(path):\n    with open(path, encoding='utf-8') as f:\n        return",
+    "class Counter:\n    def __init__(self):\n        self.counts = {}\n\n    def add(self, key):\n        self",
+    "def is_prime(n):\n    if n < 2:\n        return False\n    for i in range(2, int(n ** 0.5) + 1):\n        if",
+    "import os\n\n\ndef list_python_files(root):\n    result = []\n    for dirpath, dirnames, filenames in os",
+    'def flatten(items):\n    """Yield the items of nested lists."""\n    for item in items:\n        if isinstance(item',
+    "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n    def __repr__(self):\n        return",
+    "def merge(a, b):\n    result = dict(a)\n    for key, value in b.items():\n        if key",
+    "import logging\n\nlogger = logging.getLogger(__name__)\n\n\ndef process(items):\n    for item in items:\n        logger",
+    "def binary_search(items, target):\n    low, high = 0, len(items) - 1\n    while low <= high:\n        mid",
+    "class Node:\n    def __init__(self, value, next=None):\n        self.value = value\n        self",
+    "def read_lines(path):\n    lines = []\n    with open(path) as f:\n        for line in f:\n            line",
+    "def __eq__(self, other):\n    if not isinstance(other, self.__class__):\n        return",
+    "def get(self, key, default=None):\n    try:\n        return self",
+    "    def close(self):\n        if self._file is not None:\n            self",
+]
+
+
+def greedy_alpha(target: LlamaForCausalLM, draft: LlamaForCausalLM, ids: list[int], vocabulary: Vocabulary) -> float:
+    vocab = target.config.vocab_size
+    settings = DecodeSettings(max_new_tokens=96, gamma=4)
+    drafter = ModelDrafter(CachedDecoder(draft, vocab))
+    summary = list(speculative_decode(CachedDecoder(target, vocab), drafter, ids, settings, vocabulary))[-1]
+    return summary.tally.accepted / max(1, summary.tally.accepted + summary.tally.rejections)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--folder", type=Path, default=Path("assets"))
+    parser.add_argument("--json", type=Path, help="also write the rows here")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(args.folder / "pycode-target")
+    load = lambda name: LlamaForCausalLM.from_pretrained(args.folder / name, dtype=torch.float32).eval()  # noqa: E731
+    target, distilled, plain = load("pycode-target"), load("pycode-draft"), load("pycode-draft-plain")
+    vocabulary = Vocabulary(tokenizer)
+    rows = []
+    for index, prompt in enumerate(PROMPTS["code"] + NEW_CANDIDATES):
+        new_ids, ended = greedy_completion(target, tokenizer, prompt)
+        completion = tokenizer.decode(new_ids)
+        ids = tokenizer(prompt)["input_ids"]
+        row = {
+            "index": index,
+            "preset": index < len(PROMPTS["code"]),
+            "distinct_4": round(distinct_n(new_ids), 3),
+            "parses": parses_as_python(prompt + completion, complete=ended),
+            "alpha_distilled": round(greedy_alpha(target, distilled, ids, vocabulary), 3),
+            "alpha_plain": round(greedy_alpha(target, plain, ids, vocabulary), 3),
+            "prompt": prompt,
+            "completion": completion,
+        }
+        rows.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k not in ("prompt", "completion")}))
+        print(prompt + "⟦" + completion + "⟧\n", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
