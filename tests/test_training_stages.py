@@ -1,5 +1,7 @@
 """The training stages that change a model's shape or its data: depth growth and on-policy batches."""
 
+from dataclasses import replace
+
 import torch
 from transformers import LlamaForCausalLM
 
@@ -83,3 +85,24 @@ def test_the_correction_raises_the_turn_taken_and_lowers_the_looping_token():
     turning[0, 1, 3] = 6.0
     assert correction_loss(looping, sequences, overridden, banned) > correction_loss(turning, sequences, overridden, banned)
     assert correction_loss(looping, sequences, overridden & False, banned) == 0, "no override, nothing to correct"
+
+
+def test_loop_free_training_probes_greedy_loops_and_stops_once_they_are_gone():
+    from specviz.training.loop_free import LoopFreeSettings, finetune
+
+    torch.manual_seed(0)
+    model = tiny_llama(vocab_size=40, layers=1)
+    with torch.no_grad():
+        model.lm_head.weight.zero_()  # every logit 0: greedy writes token 0 forever
+    tokens = torch.randint(0, 40, (2000,), generator=torch.Generator().manual_seed(0))
+    settings = LoopFreeSettings(
+        max_steps=40, learning_rate=1e-2, batch_size=8, prefix_length=8, continuation_length=24, ngram=3,
+        lm_sequence_length=32, probe_every=5, probe_rows=8, stop_mean_distinct=0.5, stop_min_distinct=0.3,
+        max_validation_loss=99.0,
+    )  # fmt: skip
+    result, probes = finetune(model, tokens, tokens[:500], settings)
+    assert probes[0]["distinct_4_mean"] < 0.1, "the probe must see the loop"
+    assert probes[-1]["distinct_4_mean"] >= 0.5 and probes[-1]["distinct_4_min"] >= 0.3
+    assert result.steps == probes[-1]["step"] < 40, "it stops at the first probe that passes"
+    guarded = replace(settings, max_validation_loss=0.0)
+    assert finetune(model, tokens, tokens[:500], guarded)[0].steps == 0, "and before it costs too much validation loss"
