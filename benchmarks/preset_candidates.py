@@ -2,7 +2,7 @@
 
     python benchmarks/preset_candidates.py [--folder assets] [--json out.json]
 
-For each candidate (the current presets, then new ones), greedy, 96 new tokens: the target's distinct-4
+For each candidate (the current presets, then alternates), greedy, 96 new tokens: the target's distinct-4
 and parse check (as `specviz.training.evaluate` measures them), and greedy α at γ = 4 of the distilled and
 the plain draft (as the engine counts it). A preset should show the target writing code a class can read
 (no loop, parses) and the alignment lesson (distilled α well above plain); the numbers are printed, the
@@ -22,20 +22,20 @@ from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, Vocabula
 from specviz.prompts import PROMPTS
 from specviz.training.evaluate import distinct_n, greedy_completion, parses_as_python
 
-NEW_CANDIDATES = [
+ALTERNATES = [  # earlier presets and other candidates, judged beside the current presets
+    "try:\n    import json\nexcept ImportError:\n    json = None\n\n\ndef dump(obj):\n    return",
+    "import os\nimport sys\n\n\ndef main():\n    args = sys",
+    "    for key, value in sorted(mapping.items()):\n        if key",
+    "def parse_args(argv=None):\n    parser = argparse.ArgumentParser(",
+    'class Timer:\n    """Context manager that measures elapsed time."""\n\n    def __enter__(self):\n        self',
     "def load_json(path):\n    with open(path, encoding='utf-8') as f:\n        return",
     "class Counter:\n    def __init__(self):\n        self.counts = {}\n\n    def add(self, key):\n        self",
-    "def is_prime(n):\n    if n < 2:\n        return False\n    for i in range(2, int(n ** 0.5) + 1):\n        if",
-    "import os\n\n\ndef list_python_files(root):\n    result = []\n    for dirpath, dirnames, filenames in os",
     'def flatten(items):\n    """Yield the items of nested lists."""\n    for item in items:\n        if isinstance(item',
     "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n    def __repr__(self):\n        return",
-    "def merge(a, b):\n    result = dict(a)\n    for key, value in b.items():\n        if key",
-    "import logging\n\nlogger = logging.getLogger(__name__)\n\n\ndef process(items):\n    for item in items:\n        logger",
     "def binary_search(items, target):\n    low, high = 0, len(items) - 1\n    while low <= high:\n        mid",
     "class Node:\n    def __init__(self, value, next=None):\n        self.value = value\n        self",
     "def read_lines(path):\n    lines = []\n    with open(path) as f:\n        for line in f:\n            line",
     "def __eq__(self, other):\n    if not isinstance(other, self.__class__):\n        return",
-    "def get(self, key, default=None):\n    try:\n        return self",
     "    def close(self):\n        if self._file is not None:\n            self",
 ]
 
@@ -59,7 +59,7 @@ def main() -> None:
     target, distilled, plain = load("pycode-target"), load("pycode-draft"), load("pycode-draft-plain")
     vocabulary = Vocabulary(tokenizer)
     rows = []
-    for index, prompt in enumerate(PROMPTS["code"] + NEW_CANDIDATES):
+    for index, prompt in enumerate(PROMPTS["code"] + ALTERNATES):
         new_ids, ended = greedy_completion(target, tokenizer, prompt)
         completion = tokenizer.decode(new_ids)
         ids = tokenizer(prompt)["input_ids"]

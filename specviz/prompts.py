@@ -6,15 +6,17 @@ from pathlib import Path
 
 PROMPTS: dict[str, list[str]] = {
     "code": [  # each ends mid-line: a prompt ending in a newline splits the tokenizer's newline+indent tokens
-        # the first is the app's default and lesson 1: the bundled distilled pair measured 1.39x here (alpha 0.84)
-        "try:\n    import json\nexcept ImportError:\n    json = None\n\n\ndef dump(obj):\n    return",
-        'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    if n',
-        "import os\nimport sys\n\n\ndef main():\n    args = sys",
-        "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n        self",
+        # Chosen with benchmarks/preset_candidates.py on the bundled pair (greedy, 96 new tokens): the target
+        # does not loop on any (distinct-4 0.74-0.94) and the distilled draft's α (0.72-0.89 at γ = 4) is far
+        # above the plain draft's (0.21-0.37). The first is the app's default and lesson 1 (α 0.83, distinct-4 0.85).
+        "def get(self, key, default=None):\n    try:\n        return self",
         "def read_config(path):\n    with open(path) as f:\n        return",
-        "    for key, value in sorted(mapping.items()):\n        if key",
-        "def parse_args(argv=None):\n    parser = argparse.ArgumentParser(",
-        'class Timer:\n    """Context manager that measures elapsed time."""\n\n    def __enter__(self):\n        self',
+        "import logging\n\nlogger = logging.getLogger(__name__)\n\n\ndef process(items):\n    for item in items:\n        logger",
+        "def merge(a, b):\n    result = dict(a)\n    for key, value in b.items():\n        if key",
+        "def is_prime(n):\n    if n < 2:\n        return False\n    for i in range(2, int(n ** 0.5) + 1):\n        if",
+        "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n        self",
+        "import os\n\n\ndef list_python_files(root):\n    result = []\n    for dirpath, dirnames, filenames in os",
+        'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    if n',
     ],
     "prose": [
         "The history of the printing press begins",
