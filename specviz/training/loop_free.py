@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 from transformers import LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
 
+from specviz.training.evaluate import distinct_n
 from specviz.training.loop import TrainResult, validation_loss
 
 
@@ -92,15 +93,10 @@ def continue_greedily(model: LlamaForCausalLM, prefixes: torch.Tensor, new_token
         )
 
 
-def distinct_4(ids: list[int]) -> float:
-    grams = [tuple(ids[i : i + 4]) for i in range(len(ids) - 3)]
-    return len(set(grams)) / len(grams) if grams else 0.0
-
-
 def probe(model: LlamaForCausalLM, prefixes: torch.Tensor, new_tokens: int) -> tuple[float, float]:
     """Mean and minimum distinct-4 of plain greedy continuations of prefixes."""
     sequences = continue_greedily(model, prefixes, new_tokens)
-    scores = [distinct_4(row[prefixes.shape[1] :]) for row in sequences.tolist()]
+    scores = [distinct_n(row[prefixes.shape[1] :], 4) for row in sequences.tolist()]
     return statistics.mean(scores), min(scores)
 
 
