@@ -8,7 +8,7 @@ PROMPTS: dict[str, list[str]] = {
     "code": [  # each ends mid-line: a prompt ending in a newline splits the tokenizer's newline+indent tokens
         # Chosen with benchmarks/preset_candidates.py on the bundled pair (greedy, 96 new tokens): the target
         # does not loop on any (distinct-4 0.74-0.94) and the distilled draft's α (0.72-0.89 at γ = 4) is far
-        # above the plain draft's (0.21-0.37). The first is the app's default and lesson 1 (α 0.83, distinct-4 0.85).
+        # above the plain draft's (0.21-0.38). The first is the app's default and lesson 1 (α 0.83, distinct-4 0.85).
         "def get(self, key, default=None):\n    try:\n        return self",
         "def read_config(path):\n    with open(path) as f:\n        return",
         "import logging\n\nlogger = logging.getLogger(__name__)\n\n\ndef process(items):\n    for item in items:\n        logger",
