@@ -16,10 +16,12 @@ import json
 from pathlib import Path
 
 import torch
-from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
-from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, Vocabulary, speculative_decode
+from specviz.catalogue import Pair
+from specviz.engine import DecodeSettings
+from specviz.loading import LoadedPair, load_pair
 from specviz.prompts import PROMPTS
+from specviz.runner import run
 from specviz.training.evaluate import distinct_n, greedy_completion, parses_as_python
 
 ALTERNATES = [  # earlier presets and other candidates, judged beside the current presets
@@ -40,12 +42,15 @@ ALTERNATES = [  # earlier presets and other candidates, judged beside the curren
 ]
 
 
-def greedy_alpha(target: LlamaForCausalLM, draft: LlamaForCausalLM, ids: list[int], vocabulary: Vocabulary) -> float:
-    vocab = target.config.vocab_size
-    settings = DecodeSettings(max_new_tokens=96, gamma=4)
-    drafter = ModelDrafter(CachedDecoder(draft, vocab))
-    summary = list(speculative_decode(CachedDecoder(target, vocab), drafter, ids, settings, vocabulary))[-1]
-    return summary.tally.accepted / max(1, summary.tally.accepted + summary.tally.rejections)
+def folder_pair(folder: Path, draft: str) -> LoadedPair:
+    """The bundled pair's target with one of its drafts, loaded from folder as the app loads a pair."""
+    pair = Pair(target=str((folder / "pycode-target").resolve()), draft=str((folder / draft).resolve()), description=draft)
+    return load_pair(draft, pair, offline_pairs=[])
+
+
+def greedy_alpha(pair: LoadedPair, prompt: str) -> float:
+    """α (the tally's maximum-likelihood estimate) of one greedy run at γ = 4, 96 new tokens."""
+    return list(run(pair, prompt, DecodeSettings(max_new_tokens=96, gamma=4)))[-1].tally.alpha
 
 
 def main() -> None:
@@ -54,22 +59,19 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
     torch.set_num_threads(2)
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(args.folder / "pycode-target")
-    load = lambda name: LlamaForCausalLM.from_pretrained(args.folder / name, dtype=torch.float32).eval()  # noqa: E731
-    target, distilled, plain = load("pycode-target"), load("pycode-draft"), load("pycode-draft-plain")
-    vocabulary = Vocabulary(tokenizer)
+    distilled, plain = folder_pair(args.folder, "pycode-draft"), folder_pair(args.folder, "pycode-draft-plain")
+    target, tokenizer = distilled.target.model, distilled.tokenizer
     rows = []
     for index, prompt in enumerate(PROMPTS["code"] + ALTERNATES):
         new_ids, ended = greedy_completion(target, tokenizer, prompt)
         completion = tokenizer.decode(new_ids)
-        ids = tokenizer(prompt)["input_ids"]
         row = {
             "index": index,
             "preset": index < len(PROMPTS["code"]),
             "distinct_4": round(distinct_n(new_ids), 3),
             "parses": parses_as_python(prompt + completion, complete=ended),
-            "alpha_distilled": round(greedy_alpha(target, distilled, ids, vocabulary), 3),
-            "alpha_plain": round(greedy_alpha(target, plain, ids, vocabulary), 3),
+            "alpha_distilled": round(greedy_alpha(distilled, prompt), 3),
+            "alpha_plain": round(greedy_alpha(plain, prompt), 3),
             "prompt": prompt,
             "completion": completion,
         }

@@ -17,7 +17,7 @@ The defaults are the settings of the pair shipped in assets/ (assets/MODEL_CARD.
 7. evaluation (`training.evaluate`): distinct-4, a syntax check and samples of greedy completions of
    held-out code, and for the bundled folder the CLI benchmark of both pairs, into the report.
 
-Stages 1-3 take about an hour on 2 CPU cores; `--only-target` stops after them and `--reuse-grown` starts
+Stages 1-3 take about 1 h 15 min on 2 CPU cores; `--only-target` stops after them and `--reuse-grown` starts
 after them (from --work), so the later stages can be rerun alone.
 """
 
@@ -190,10 +190,9 @@ def main() -> None:
         return
     # 3b. the target learns from its own text to turn away where greedy decoding would loop; saved as the shipped target
     if args.loop_free_steps:
-        result, probes = loop_free.finetune(
-            target, train_tokens, validation_tokens, LoopFreeSettings(max_steps=args.loop_free_steps, seed=args.seed)
-        )
-        report["target_loop_free"] = {**vars(result), "settings": vars(LoopFreeSettings()), "probes": probes}
+        loop_free_settings = LoopFreeSettings(max_steps=args.loop_free_steps, seed=args.seed)
+        result, probes = loop_free.finetune(target, train_tokens, validation_tokens, loop_free_settings)
+        report["target_loop_free"] = {**vars(result), "settings": vars(loop_free_settings), "probes": probes}
         save_model(target, tokenizer, args.out / "pycode-target")
     # 4. the draft, distilled from the target's logits on the corpus and on the target's own greedy text
     started_rows = time.perf_counter()

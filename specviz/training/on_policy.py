@@ -10,7 +10,27 @@ from __future__ import annotations
 
 import torch
 from tqdm import tqdm
-from transformers import LlamaForCausalLM
+from transformers import LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
+
+
+@torch.no_grad()
+def continue_greedily(model: LlamaForCausalLM, prefixes: torch.Tensor, new_tokens: int, ban: LogitsProcessor | None = None):
+    """Exactly new_tokens greedy tokens after each prefix (the whole rows), optionally under a logits processor.
+
+    No end-of-text stop: past one, the model writes the next file, as in its training stream.
+    """  # (batch, prefix + new_tokens)
+    model.eval()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return model.generate(
+            prefixes,
+            attention_mask=torch.ones_like(prefixes),
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+            logits_processor=LogitsProcessorList([ban] if ban else []),
+        )
 
 
 @torch.no_grad()
@@ -25,22 +45,10 @@ def greedy_continuations(
 ) -> torch.Tensor:
     """count rows of sequence_length tokens: a random corpus window of prefix_length, then the target's greedy text."""  # (count, sequence_length)
     generator = torch.Generator().manual_seed(seed)
-    target.eval()
     rows = []
     for start in tqdm(range(0, count, batch_size), desc="target continuations", mininterval=5):
         n = min(batch_size, count - start)
         starts = torch.randint(0, len(tokens) - prefix_length, (n,), generator=generator).tolist()
         prefixes = torch.stack([tokens[s : s + prefix_length] for s in starts])
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            rows.append(
-                target.generate(
-                    prefixes,
-                    attention_mask=torch.ones_like(prefixes),
-                    max_new_tokens=sequence_length - prefix_length,
-                    min_new_tokens=sequence_length - prefix_length,  # past an end-of-text it writes the next file
-                    do_sample=False,
-                    eos_token_id=None,
-                    pad_token_id=0,
-                )
-            )
+        rows.append(continue_greedily(target, prefixes, sequence_length - prefix_length))
     return torch.cat(rows)
