@@ -1,7 +1,7 @@
 """specviz: watch speculative decoding run for real. `python app.py` opens it on the bundled pair.
 
 Layout and wiring only. The page serves before the models load: transformers and the pair are
-loaded in the background (specviz.pair_cache), and handlers reach them on first use.
+loaded in the background (specviz.models.pair_cache), and handlers reach them on first use.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import tempfile
 
 import gradio as gr
 
-from specviz.catalogue import CatalogueError
 from specviz.drafting import drafter_choices
+from specviz.models.catalogue import CatalogueError
 from specviz.prompts import DOMAINS, PROMPTS
 from specviz.trace import Trace
 from specviz.ui import texts
@@ -37,7 +37,7 @@ except ImportError:
 
 
 def catalogue():
-    from specviz.pair_cache import catalogue as loaded_catalogue
+    from specviz.models.pair_cache import catalogue as loaded_catalogue
 
     return loaded_catalogue()
 
@@ -55,7 +55,7 @@ def choice_label(name: str) -> str:
 def user_error(error: Exception) -> gr.Error:
     """One sentence for the user; only unexpected errors are logged with their traceback."""
     from specviz.engine import SettingsError
-    from specviz.loading import PairError
+    from specviz.models.loading import PairError
     from specviz.runner import PromptError
 
     if type(error).__name__ == "OutOfMemoryError":
@@ -110,7 +110,7 @@ def page_updates(update) -> dict:
 
 def hardware_line(pair_name: str) -> str | None:
     """A sentence on this pair's real architectures on this machine, if `python -m specviz hardware --save` measured it."""
-    from specviz.hardware_cache import hardware_sentence
+    from specviz.analysis.hardware_cache import hardware_sentence
 
     try:
         return hardware_sentence(pair_name)
@@ -182,7 +182,7 @@ def page_loaded():
     """Say whether the default pair is ready; the page is usable (and Run waits for the pair) either way."""
     import time
 
-    from specviz.pair_cache import is_loaded
+    from specviz.models.pair_cache import is_loaded
 
     if not is_loaded(default_pair):
         yield f"Loading the pair {default_pair}… (a few seconds, once per process; Run waits for it)"
@@ -236,7 +236,7 @@ def pair_defaults(name: str):
 
 
 def theory_view(alpha: float, tau: float, gamma_value: int):
-    from specviz import theory
+    from specviz.analysis import theory
     from specviz.ui import charts
 
     p = theory.Prediction.of(alpha, int(gamma_value), tau)
@@ -415,7 +415,7 @@ if __name__ == "__main__":
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         prevent_thread_lock=True,
     )
-    from specviz.pair_cache import preload
+    from specviz.models.pair_cache import preload
 
     preload(default_pair)  # after the page serves: imports transformers and warms the pair in the background
     demo.block_thread()

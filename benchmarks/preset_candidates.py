@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
-from specviz.catalogue import Pair
 from specviz.engine import DecodeSettings
-from specviz.loading import LoadedPair, load_pair
+from specviz.models.catalogue import Pair
+from specviz.models.loading import LoadedPair, load_pair
 from specviz.prompts import PROMPTS
 from specviz.runner import run
 from specviz.training.evaluate import distinct_n, greedy_completion, parses_as_python

@@ -15,7 +15,7 @@ from specviz.engine.settings import SettingsError
 if TYPE_CHECKING:  # the app lists the strategies before transformers is imported; the classes load on first build
     from specviz.engine import CachedDecoder, DecodeSettings
     from specviz.engine.drafters import Drafter
-    from specviz.loading import LoadedPair
+    from specviz.models.loading import LoadedPair
 
 DYNAMIC_THRESHOLD = 0.4  # transformers' default assistant_confidence_threshold
 DYNAMIC_MAX_WINDOW = 20  # transformers' default num_assistant_tokens

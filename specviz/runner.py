@@ -7,7 +7,7 @@ from typing import Literal
 
 from specviz.drafting import make_drafter
 from specviz.engine import CachedDecoder, DecodeSettings, Event, autoregressive_decode, speculative_decode
-from specviz.loading import LoadedPair
+from specviz.models.loading import LoadedPair
 
 MAX_PROMPT_CHARS = 20_000
 DrafterKind = str  # a key of specviz.drafting.STRATEGIES: "model", "adaptive", "dynamic", "lookup", ...

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from specviz.catalogue import load_catalogue
 from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, speculative_decode
-from specviz.loading import load_pair
+from specviz.models.catalogue import load_catalogue
+from specviz.models.loading import load_pair
 from specviz.prompts import PROMPTS
 from specviz.runner import encode_prompt, run
 from tests.tiny import tiny_llama

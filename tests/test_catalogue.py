@@ -2,7 +2,7 @@
 
 import pytest
 
-from specviz.catalogue import CatalogueError, load_catalogue
+from specviz.models.catalogue import CatalogueError, load_catalogue
 
 
 def write(tmp_path, text: str):

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from specviz import measuring
+from specviz import recorder
 from specviz.engine import DecodeSettings, SettingsError
 from specviz.runner import PromptError
 from specviz.trace import Trace
@@ -46,7 +46,7 @@ def test_sessions_retire_older_runs_and_forget_idle_sessions():
 
 @pytest.fixture(scope="module")
 def recorded(bundled_pair) -> Trace:
-    return measuring.measure_run(bundled_pair, PROMPT, DecodeSettings(max_new_tokens=24, gamma=4))
+    return recorder.measure_run(bundled_pair, PROMPT, DecodeSettings(max_new_tokens=24, gamma=4))
 
 
 def test_a_measurement_records_both_runs_and_greedy_texts_agree(recorded):
@@ -62,18 +62,18 @@ def test_a_measurement_records_both_runs_and_greedy_texts_agree(recorded):
 
 def test_bad_input_is_refused_before_the_measuring_slot(bundled_pair):
     """Another session holds the slot; a bad prompt must still be answered at once."""
-    with measuring.MEASURING_SLOT:
+    with recorder.MEASURING_SLOT:
         started = time.perf_counter()
         with pytest.raises(PromptError):
-            measuring.measure_run(bundled_pair, "x" * 30_000, DecodeSettings())
+            recorder.measure_run(bundled_pair, "x" * 30_000, DecodeSettings())
         with pytest.raises(PromptError):
-            measuring.measure_run(bundled_pair, "word " * 5000, DecodeSettings())
+            recorder.measure_run(bundled_pair, "word " * 5000, DecodeSettings())
         assert time.perf_counter() - started < 5
 
 
 def test_the_slot_serialises_measurements(bundled_pair):
     inside, overlaps = [], []
-    original = measuring._round
+    original = recorder._round
 
     def watched(*args, **kwargs):
         inside.append(1)
@@ -83,10 +83,10 @@ def test_the_slot_serialises_measurements(bundled_pair):
         finally:
             inside.pop()
 
-    measuring._round = watched
+    recorder._round = watched
     try:
         threads = [
-            threading.Thread(target=measuring.measure_run, args=(bundled_pair, PROMPT, DecodeSettings(max_new_tokens=8)))
+            threading.Thread(target=recorder.measure_run, args=(bundled_pair, PROMPT, DecodeSettings(max_new_tokens=8)))
             for _ in range(3)
         ]
         for thread in threads:
@@ -94,13 +94,13 @@ def test_the_slot_serialises_measurements(bundled_pair):
         for thread in threads:
             thread.join()
     finally:
-        measuring._round = original
+        recorder._round = original
     assert max(overlaps) == 1, "two measurements ran at once"
 
 
 def test_stop_during_measurement_records_no_baseline(bundled_pair):
     checks = iter(range(1000))
-    trace = measuring.measure_run(bundled_pair, PROMPT, DecodeSettings(max_new_tokens=64), should_stop=lambda: next(checks) >= 3)
+    trace = recorder.measure_run(bundled_pair, PROMPT, DecodeSettings(max_new_tokens=64), should_stop=lambda: next(checks) >= 3)
     assert trace.summary.stop_reason == "stopped" and trace.baseline is None and trace.round_speedups == ()
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from specviz.catalogue import Architecture, load_catalogue
+from specviz.analysis.hardware import build_random, config_of, count_parameters
+from specviz.analysis.hardware_cache import hardware_sentence
 from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, speculative_decode
-from specviz.hardware import build_random, config_of, count_parameters
-from specviz.hardware_cache import hardware_sentence
+from specviz.models.catalogue import Architecture, load_catalogue
 from tests.test_greedy_exact import PROMPT, VOCAB, final, transformers_greedy
 from tests.tiny import fake_vocabulary
 
@@ -207,7 +207,7 @@ def test_catalogue_folders_resolve_next_to_their_models_yaml(tmp_path):
     ],
 )
 def test_a_malformed_architecture_is_named(tmp_path, entry, complaint):
-    from specviz.catalogue import CatalogueError
+    from specviz.models.catalogue import CatalogueError
 
     path = tmp_path / "models.yaml"
     path.write_text(f"default: p\npairs:\n  p: {{target: a/b, draft: a/c, description: d}}\narchitectures:\n  a/b: {entry}\n")

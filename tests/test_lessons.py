@@ -4,14 +4,14 @@ from dataclasses import replace
 
 import pytest
 
-from specviz import measuring
-from specviz.measures import measure
+from specviz import recorder
+from specviz.analysis.measures import measure
 from specviz.ui.lessons import Measured, lessons
 
 
 def measured(pair, label, request) -> Measured:
     request = replace(request, max_new_tokens=16)
-    trace = measuring.measure_run(pair, request.prompt, request.settings(), request.drafter, repeat_budget_s=0)
+    trace = recorder.measure_run(pair, request.prompt, request.settings(), request.drafter, repeat_budget_s=0)
     return Measured(label, request, trace, measure(trace))
 
 

@@ -4,9 +4,9 @@ import time
 
 import pytest
 
-from specviz.catalogue import Pair
 from specviz.engine import DecodeSettings
-from specviz.loading import PairError, choose_dtype, load_pair
+from specviz.models.catalogue import Pair
+from specviz.models.loading import PairError, choose_dtype, load_pair
 from specviz.runner import PromptError, run
 from tests.local_models import save_model_folder
 

@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from specviz.catalogue import load_catalogue
+from specviz.analysis.score import ScoredText, score_token_ids, scorecard
+from specviz.analysis.timing import StepTimes
 from specviz.engine import Cycle, DecodeSettings, SamplingSettings
-from specviz.loading import load_pair
+from specviz.models.catalogue import load_catalogue
+from specviz.models.loading import load_pair
 from specviz.prompts import PROMPTS
 from specviz.runner import encode_prompt, run
-from specviz.score import ScoredText, score_token_ids, scorecard
-from specviz.timing import StepTimes
 from tests.test_cli import specviz
 
 TIMES = StepTimes(

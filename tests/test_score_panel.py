@@ -5,9 +5,9 @@ import re
 import gradio as gr
 import pytest
 
+from specviz.analysis.score import scorecard
 from specviz.engine import SamplingSettings
 from specviz.prompts import PROMPTS
-from specviz.score import scorecard
 from specviz.ui.score_panel import (
     HARDEST_HEADERS,
     MY_TEXT,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from specviz import theory
+from specviz.analysis import theory
 
 TABLE_1 = [  # (α, γ) → (speedup at τ = 0, operations factor at τ̂ = 0)
     (0.6, 2, 1.96, 1.53),

@@ -2,6 +2,7 @@
 
 import pytest
 
+from specviz.analysis.measures import TAU_OVER_STEP, measure
 from specviz.engine import (
     CachedDecoder,
     Cycle,
@@ -14,7 +15,6 @@ from specviz.engine import (
     speculative_decode,
 )
 from specviz.engine.tally import Tally
-from specviz.measures import TAU_OVER_STEP, measure
 from specviz.trace import Trace
 from specviz.ui import charts
 from specviz.ui.controller import inspector_choices, next_cursor

@@ -4,9 +4,9 @@ from dataclasses import replace
 
 import pytest
 
+from specviz.analysis.measures import measure, measures_of
 from specviz.engine.events import Cycle, DraftPosition, RunStarted, Step, Summary
 from specviz.engine.tally import Tally
-from specviz.measures import measure, measures_of
 from specviz.trace import Trace
 from specviz.ui import texts
 from specviz.ui.render import narration, race_html, stream_html

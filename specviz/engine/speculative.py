@@ -21,13 +21,13 @@ from dataclasses import replace
 
 import torch
 
+from specviz.engine.acceptance import Verdict, verify
 from specviz.engine.drafters import AdaptiveGamma, Drafter, Proposal, Verification
 from specviz.engine.events import Cycle, DraftPosition, Event, Summary
 from specviz.engine.kv_cache import CachedDecoder, rollback_to_accepted, synchronize
 from specviz.engine.settings import DecodeSettings
 from specviz.engine.start import prefill, run_started
 from specviz.engine.tally import Tally
-from specviz.engine.verification import Verdict, verify
 from specviz.engine.vocabulary import Vocabulary
 
 StopCheck = Callable[[], bool]

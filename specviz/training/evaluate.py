@@ -22,6 +22,9 @@ from pathlib import Path
 import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
+from specviz.models.catalogue import REPO_ROOT
+
+ASSETS = REPO_ROOT / "assets"  # where the bundled pair and its training report live
 NEW_TOKENS = 96
 HELDOUT_COUNT = 16  # the first 8 are the ones `bench --prompts heldout` uses
 BENCH_GAMMAS = "2,3,4,5"
@@ -114,7 +117,7 @@ def bench(pair: str) -> dict:
 def load_seconds(pair: str) -> float:
     """Seconds to load a catalogue pair in a fresh process (what the app's first click waits for)."""
     code = (
-        "from specviz.catalogue import load_catalogue; from specviz.loading import load_pair; "
+        "from specviz.models.catalogue import load_catalogue; from specviz.models.loading import load_pair; "
         f"c = load_catalogue(); print(load_pair({pair!r}, c.get({pair!r}), c.offline_pairs()).load_s)"
     )
     return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()[-1])
@@ -123,7 +126,6 @@ def load_seconds(pair: str) -> float:
 def update_report(folder: Path) -> dict:
     """Measure the pair saved in folder and merge the numbers into its training_report.json."""
     from specviz.prompts import PROMPTS, heldout_code_prompts
-    from specviz.train import ASSETS
 
     started = time.perf_counter()
     path = folder / "training_report.json"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz import theory
+from specviz.analysis import theory
+from specviz.analysis.measures import Measures
 from specviz.engine.events import Cycle
 from specviz.engine.tally import Tally
-from specviz.measures import Measures
 from specviz.trace import Trace
 from specviz.ui.palette import COLOURS
 

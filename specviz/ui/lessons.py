@@ -11,7 +11,7 @@ import html
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from specviz.measures import Measures
+from specviz.analysis.measures import Measures
 from specviz.prompts import PROMPTS
 from specviz.trace import Trace
 from specviz.ui.controller import RunRequest

@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 from typing import Literal
 
+from specviz.analysis.measures import Measures
 from specviz.engine.events import Cycle, DraftPosition
-from specviz.measures import Measures
 from specviz.trace import Trace
 from specviz.ui.palette import LEGEND
 

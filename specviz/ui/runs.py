@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from specviz import pair_cache
+from specviz.models import pair_cache
 from specviz.trace import Trace
 from specviz.ui import charts, texts
 from specviz.ui.controller import RunRequest, Sessions, Ticket, next_cursor, playback
@@ -38,7 +38,7 @@ class Update:
 
 def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> Iterator[Update | Trace]:
     """Yield status updates while the pair loads and the slot is busy, then the measured trace (last)."""
-    from specviz import measuring
+    from specviz import recorder
     from specviz.runner import check_prompt_text
 
     settings = request.settings()
@@ -49,7 +49,7 @@ def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> 
             numbers=texts.run_numbers_html(None, "measuring", ticket.number),
         )
     pair = pair_cache.get_pair(request.pair)
-    if measuring.slot_is_busy():
+    if recorder.slot_is_busy():
         yield Update(
             status="Waiting for another session's measurement…", numbers=texts.run_numbers_html(None, "waiting", ticket.number)
         )
@@ -58,13 +58,13 @@ def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> 
         numbers=texts.run_numbers_html(None, "measuring", ticket.number),
         clear=True,
     )
-    yield measuring.measure_run(
+    yield recorder.measure_run(
         pair,
         request.prompt,
         settings,
         request.drafter,
         should_stop=lambda: not sessions.is_current(ticket),
-        settle_s=measuring.SETTLE_S,
+        settle_s=recorder.SETTLE_S,
     )
 
 
@@ -93,7 +93,7 @@ def run_and_play(request: RunRequest, ticket: Ticket, sessions: Sessions, hardwa
 
 def play(trace: Trace, slowdown: float, ticket: Ticket, sessions: Sessions, hardware_line: str | None = None) -> Iterator[Update]:
     """Animate a recorded trace: frames at its measured pace × slowdown, charts about once a second, everything at the end."""
-    from specviz import measuring
+    from specviz import recorder
 
     keep_going = lambda: sessions.is_current(ticket)  # noqa: E731
     recording = Recording.of(trace)
@@ -109,7 +109,7 @@ def play(trace: Trace, slowdown: float, ticket: Ticket, sessions: Sessions, hard
         frame=frame(recording, 0, "decide", slowdown, True),
     )
     last_charts = time.perf_counter()
-    for shown, phase in playback(trace, slowdown, keep_going, hold=measuring.slot_is_busy):
+    for shown, phase in playback(trace, slowdown, keep_going, hold=recorder.slot_is_busy):
         with_charts = time.perf_counter() - last_charts >= CHART_EVERY_S
         if with_charts:
             last_charts = time.perf_counter()
@@ -156,8 +156,8 @@ def step(
 
 def run_lesson(lesson: Lesson, playback_choice: str, ticket: Ticket, sessions: Sessions) -> Iterator[Update]:
     """Run the lesson's scenario like a Run, measure its comparison runs, then explain it from the numbers."""
-    from specviz import measuring
-    from specviz.measures import measure
+    from specviz import recorder
+    from specviz.analysis.measures import measure
 
     request = replace(lesson.request, playback=playback_choice)
     header = f"<h4>{html.escape(lesson.title)}</h4>"
@@ -173,13 +173,13 @@ def run_lesson(lesson: Lesson, playback_choice: str, ticket: Ticket, sessions: S
     for n, (label, extra) in enumerate(lesson.extra, start=1):
         yield Update(lesson=header + f"<p>Measuring the comparison: {html.escape(label)} ({n} of {len(lesson.extra)})…</p>")
         pair = pair_cache.get_pair(extra.pair)
-        extra_trace = measuring.measure_run(
+        extra_trace = recorder.measure_run(
             pair,
             extra.prompt,
             extra.settings(),
             extra.drafter,
             lambda: not sessions.is_current(ticket),
-            settle_s=measuring.SETTLE_S,
+            settle_s=recorder.SETTLE_S,
         )
         if not sessions.is_current(ticket) or extra_trace.baseline is None:
             return

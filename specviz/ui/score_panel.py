@@ -18,7 +18,7 @@ from specviz.ui.palette import COLOURS
 if TYPE_CHECKING:
     import gradio as gr
 
-    from specviz.score import Scorecard
+    from specviz.analysis.score import Scorecard
 
 MY_TEXT = "my text (below)"
 PROMPT_SETS = [MY_TEXT, "code", "heldout", "prose", "repetitive", "arithmetic"]
@@ -167,10 +167,10 @@ def score_for_panel(
     pair_name: str, text: str, prompt_set: str, temperature: float, gamma: int, own_continuation: bool = False
 ) -> Scorecard:
     """Load the pair (cached), time its steps once per γ, and score the texts (or the target's continuations of them)."""
+    from specviz.analysis.score import scorecard
+    from specviz.analysis.timing import pair_step_times
     from specviz.engine import DecodeSettings, SamplingSettings
-    from specviz.pair_cache import get_pair
-    from specviz.score import scorecard
-    from specviz.timing import pair_step_times
+    from specviz.models.pair_cache import get_pair
 
     sampling = SamplingSettings(temperature=float(temperature))
     DecodeSettings(gamma=int(gamma), sampling=sampling).validate()
@@ -206,7 +206,7 @@ def score_panel(pair_dropdown: gr.components.Component) -> dict[str, gr.componen
         curve = gr.Plot(label="predicted speedup over γ")
 
     def on_score(pair_name: str, pasted: str, chosen_set: str, temp: float, window: int, continuation: bool) -> dict:
-        from specviz.loading import PairError
+        from specviz.models.loading import PairError
 
         try:
             card = score_for_panel(pair_name, pasted, chosen_set, temp, window, continuation)

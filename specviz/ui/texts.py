@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import html
 
-from specviz import theory
-from specviz.measures import Measures
+from specviz.analysis import theory
+from specviz.analysis.measures import Measures
 
 FORMULAS = r"""
 ### The exact algorithm, one cycle

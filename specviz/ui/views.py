@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from specviz.analysis.measures import Measures, measure
 from specviz.engine.tally import Tally
-from specviz.measures import Measures, measure
 from specviz.trace import Trace
 from specviz.ui import charts, texts
 from specviz.ui.controller import inspector_choices

@@ -40,7 +40,7 @@ def hardware_sentence(pair_name: str, path: Path | None = None, device: str | No
     It only reads a small JSON file: it never builds or times a model.
     """
     if device is None:
-        from specviz.loading import choose_device  # torch is loaded by the time the app shows a verdict
+        from specviz.models.loading import choose_device  # torch is loaded by the time the app shows a verdict
 
         device = choose_device().type
     entries = [e for e in load_saved(path).values() if e.get("pair") == pair_name and str(e.get("device", "")).startswith(device)]

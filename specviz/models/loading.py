@@ -12,8 +12,8 @@ from urllib.parse import urlparse
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from specviz.catalogue import Pair
 from specviz.engine import Vocabulary
+from specviz.models.catalogue import Pair
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

@@ -12,12 +12,9 @@ import math
 import sys
 from collections.abc import Sequence
 
-from specviz import theory
-from specviz.catalogue import CatalogueError, load_catalogue
-from specviz.engine import Cycle, DecodeSettings, SettingsError, Summary
-from specviz.loading import PairError, load_pair
-from specviz.measures import measures_of
-from specviz.options import (
+from specviz.analysis import theory
+from specviz.analysis.measures import measures_of
+from specviz.cli.options import (
     UsageError,
     add_decoding_arguments,
     add_pair_arguments,
@@ -27,6 +24,9 @@ from specviz.options import (
     sampling_from,
     settings_from,
 )
+from specviz.engine import Cycle, DecodeSettings, SettingsError, Summary
+from specviz.models.catalogue import CatalogueError, load_catalogue
+from specviz.models.loading import PairError, load_pair
 from specviz.runner import PromptError, check_prompt_text, run
 
 __all__ = ["UsageError", "main", "resolve_pair", "run_to_dict", "settings_from"]
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hardware_parser.add_argument("--memory-gib", type=float, help="memory to plan with instead of what is available")
     hardware_parser.add_argument(
-        "--save", action="store_true", help="keep the result for the app (see specviz.hardware.cache_path)"
+        "--save", action="store_true", help="keep the result for the app (see specviz.analysis.hardware.cache_path)"
     )
     hardware_parser.add_argument("--json", action="store_true")
     hardware_parser.set_defaults(handler=command_hardware)
@@ -192,7 +192,7 @@ def _fmt(value: float | None) -> str:
 
 
 def command_bench(args: argparse.Namespace) -> int:
-    from specviz.bench import bench, format_table
+    from specviz.cli.bench import bench, format_table
     from specviz.prompts import load_prompt_set
 
     try:
@@ -230,9 +230,9 @@ def command_bench(args: argparse.Namespace) -> int:
 
 
 def command_score(args: argparse.Namespace) -> int:
+    from specviz.analysis.score import scorecard
+    from specviz.analysis.timing import measure_step_times
     from specviz.prompts import load_prompt_set
-    from specviz.score import scorecard
-    from specviz.timing import measure_step_times
 
     sampling = sampling_from(args)
     DecodeSettings(gamma=1 if args.gamma is None else args.gamma, sampling=sampling).validate()  # one line if bad
@@ -281,7 +281,7 @@ def command_score(args: argparse.Namespace) -> int:
 
 def command_hardware(args: argparse.Namespace) -> int:
 
-    from specviz import hardware
+    from specviz.analysis import hardware
 
     if args.alpha is not None and not (0 <= args.alpha <= 1):
         raise UsageError(f"--alpha must be in [0, 1] (got {args.alpha})")
@@ -332,9 +332,9 @@ def command_hardware(args: argparse.Namespace) -> int:
 
 def scored_alpha(name: str, entry, catalogue) -> tuple[float | None, str | None]:
     """α of a pair whose weights are here, scored greedily on the held-out code prompts (no timing needed)."""
+    from specviz.analysis.score import encode_text, score_token_ids
     from specviz.engine import SamplingSettings
     from specviz.prompts import load_prompt_set
-    from specviz.score import encode_text, score_token_ids
 
     pair = load_pair(name, entry, catalogue.offline_pairs())
     scored = [score_token_ids(pair, encode_text(pair, text), SamplingSettings()) for text in load_prompt_set("heldout")]
@@ -386,7 +386,7 @@ def quiet_libraries() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from specviz.hardware import HardwareError
+    from specviz.analysis.hardware import HardwareError
 
     quiet_libraries()
     args = build_parser().parse_args(argv)

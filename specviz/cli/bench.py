@@ -10,11 +10,11 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from specviz.analysis.measures import measures_of
 from specviz.drafting import Twin, strategy
 from specviz.engine import DecodeSettings, Summary, Tally
 from specviz.engine.kv_cache import synchronize
-from specviz.loading import LoadedPair
-from specviz.measures import measures_of
+from specviz.models.loading import LoadedPair
 from specviz.runner import encode_prompt, run
 
 TRANSFORMERS_DEFAULT = Twin(  # None: transformers fills in its own defaults (20 drafts, constant, confidence 0.4)

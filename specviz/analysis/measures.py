@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specviz import theory
+from specviz.analysis import theory
 from specviz.engine.tally import Tally
 from specviz.trace import Trace
 

@@ -10,7 +10,7 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]  # specviz/models/catalogue.py → the repository
 CATALOGUE_PATH = Path(os.environ.get("SPECVIZ_CATALOGUE", REPO_ROOT / "models.yaml"))
 
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)

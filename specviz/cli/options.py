@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from specviz.catalogue import Pair, load_catalogue
 from specviz.drafting import drafter_keys
 from specviz.engine import DecodeSettings, SamplingSettings
-from specviz.loading import LoadedPair, load_pair
+from specviz.models.catalogue import Pair, load_catalogue
+from specviz.models.loading import LoadedPair, load_pair
 
 
 class UsageError(ValueError):

@@ -2,7 +2,7 @@
 
 The cost of a forward pass depends on a model's shape, dtype and device, not on its weights, so each
 model is built from its recorded configuration (models.yaml, `architectures:`; a local folder's own
-config.json) with random weights, and timed as the engine runs it (specviz.timing). Combined with an α
+config.json) with random weights, and timed as the engine runs it (specviz.analysis.timing). Combined with an α
 (given, or scored on local weights) it predicts the speedup on this machine.
 """
 
@@ -17,10 +17,10 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
-from specviz.catalogue import Architecture, Catalogue, Pair
-from specviz.hardware_cache import cache_path, hardware_sentence, load_saved, save
-from specviz.loading import choose_device, choose_dtype, is_local
-from specviz.timing import StepTimes, measure_step_times, predicted
+from specviz.analysis.hardware_cache import cache_path, hardware_sentence, load_saved, save
+from specviz.analysis.timing import StepTimes, measure_step_times, predicted
+from specviz.models.catalogue import Architecture, Catalogue, Pair
+from specviz.models.loading import choose_device, choose_dtype, is_local
 
 ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)  # what a report predicts at, when no α is given
 OVERHEAD_BYTES = 512 * 2**20  # activations, KV cache, allocator slack

@@ -6,10 +6,10 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from specviz.catalogue import Catalogue, load_catalogue
+from specviz.models.catalogue import Catalogue, load_catalogue
 
 if TYPE_CHECKING:  # loading imports transformers: kept off the path to the app's first page
-    from specviz.loading import LoadedPair
+    from specviz.models.loading import LoadedPair
 
 log = logging.getLogger("specviz")
 
@@ -33,7 +33,7 @@ def get_pair(name: str) -> LoadedPair:
     """
     if name in _loaded:
         return _loaded[name]
-    from specviz.loading import load_pair
+    from specviz.models.loading import load_pair
 
     with _registry_lock:
         lock = _loading.setdefault(name, threading.Lock())

@@ -4,7 +4,7 @@ One teacher-forced forward of each model over the text gives p and q at every po
 warping the engine samples with, Σₓ min(p(x), q(x)) is the probability that a draft at that position is
 accepted (Leviathan et al., Corollary 3.6). Under greedy both distributions are one-hot, so it is 1 where
 the two argmaxes agree and 0 elsewhere. The mean over the text estimates α; with τ and ν timed on this
-device (specviz.timing), measures_of predicts tokens per cycle, the speedup and the best γ.
+device (specviz.analysis.timing), measures_of predicts tokens per cycle, the speedup and the best γ.
 
 It predicts α during generation as far as the text resembles what the target writes: on the target's
 own greedy continuation the positions a run tests are exactly teacher-forced positions (tests/test_score.py).
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz import theory
+from specviz.analysis import theory
+from specviz.analysis.measures import Measures, measures_of
+from specviz.analysis.timing import StepTimes, expected_tally
 from specviz.engine.sampling import SamplingSettings, warp
-from specviz.loading import LoadedPair
-from specviz.measures import Measures, measures_of
-from specviz.timing import StepTimes, expected_tally
+from specviz.models.loading import LoadedPair
 
 LOGIT_BUDGET = 2**25  # rows × vocabulary per forward: ~128 MB of fp32 logits for each model
 

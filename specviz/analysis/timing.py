@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
+from specviz.analysis.measures import Measures, measures_of
 from specviz.engine import CachedDecoder, Tally
 from specviz.engine.kv_cache import synchronize
-from specviz.measures import Measures, measures_of
 
 
 @dataclass(frozen=True)

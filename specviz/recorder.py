@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from specviz.analysis.measures import measures_of
 from specviz.engine import Cycle, DecodeSettings, RunStarted, Step, Summary
-from specviz.loading import LoadedPair
-from specviz.measures import measures_of
-from specviz.pair_cache import pair_info
+from specviz.models.loading import LoadedPair
+from specviz.models.pair_cache import pair_info
 from specviz.runner import encode_prompt, run
 from specviz.trace import Trace
 

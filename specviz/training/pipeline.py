@@ -1,0 +1,216 @@
+"""Train the bundled pair: `python -m specviz.train`.
+
+The defaults are the settings of the pair shipped in assets/ (assets/MODEL_CARD.md, assets/training_report.json):
+
+1. corpus: this interpreter's standard-library `.py` files (~5% of them held out for validation) plus
+   the library code of a fixed list of permissively licensed installed packages (`corpus.PACKAGES`);
+2. tokenizer: byte-level BPE;
+3. target: an 8-layer Llama of width 320 trained on the corpus, then deepened to 12 layers (each new layer
+   a function-preserving copy, `training.grow`) and trained further: the deeper target costs more per
+   step, which makes the draft relatively cheaper;
+4. loop-free self-training (`training.loop_free`): the target learns, from its own greedy text, to take a
+   different turn where it would loop;
+5. draft: a ~2M-parameter one-layer Llama distilled from the target's logits, on the corpus and on the
+   target's own greedy continuations (`training.on_policy`);
+6. plain draft: the same draft architecture trained on tokens alone, for fewer steps, to show that
+   alignment with the target matters;
+7. evaluation (`training.evaluate`): distinct-4, a syntax check and samples of greedy completions of
+   held-out code, and for the bundled folder the CLI benchmark of both pairs, into the report.
+
+Stages 1-3 take about 1 h 15 min on 2 CPU cores; `--only-target` stops after them and `--reuse-grown` starts
+after them (from --work), so the later stages can be rerun alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+
+from specviz.training import corpus, evaluate, grow, loop_free, models, on_policy
+from specviz.training.evaluate import ASSETS
+from specviz.training.loop import TrainSettings, train
+from specviz.training.loop_free import LoopFreeSettings
+from specviz.training.tokenizer import save_tokenizer, train_tokenizer
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m specviz.train", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ASSETS, help="folder for the three model folders")
+    parser.add_argument("--work", type=Path, default=Path(".train_work"), help="scratch folder for checkpoints")
+    parser.add_argument("--vocab-size", type=int, default=4096)
+    parser.add_argument("--target-steps", type=int, default=2600)
+    parser.add_argument("--target-learning-rate", type=float, default=3e-3)
+    parser.add_argument("--grow-after", default="1,3,5,7", help="layers of the trained target to follow with a new layer")
+    parser.add_argument("--grown-steps", type=int, default=800, help="training of the deepened target")
+    parser.add_argument("--grown-learning-rate", type=float, default=1e-3)
+    parser.add_argument(
+        "--loop-free-steps", type=int, default=300, help="most steps of loop-free self-training (it stops once probes pass)"
+    )
+    parser.add_argument("--draft-steps", type=int, default=1000)
+    parser.add_argument("--plain-draft-steps", type=int, default=175)
+    parser.add_argument("--warmup-steps", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--sequence-length", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=2,
+        help="torch threads (the shipped pair: 2, on a 2-core machine with nothing else running)",
+    )
+    parser.add_argument(
+        "--reuse-target",
+        action="store_true",
+        help="start from the language-model target saved in --work/target-lm (and its tokenizer)",
+    )
+    parser.add_argument("--reuse-grown", action="store_true", help="start from the deepened target saved in --work/target-grown")
+    parser.add_argument("--only-target", action="store_true", help="stop once the deepened target is saved")
+    parser.add_argument("--on-policy-rows", type=int, default=2048, help="greedy target continuations for the draft")
+    parser.add_argument("--on-policy-share", type=float, default=0.5, help="share of each draft batch drawn from them")
+    parser.add_argument("--skip-evaluation", action="store_true", help="do not measure the saved pair at the end")
+    parser.add_argument("--evaluate-only", action="store_true", help="only measure the pair in --out and update its report")
+    return parser.parse_args()
+
+
+def encode_stream(tokenizer: PreTrainedTokenizerFast, texts: list[str]) -> torch.Tensor:
+    """All files as one token stream, separated by end-of-text."""
+    stream: list[int] = []
+    for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]:
+        stream.extend(ids)
+        stream.append(tokenizer.eos_token_id)
+    return torch.tensor(stream, dtype=torch.long)
+
+
+def save_model(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, folder: Path) -> None:
+    """A plain transformers folder, weights in bf16 to keep the bundle small."""
+    shutil.rmtree(folder, ignore_errors=True)
+    model.to(torch.bfloat16).save_pretrained(folder)
+    model.to(torch.float32)
+    save_tokenizer(tokenizer, folder)
+
+
+def main() -> None:
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    if args.evaluate_only:
+        evaluate.update_report(args.out)
+        return
+    torch.manual_seed(args.seed)
+    args.work.mkdir(parents=True, exist_ok=True)
+    report: dict = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "args": {k: str(v) for k, v in vars(args).items()},
+    }
+    started = time.perf_counter()
+
+    # 1. corpus
+    train_texts, validation_texts, split, packages = corpus.build_corpus()
+    report["corpus"] = {
+        "root": str(corpus.stdlib_root()),
+        "site_packages": str(corpus.site_packages_root()),
+        "train_files": len(train_texts),
+        "stdlib_train_files": len(train_texts) - sum(p.files for p in packages),
+        "validation_files": len(validation_texts),
+        "train_bytes": sum(len(t) for t in train_texts),
+        "package_bytes": sum(p.bytes for p in packages),
+        "packages": [vars(p) for p in packages],
+        "validation_files_list": [p.relative_to(corpus.stdlib_root()).as_posix() for p in split.validation],
+    }
+
+    # 2. tokenizer
+    lm_target_folder = args.work / "target-lm"  # the 8-layer target before growth, with its tokenizer and report
+    if args.reuse_target or args.reuse_grown:
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(lm_target_folder)
+    else:
+        tokenizer = train_tokenizer(train_texts, args.vocab_size)
+        save_tokenizer(tokenizer, args.work / "tokenizer")  # beside the checkpoints, so a stopped run is still usable
+    train_tokens, validation_tokens = encode_stream(tokenizer, train_texts), encode_stream(tokenizer, validation_texts)
+    report["corpus"].update(train_tokens=len(train_tokens), validation_tokens=len(validation_tokens))
+    print(f"corpus: {len(train_texts)} train files ({len(train_tokens):,} tokens), {len(validation_texts)} validation files")
+
+    def settings(steps: int, learning_rate: float) -> TrainSettings:
+        return TrainSettings(
+            steps=steps,
+            batch_size=args.batch_size,
+            sequence_length=args.sequence_length,
+            learning_rate=learning_rate,
+            warmup_steps=args.warmup_steps,
+            seed=args.seed,
+        )
+
+    def train_and_save(role: str, folder: str, config, train_settings: TrainSettings, **teaching) -> LlamaForCausalLM:
+        torch.manual_seed(args.seed)  # initial weights depend on the seed alone, so --reuse-target gives the same drafts
+        model = models.build(config)
+        result = train(model, train_tokens, validation_tokens, train_settings, args.work / role, description=role, **teaching)
+        report[role] = {"parameters": models.count_parameters(model), **vars(result)}
+        save_model(model, tokenizer, args.out / folder)
+        return model
+
+    # 3. target, a language model of 8 layers
+    grown_folder = args.work / "target-grown"  # the deepened target before loop-free self-training
+    if args.reuse_grown:
+        target = LlamaForCausalLM.from_pretrained(grown_folder, dtype=torch.float32)
+        saved = json.loads((grown_folder / "report.json").read_text())
+        report["target"], report["target_grown"] = saved["target"], saved["target_grown"]
+    else:
+        if args.reuse_target or args.reuse_grown:
+            target = LlamaForCausalLM.from_pretrained(lm_target_folder, dtype=torch.float32)
+            report["target"] = json.loads((lm_target_folder / "report.json").read_text())
+        else:
+            target = train_and_save(
+                "target",
+                "pycode-target",
+                models.target_config(len(tokenizer)),
+                settings(args.target_steps, args.target_learning_rate),
+            )
+            save_model(target, tokenizer, lm_target_folder)
+            (lm_target_folder / "report.json").write_text(json.dumps(report["target"], indent=2) + "\n")
+        # 3a. deepened (each listed layer followed by a zero-output copy), then trained on unseen windows
+        grow.deepen(target, [int(layer) for layer in args.grow_after.split(",") if layer])
+        grown_settings = replace(settings(args.grown_steps, args.grown_learning_rate), warmup_steps=50, seed=args.seed + 1)
+        result = train(target, train_tokens, validation_tokens, grown_settings, args.work / "target_grown", description="grown")
+        report["target_grown"] = {"parameters": models.count_parameters(target), "layers": target.config.num_hidden_layers}
+        report["target_grown"].update(vars(result))
+        save_model(target, tokenizer, grown_folder)
+        (grown_folder / "report.json").write_text(json.dumps({k: report[k] for k in ("target", "target_grown")}, indent=2) + "\n")
+    save_model(target, tokenizer, args.out / "pycode-target")
+    if args.only_target:
+        return
+    # 3b. the target learns from its own text to turn away where greedy decoding would loop; saved as the shipped target
+    if args.loop_free_steps:
+        loop_free_settings = LoopFreeSettings(max_steps=args.loop_free_steps, seed=args.seed)
+        result, probes = loop_free.finetune(target, train_tokens, validation_tokens, loop_free_settings)
+        report["target_loop_free"] = {**vars(result), "settings": vars(loop_free_settings), "probes": probes}
+        save_model(target, tokenizer, args.out / "pycode-target")
+    # 4. the draft, distilled from the target's logits on the corpus and on the target's own greedy text
+    started_rows = time.perf_counter()
+    rows = on_policy.greedy_continuations(
+        target, train_tokens, args.on_policy_rows, prefix_length=64, sequence_length=args.sequence_length, seed=args.seed
+    )
+    report["on_policy"] = {"rows": len(rows), "tokens": rows.numel(), "seconds": time.perf_counter() - started_rows}
+    distil = replace(settings(args.draft_steps, 3e-3), on_policy_share=args.on_policy_share)
+    train_and_save("draft_distilled", "pycode-draft", models.draft_config(len(tokenizer)), distil, teacher=target, on_policy=rows)
+    # 5. the same draft architecture on tokens alone, for fewer steps
+    train_and_save(
+        "draft_plain", "pycode-draft-plain", models.draft_config(len(tokenizer)), settings(args.plain_draft_steps, 3e-3)
+    )
+
+    report["total_seconds"] = time.perf_counter() - started
+    (args.out / "training_report.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in report.items() if k not in ("corpus", "args")}, indent=2))
+    # 6. measure the saved pair (distinct-4, parse rate, samples, α and timings) into the same report
+    if not args.skip_evaluation:
+        evaluate.update_report(args.out)
+
+
+if __name__ == "__main__":
+    main()
