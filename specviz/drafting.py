@@ -1,7 +1,7 @@
 """The registry of drafting strategies: the one place a drafter is named, for the runner, CLI, bench and app.
 
 A new strategy is one Drafter class (specviz/engine/drafters.py) plus one `register(Strategy(...))` line
-here; README, "Adding a drafter", walks through it.
+here; README, "Drafting strategies, and adding one", walks through it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from specviz.engine.settings import SettingsError
 
 if TYPE_CHECKING:  # the app lists the strategies before transformers is imported; the classes load on first build
-    from specviz.engine import CachedDecoder, DecodeSettings
+    from specviz.engine import CachedDecoder
     from specviz.engine.drafters import Drafter
     from specviz.models.loading import LoadedPair
 
@@ -52,18 +52,6 @@ def _drafters():
 def register(strategy: Strategy) -> Strategy:
     STRATEGIES[strategy.key] = strategy
     return strategy
-
-
-class _Drafters:
-    """specviz.engine.drafters, imported on first use (it imports torch and transformers)."""
-
-    def __getattr__(self, name: str):
-        from specviz.engine import drafters as module
-
-        return getattr(module, name)
-
-
-drafters = _Drafters()
 
 
 def draft_decoder(pair: LoadedPair) -> CachedDecoder:
@@ -134,9 +122,6 @@ def strategy(key: str) -> Strategy:
     return STRATEGIES[key]
 
 
-def make_drafter(pair: LoadedPair, key: str, settings: DecodeSettings | None = None) -> Drafter:
-    """A fresh drafter for one run (settings.adaptive_gamma wraps any strategy in the adaptive schedule)."""
-    drafter = strategy(key).build(pair)
-    if settings is not None and settings.adaptive_gamma and not isinstance(drafter, _drafters().AdaptiveGamma):
-        drafter = _drafters().AdaptiveGamma(drafter)
-    return drafter
+def make_drafter(pair: LoadedPair, key: str) -> Drafter:
+    """A fresh drafter for one run (the engine wraps it in the adaptive-γ schedule when the settings ask for it)."""
+    return strategy(key).build(pair)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from specviz.analysis.measures import measures_of
 from specviz.engine import Cycle, DecodeSettings, RunStarted, Step, Summary
+from specviz.engine.settings import StopCheck, never_stop
 from specviz.models.loading import LoadedPair
 from specviz.models.pair_cache import pair_info
 from specviz.runner import encode_prompt, run
@@ -22,7 +22,6 @@ from specviz.trace import Trace
 MEASURING_SLOT = threading.Lock()
 REPEAT_BUDGET_S = 2.0  # measure three times when three rounds fit in this, else once
 SETTLE_S = 0.5  # in the app: inside the slot, let the pages (ours and others', now frozen) finish drawing before timing
-StopCheck = Callable[[], bool]
 
 
 @dataclass
@@ -58,7 +57,7 @@ def measure_run(
     prompt: str,
     settings: DecodeSettings,
     drafter: str = "model",
-    should_stop: StopCheck = lambda: False,
+    should_stop: StopCheck = never_stop,
     repeat_budget_s: float = REPEAT_BUDGET_S,
     settle_s: float = 0.0,
 ) -> Trace:

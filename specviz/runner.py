@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Literal
 
 from specviz.drafting import make_drafter
 from specviz.engine import CachedDecoder, DecodeSettings, Event, autoregressive_decode, speculative_decode
+from specviz.engine.settings import StopCheck, never_stop
 from specviz.models.loading import LoadedPair
 
 MAX_PROMPT_CHARS = 20_000
@@ -49,11 +50,11 @@ def run(
     settings: DecodeSettings,
     mode: Literal["speculative", "autoregressive"] = "speculative",
     drafter: DrafterKind = "model",
-    should_stop: Callable[[], bool] = lambda: False,
+    should_stop: StopCheck = never_stop,
 ) -> Iterator[Event]:
     """Validate everything first, then stream the engine's events."""
     settings.validate()
-    drafter_made = make_drafter(pair, drafter, settings) if mode == "speculative" else None  # an unknown key fails here
+    drafter_made = make_drafter(pair, drafter) if mode == "speculative" else None  # an unknown key fails here
     prompt_ids = encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma)
     target = CachedDecoder(pair.target.model, pair.shared_vocab_size)
     if mode == "autoregressive":

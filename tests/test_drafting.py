@@ -10,11 +10,11 @@ from specviz.engine import (
     Cycle,
     DecodeSettings,
     DynamicDrafter,
+    Feedback,
     ModelDrafter,
     PromptLookupDrafter,
     SamplingSettings,
     SettingsError,
-    Verification,
     speculative_decode,
 )
 from tests.test_greedy_exact import PROMPT, VOCAB, transformers_greedy
@@ -98,9 +98,9 @@ class HiddenStateReader(ModelDrafter):
 
     def __init__(self, decoder: CachedDecoder) -> None:
         super().__init__(decoder)
-        self.seen: list[Verification] = []
+        self.seen: list[Feedback] = []
 
-    def update(self, verification: Verification) -> None:
+    def update(self, verification: Feedback) -> None:
         self.seen.append(verification)
 
 

@@ -47,7 +47,7 @@ def test_bound_as_draft_cost_vanishes():
 def test_alpha_estimators():
     assert theory.alpha_maximum_likelihood(6, 2) == 0.75
     assert theory.alpha_maximum_likelihood(0, 0) is None
-    assert theory.alpha_analytic([0.5, 1.0]) == 0.75
+    assert theory.alpha_analytic(1.5, 2) == 0.75
 
 
 def test_verify_cost_generalises_theorem_3_8():

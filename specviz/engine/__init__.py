@@ -1,7 +1,8 @@
 """The decoding engine: exact speculative decoding and its autoregressive baseline, as event generators.
 
 Names are imported on first use (PEP 562), so that importing the light parts (events, tally,
-settings) does not pull in transformers: the app serves its first page before the models load.
+settings: no torch) does not pull in torch or transformers: the app serves its first page before
+the models load (tests/test_light_page.py holds it to that).
 """
 
 from importlib import import_module
@@ -12,7 +13,7 @@ _HOMES = {
     "Drafter": "drafters",
     "DynamicDrafter": "drafters",
     "Proposal": "drafters",
-    "Verification": "drafters",
+    "Feedback": "drafters",
     "ModelDrafter": "drafters",
     "PromptLookupDrafter": "drafters",
     "Cycle": "events",
@@ -23,10 +24,11 @@ _HOMES = {
     "Summary": "events",
     "CachedDecoder": "kv_cache",
     "rollback_to_accepted": "kv_cache",
-    "SamplingSettings": "sampling",
+    "SamplingSettings": "settings",
     "MAX_GAMMA": "settings",
     "DecodeSettings": "settings",
     "SettingsError": "settings",
+    "StopCheck": "settings",
     "speculative_decode": "speculative",
     "Tally": "tally",
     "Vocabulary": "vocabulary",

@@ -1,4 +1,4 @@
-"""The acceptance test of one cycle: which drafts the target keeps, and the token it adds itself."""
+"""The acceptance test of one cycle (step 3 of the algorithm): which drafts the target keeps, and the token it adds itself."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from specviz.engine.sampling import SamplingSettings, display_probs, residual, s
 
 
 @dataclass
-class Verdict:
+class Acceptance:
     """The outcome of testing k drafts against the target's k + 1 distributions (all on the CPU)."""
 
     n_accepted: int
@@ -27,7 +27,7 @@ class Verdict:
     top_residual: list[tuple[int, float]]  # at the rejected position, else empty
 
 
-def verify(
+def accept_drafts(
     target_logits: torch.Tensor,  # (k + 1, vocab): p_1 .. p_{k+1}
     draft_token_ids: list[int],
     draft_probs: torch.Tensor | None,  # (k, vocab), None for a deterministic drafter
@@ -36,7 +36,7 @@ def verify(
     lenience: float,
     generator: torch.Generator,
     top_n: int = 5,
-) -> Verdict:
+) -> Acceptance:
     """Leviathan et al.'s test: accept x_i with probability min(1, p_i(x_i) / q_i(x_i)), left to right.
 
     lenience l < 1 accepts with min(1, p / (l·q)) instead (under greedy: while p(x) ≥ l·max p),
@@ -81,7 +81,7 @@ def verify(
     n_top = min(top_n, p.shape[-1])
     top_p = torch.topk(p_view, n_top)
     top_q = torch.topk(q_view, n_top) if k else None
-    return Verdict(
+    return Acceptance(
         n_accepted=n_accepted,
         new_token_id=int(new_token.item()),
         is_bonus=n_accepted == k,

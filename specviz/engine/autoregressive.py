@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import torch
 
 from specviz.engine.events import Event, Step, Summary
 from specviz.engine.kv_cache import CachedDecoder
 from specviz.engine.sampling import sample, warp
-from specviz.engine.settings import DecodeSettings
+from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
 from specviz.engine.start import prefill, run_started
 from specviz.engine.vocabulary import Vocabulary
 
@@ -20,7 +20,7 @@ def autoregressive_decode(
     prompt_ids: list[int],
     settings: DecodeSettings,
     vocabulary: Vocabulary,
-    should_stop: Callable[[], bool] = lambda: False,
+    should_stop: StopCheck = never_stop,
 ) -> Iterator[Event]:
     """Yield RunStarted, one Step per target forward, then a Summary."""
     generator = torch.Generator(device=target.device).manual_seed(settings.seed)

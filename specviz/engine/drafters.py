@@ -1,9 +1,9 @@
-"""Drafters: strategies that propose the next tokens, and learn from each verification.
+"""Drafters: strategies that propose the next tokens, and learn from what the target accepts.
 
 The interface is transformers' CandidateGenerator, trimmed: `propose` (get_candidates) and `update`
 (update_candidate_strategy), plus `start`, `window` and `rollback`. A draft model, n-gram prompt lookup,
 the adaptive-γ schedule and dynamic (confidence-stopped) drafting all plug in here; see README,
-"Adding a drafter". Every strategy is exact: what is proposed may depend on anything but the target's
+"Drafting strategies, and adding one". Every strategy is exact: what is proposed may depend on anything but the target's
 coming decision, and the acceptance test is unchanged.
 """
 
@@ -31,7 +31,7 @@ class Proposal:
 
 
 @dataclass(frozen=True)
-class Verification:
+class Feedback:
     """What the target made of one proposal: handed to the drafter's update hook after each cycle."""
 
     window: int  # how many drafts the cycle allowed
@@ -68,8 +68,8 @@ class Drafter:
     def rollback(self, committed: list[int]) -> None:
         """Drop whatever state the target rejected."""
 
-    def update(self, verification: Verification) -> None:
-        """Learn from the target's verdict (transformers' update_candidate_strategy)."""
+    def update(self, feedback: Feedback) -> None:
+        """Learn from what the target accepted (transformers' update_candidate_strategy)."""
 
 
 class ModelDrafter(Drafter):
@@ -154,11 +154,18 @@ class AdaptiveGamma(Drafter):
     def rollback(self, committed: list[int]) -> None:
         self.inner.rollback(committed)
 
-    def update(self, verification: Verification) -> None:
-        self.inner.update(verification)
-        current = self.window(verification.window)
-        full = verification.n_accepted == verification.window
+    def update(self, feedback: Feedback) -> None:
+        self.inner.update(feedback)
+        current = self.window(feedback.window)
+        full = feedback.n_accepted == feedback.window
         self.scheduled = min(self.max_gamma, current + 2) if full else max(1, current - 1)
+
+
+def with_schedule(drafter: Drafter, adaptive_gamma: bool) -> Drafter:
+    """The drafter under the adaptive-γ schedule when asked for (the one place a drafter is wrapped in it)."""
+    if adaptive_gamma and not isinstance(drafter, AdaptiveGamma):
+        return AdaptiveGamma(drafter)
+    return drafter
 
 
 class DynamicDrafter(ModelDrafter):

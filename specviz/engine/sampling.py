@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-
-@dataclass(frozen=True)
-class SamplingSettings:
-    """temperature 0 means greedy; top_k 0 and top_p 1 mean no cut."""
-
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0.0
+from specviz.engine.settings import SamplingSettings
 
 
 def warp(logits: torch.Tensor, settings: SamplingSettings) -> torch.Tensor:

@@ -1,13 +1,30 @@
-"""Everything a run needs besides the models, validated in one place."""
+"""Everything a run needs besides the models, validated in one place. Light: no torch, so the app's page can read it."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from specviz.engine.sampling import SamplingSettings
+MAX_GAMMA = 16  # the most drafts per cycle a user may ask for (the app's γ slider reads it)
+StopCheck = Callable[[], bool]  # polled once per cycle or step: True ends the run with stop_reason "stopped"
 
-MAX_GAMMA = 16
+
+def never_stop() -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """temperature 0 means greedy; top_k 0 and top_p 1 mean no cut."""
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
 
 
 class SettingsError(ValueError):

@@ -1,36 +1,34 @@
 """Speculative decoding (Leviathan et al. 2023), one cycle at a time, as a generator of events.
 
-Notation (GUIDE.md): p is the target's next-token distribution and q the draft's, both after the
+Notation (docs/algorithm.md): p is the target's next-token distribution and q the draft's, both after the
 same temperature / top-k / top-p warping; γ drafts are proposed per cycle; α is the probability
 that one draft is accepted; τ is the time of a draft forward over the time of a target forward.
 
-One cycle:
+One cycle (`speculative_cycle`, numbered as below):
   1. draft: sample x_1..x_γ from q, one step at a time, keeping each q_i;
   2. verify: one target forward over the last token + x_1..x_γ gives p_1..p_{γ+1};
   3. accept x_i while u_i ≤ min(1, p_i(x_i) / q_i(x_i)); at the first rejection sample from
      norm(max(0, p_i − q_i)); if all γ pass, sample a bonus token from p_{γ+1};
   4. roll both KV caches back to the accepted prefix (the draft catches up next cycle);
-  5. the drafter's strategy learns from the verdict (adaptive γ, dynamic drafting, ...).
+  5. the drafter's strategy learns from what was accepted (adaptive γ, dynamic drafting, ...).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 
 import torch
 
-from specviz.engine.acceptance import Verdict, verify
-from specviz.engine.drafters import AdaptiveGamma, Drafter, Proposal, Verification
+from specviz.engine.acceptance import Acceptance, accept_drafts
+from specviz.engine.drafters import AdaptiveGamma, Drafter, Feedback, Proposal, with_schedule
 from specviz.engine.events import Cycle, DraftPosition, Event, Summary
 from specviz.engine.kv_cache import CachedDecoder, rollback_to_accepted, synchronize
-from specviz.engine.settings import DecodeSettings
+from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
 from specviz.engine.start import prefill, run_started
 from specviz.engine.tally import Tally
 from specviz.engine.vocabulary import Vocabulary
-
-StopCheck = Callable[[], bool]
 
 
 def speculative_decode(
@@ -39,90 +37,34 @@ def speculative_decode(
     prompt_ids: list[int],
     settings: DecodeSettings,
     vocabulary: Vocabulary,
-    should_stop: StopCheck = lambda: False,
+    should_stop: StopCheck = never_stop,
 ) -> Iterator[Event]:
     """Yield RunStarted, then one Cycle per target forward, then a Summary."""
-    if settings.adaptive_gamma and not isinstance(drafter, AdaptiveGamma):
-        drafter = AdaptiveGamma(drafter)  # the user-facing switch selects the strategy; the loop knows no flags
+    drafter = with_schedule(drafter, settings.adaptive_gamma)  # the user's switch picks the strategy; the loop knows no flags
     generator = torch.Generator(device=target.device).manual_seed(settings.seed)
     prefill_s = prefill(target, prompt_ids, also=lambda: drafter.start(prompt_ids))
     started = run_started("speculative", prompt_ids, settings, vocabulary, drafter.name, prefill_s)
-    yield replace(started, adaptive_gamma=started.adaptive_gamma or isinstance(drafter, AdaptiveGamma))
+    yield replace(started, adaptive_gamma=isinstance(drafter, AdaptiveGamma))
 
-    committed = list(prompt_ids)
-    new_ids: list[int] = []
-    tally = Tally()
-    decode_s = 0.0
-    stop_reason = "max_new_tokens"
-    while len(new_ids) < settings.max_new_tokens:
+    committed, tally, stop_reason = list(prompt_ids), Tally(), "max_new_tokens"
+    while tally.emitted < settings.max_new_tokens:
         if should_stop():
             stop_reason = "stopped"
             break
-        cycle_start = time.perf_counter()
-        scheduled = drafter.window(settings.gamma)
-        window = min(scheduled, settings.max_new_tokens - len(new_ids) - 1)  # never draft past the limit
-
-        # 1. draft model inference, sequentially
-        proposal = drafter.propose(committed, window, settings.sampling, generator)
-        synchronize(target.device)
-        draft_done = time.perf_counter()
-
-        # 2. parallel inference on the target: the pending token plus every draft, one forward
-        target_input = committed[target.cached_length :] + proposal.token_ids
-        n_verified = len(proposal.token_ids) + 1
-        hidden_states = None
-        if drafter.wants_target_hidden_states:
-            target_logits, hidden_states = target.feed_with_hidden_states(target_input, keep_last=n_verified)
-        else:
-            target_logits = target.feed(target_input, keep_last=n_verified)  # (k+1, vocab)
-        synchronize(target.device)
-        verify_done = time.perf_counter()
-
-        # 3. accept a prefix of the drafts, then the target's own token
-        verdict = verify(
-            target_logits,
-            proposal.token_ids,
-            proposal.draft_probs,
-            proposal.draft_logits,
-            settings.sampling,
-            settings.lenience,
-            generator,
-            settings.top_n,
-        )
-        emitted = proposal.token_ids[: verdict.n_accepted] + [verdict.new_token_id]
-        emitted = emitted[: settings.max_new_tokens - len(new_ids)]
-        if vocabulary.eos_token_id in emitted:
-            emitted = emitted[: emitted.index(vocabulary.eos_token_id) + 1]
-            stop_reason = "eos"
-        committed += emitted
-        new_ids += emitted
-
-        # 4. roll both KV caches back to the accepted prefix
-        rollback_to_accepted(target, committed)
-        drafter.rollback(committed)
-
-        # 5. the drafting strategy learns from the verdict
-        n_drafted = len(proposal.token_ids)
-        drafter.update(Verification(window, n_drafted, verdict.n_accepted, tuple(committed), hidden_states))
-
-        timings = dict(draft_s=draft_done - cycle_start, verify_s=verify_done - draft_done, overhead_s=0.0)
-        cycle = _cycle_event(tally.cycles, window, proposal, verdict, emitted, vocabulary, settings, timings)
-        draft_stop = "token limit" if n_drafted == window < scheduled else proposal.stop_reason
-        cycle_end = time.perf_counter()
-        # overhead: acceptance, rollback, the strategy's update and this event
-        cycle = replace(cycle, overhead_s=cycle_end - verify_done, draft_stop=draft_stop)
-        decode_s += cycle_end - cycle_start
+        remaining = settings.max_new_tokens - tally.emitted
+        cycle = speculative_cycle(target, drafter, committed, remaining, settings, vocabulary, generator, tally.cycles)
         tally = tally.add(cycle)
         yield cycle
-
-        if stop_reason == "eos":
+        if vocabulary.eos_token_id in cycle.emitted_token_ids:
+            stop_reason = "eos"
             break
 
+    new_ids = committed[len(prompt_ids) :]
     yield Summary(
         mode="speculative",
         new_token_ids=tuple(new_ids),
         text=vocabulary.text(new_ids),
-        wall_s=prefill_s + decode_s,
+        wall_s=prefill_s + tally.draft_s + tally.verify_s + tally.overhead_s,
         prefill_s=prefill_s,
         stop_reason=stop_reason,
         tally=tally,
@@ -130,17 +72,91 @@ def speculative_decode(
     )
 
 
-def _cycle_event(
+def speculative_cycle(
+    target: CachedDecoder,
+    drafter: Drafter,
+    committed: list[int],
+    remaining: int,
+    settings: DecodeSettings,
+    vocabulary: Vocabulary,
+    generator: torch.Generator,
+    index: int,
+) -> Cycle:
+    """Draft, verify, accept, roll back, learn: one target forward. `committed` grows by the emitted tokens."""
+    cycle_start = time.perf_counter()
+    scheduled = drafter.window(settings.gamma)
+    window = min(scheduled, remaining - 1)  # never draft past the token limit
+
+    # 1. draft model inference, sequentially
+    proposal = drafter.propose(committed, window, settings.sampling, generator)
+    synchronize(target.device)
+    draft_done = time.perf_counter()
+
+    # 2. parallel inference on the target: the pending token plus every draft, one forward
+    target_logits, hidden_states = verify_pass(target, committed, proposal.token_ids, drafter.wants_target_hidden_states)
+    synchronize(target.device)
+    verify_done = time.perf_counter()
+
+    # 3. accept a prefix of the drafts, then the target's own token
+    acceptance = accept_drafts(
+        target_logits,
+        proposal.token_ids,
+        proposal.draft_probs,
+        proposal.draft_logits,
+        settings.sampling,
+        settings.lenience,
+        generator,
+        settings.top_n,
+    )
+    emitted = emitted_tokens(proposal.token_ids, acceptance, remaining, vocabulary.eos_token_id)
+    committed += emitted
+
+    # 4. roll both KV caches back to the accepted prefix
+    rollback_to_accepted(target, committed)
+    drafter.rollback(committed)
+
+    # 5. the drafting strategy learns from what was accepted
+    n_drafted = len(proposal.token_ids)
+    drafter.update(Feedback(window, n_drafted, acceptance.n_accepted, tuple(committed), hidden_states))
+
+    draft_stop = "token limit" if n_drafted == window < scheduled else proposal.stop_reason
+    timings = {"draft_s": draft_done - cycle_start, "verify_s": verify_done - draft_done}
+    cycle = cycle_event(index, window, proposal, acceptance, emitted, vocabulary, settings, draft_stop, timings)
+    # overhead: acceptance, rollback, the strategy's update and this event
+    return replace(cycle, overhead_s=time.perf_counter() - verify_done)
+
+
+def verify_pass(
+    target: CachedDecoder, committed: list[int], draft_ids: list[int], with_hidden_states: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One target forward over the pending token and every draft: the logits of p_1..p_{k+1} (and hidden states if asked)."""
+    target_input = committed[target.cached_length :] + draft_ids
+    n_verified = len(draft_ids) + 1
+    if with_hidden_states:
+        return target.feed_with_hidden_states(target_input, keep_last=n_verified)  # (k+1, vocab), (k+1, hidden)
+    return target.feed(target_input, keep_last=n_verified), None  # (k+1, vocab)
+
+
+def emitted_tokens(draft_ids: list[int], acceptance: Acceptance, remaining: int, eos_token_id: int | None) -> list[int]:
+    """The accepted drafts and the target's own token, cut at the token limit and after an end-of-text."""
+    emitted = (draft_ids[: acceptance.n_accepted] + [acceptance.new_token_id])[:remaining]
+    if eos_token_id in emitted:
+        emitted = emitted[: emitted.index(eos_token_id) + 1]
+    return emitted
+
+
+def cycle_event(
     index: int,
     window: int,
     proposal: Proposal,
-    verdict: Verdict,
+    acceptance: Acceptance,
     emitted: list[int],
     vocabulary: Vocabulary,
     settings: DecodeSettings,
+    draft_stop: str | None,
     timings: dict[str, float],
 ) -> Cycle:
-    """Turn the verdict's numbers into a plain event, one DraftPosition per drafted token."""
+    """Turn the acceptance test's numbers into a plain event, one DraftPosition per drafted token."""
 
     def ranked(entries: list[tuple[int, float]]) -> tuple[tuple[int, str, float], ...]:
         return tuple((token, decode_token(token), prob) for token, prob in entries)
@@ -148,34 +164,36 @@ def _cycle_event(
     decode_token = vocabulary.token_text
     positions = []
     for i, token in enumerate(proposal.token_ids):
-        tested = i <= verdict.n_accepted
-        status = "accepted" if i < verdict.n_accepted else ("rejected" if i == verdict.n_accepted else "unverified")
+        tested = i <= acceptance.n_accepted
+        status = "accepted" if i < acceptance.n_accepted else ("rejected" if i == acceptance.n_accepted else "unverified")
         positions.append(
             DraftPosition(
                 token_id=token,
                 text=decode_token(token),
                 status=status,
-                q=verdict.q_shown[i],
-                p=verdict.p_shown[i] if tested else None,
-                accept_probability=verdict.accept_probability[i] if tested else None,
-                u=verdict.uniforms[i] if tested and verdict.uniforms is not None else None,
-                overlap=verdict.overlap[i] if tested else None,
-                top_p=ranked(verdict.top_p[i]),
-                top_q=ranked(verdict.top_q[i]),
-                top_residual=ranked(verdict.top_residual) if status == "rejected" else (),
+                q=acceptance.q_shown[i],
+                p=acceptance.p_shown[i] if tested else None,
+                accept_probability=acceptance.accept_probability[i] if tested else None,
+                u=acceptance.uniforms[i] if tested and acceptance.uniforms is not None else None,
+                overlap=acceptance.overlap[i] if tested else None,
+                top_p=ranked(acceptance.top_p[i]),
+                top_q=ranked(acceptance.top_q[i]),
+                top_residual=ranked(acceptance.top_residual) if status == "rejected" else (),
             )
         )
     return Cycle(
         index=index,
         gamma=window,
         positions=tuple(positions),
-        n_accepted=verdict.n_accepted,
-        resampled_token_id=None if verdict.is_bonus else verdict.new_token_id,
-        bonus_token_id=verdict.new_token_id if verdict.is_bonus else None,
-        new_token_text=decode_token(verdict.new_token_id),
-        bonus_top_p=ranked(verdict.top_p[verdict.n_accepted]),
+        n_accepted=acceptance.n_accepted,
+        resampled_token_id=None if acceptance.is_bonus else acceptance.new_token_id,
+        bonus_token_id=acceptance.new_token_id if acceptance.is_bonus else None,
+        new_token_text=decode_token(acceptance.new_token_id),
+        bonus_top_p=ranked(acceptance.top_p[acceptance.n_accepted]),
         emitted_token_ids=tuple(emitted),
         **timings,
+        overhead_s=0.0,
         n_draft_forwards=proposal.n_forwards,
         lossy=settings.lossy,
+        draft_stop=draft_stop,
     )

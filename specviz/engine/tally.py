@@ -13,11 +13,26 @@ Counting conventions:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from specviz.engine.events import Cycle
+from specviz.analysis.theory import alpha_analytic, alpha_maximum_likelihood
+
+
+class PositionOverlap(Protocol):
+    overlap: float | None  # Σ_x min(p, q) at a tested position
+
+
+class CycleCounts(Protocol):
+    """What a tally reads from one cycle: the engine's Cycle event (specviz.engine.events) has all of it."""
+
+    positions: Sequence[PositionOverlap]
+    n_accepted: int
+    emitted_token_ids: Sequence[int]
+    draft_s: float
+    verify_s: float
+    overhead_s: float
 
 
 def _padded(counts: tuple[int, ...], length: int) -> list[int]:
@@ -46,7 +61,7 @@ class Tally:
     tested_by_position: tuple[int, ...] = ()  # [i]: cycles whose draft i was tested
     accepted_by_position: tuple[int, ...] = ()  # [i]: cycles whose draft i was accepted
 
-    def add(self, cycle: Cycle) -> Tally:
+    def add(self, cycle: CycleCounts) -> Tally:
         """This tally with one more cycle folded in."""
         window = len(cycle.positions)
         n_tested = min(cycle.n_accepted + 1, window)
@@ -83,14 +98,14 @@ class Tally:
         return Tally(**merged)
 
     @classmethod
-    def of(cls, cycles: list[Cycle]) -> Tally:
+    def of(cls, cycles: Sequence[CycleCounts]) -> Tally:
         tally = cls()
         for cycle in cycles:
             tally = tally.add(cycle)
         return tally
 
     @classmethod
-    def running(cls, cycles: list[Cycle]) -> list[Tally]:
+    def running(cls, cycles: Sequence[CycleCounts]) -> list[Tally]:
         """The tally after each cycle, in one pass (for the live charts)."""
         tallies, tally = [], cls()
         for cycle in cycles:
@@ -101,8 +116,7 @@ class Tally:
     @property
     def alpha(self) -> float | None:
         """Maximum-likelihood α: accepted / (accepted + rejections); drafts after a rejection were never tested."""
-        tested = self.accepted + self.rejections
-        return self.accepted / tested if tested else None
+        return alpha_maximum_likelihood(self.accepted, self.rejections)
 
     @property
     def alpha_naive(self) -> float | None:
@@ -112,7 +126,7 @@ class Tally:
     @property
     def alpha_analytic(self) -> float | None:
         """Mean Σ min(p, q) over tested positions (Leviathan, Corollary 3.6): far less variance."""
-        return self.overlap_sum / self.overlaps if self.overlaps else None
+        return alpha_analytic(self.overlap_sum, self.overlaps)
 
     @property
     def tokens_per_cycle(self) -> float | None:
@@ -128,6 +142,11 @@ class Tally:
     def acceptance_by_position(self) -> list[float | None]:
         """P(draft i accepted | draft i tested), for i = 1..longest window."""
         return [a / t if t else None for a, t in zip(self.accepted_by_position, self.tested_by_position)]
+
+    @property
+    def drafts_per_cycle(self) -> float | None:
+        """Mean window actually drafted (variable under adaptive or dynamic drafting)."""
+        return self.drafted / self.cycles if self.cycles else None
 
     @property
     def draft_step_s(self) -> float | None:
