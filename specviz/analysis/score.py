@@ -4,7 +4,7 @@ One teacher-forced forward of each model over the text gives p and q at every po
 warping the engine samples with, Σₓ min(p(x), q(x)) is the probability that a draft at that position is
 accepted (Leviathan et al., Corollary 3.6). Under greedy both distributions are one-hot, so it is 1 where
 the two argmaxes agree and 0 elsewhere. The mean over the text estimates α; with τ and ν timed on this
-device (specviz.analysis.timing), measures_of predicts tokens per cycle, the speedup and the best γ.
+device (specviz.analysis.timing), measures_of_steps predicts tokens per cycle, the speedup and the best γ.
 
 It predicts α during generation as far as the text resembles what the target writes: on the target's
 own greedy continuation the positions a run tests are exactly teacher-forced positions (tests/test_score.py).
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.analysis import theory
-from specviz.analysis.measures import Measures, measures_of
-from specviz.analysis.timing import StepTimes, expected_tally
+from specviz.analysis.measures import Measures, measures_of_steps
+from specviz.analysis.theory import alpha_analytic
+from specviz.analysis.timing import StepTimes
 from specviz.engine.sampling import SamplingSettings, warp
 from specviz.models.loading import LoadedPair
 
@@ -37,7 +37,7 @@ class ScoredText:
 
     @property
     def alpha(self) -> float | None:
-        return sum(self.overlaps) / len(self.overlaps) if self.overlaps else None
+        return alpha_analytic(sum(self.overlaps), len(self.overlaps))
 
 
 @dataclass(frozen=True)
@@ -71,14 +71,8 @@ class Scorecard:
 
     def speedup_curve(self, max_gamma: int = 16) -> list[tuple[int, float, float]]:
         """(γ, Leviathan's prediction, the prediction with the measured verify cost ν) for γ = 1..max_gamma."""
-        m = self.measures
-        if m.alpha is None or m.tau is None:
-            return []
-        nu = m.verify_cost or 1.0
-        return [
-            (g, theory.expected_speedup(m.alpha, g, m.tau), theory.expected_speedup_with_verify_cost(m.alpha, g, m.tau, nu))
-            for g in range(1, max_gamma + 1)
-        ]
+        prediction = self.measures.prediction
+        return prediction.curve(max_gamma) if prediction else []
 
     def hardest(self, n: int = 10, context_tokens: int = 6) -> list[Hard]:
         """The n positions with the smallest Σ min(p, q), lowest first."""
@@ -104,7 +98,7 @@ class Scorecard:
 
     def to_dict(self) -> dict:
         m = self.measures
-        tokens_per_cycle = theory.expected_tokens_per_cycle(m.alpha, self.gamma) if m.alpha is not None else None
+        tokens_per_cycle = m.prediction.tokens_per_cycle if m.prediction else None
         return {
             "alpha": m.alpha,
             "alpha_by_text": [text.alpha for text in self.texts],
@@ -199,14 +193,13 @@ def scorecard(
     seed: int = 0,
 ) -> Scorecard:
     """Score every text (or, with continue_tokens, the target's own continuation of each), then read α, τ, ν
-    and the predictions through measures_of."""
+    and the predictions through measures_of_steps."""
     if continue_tokens:
         scored = tuple(own_continuation(pair, text, sampling, continue_tokens, seed) for text in texts)
     else:
         scored = tuple(score_token_ids(pair, encode_text(pair, text), sampling) for text in texts)
     if not any(text.overlaps for text in scored):
         raise ValueError("nothing to score: every text is a single token or empty")
-    alpha_sum = sum(sum(text.overlaps) for text in scored)
-    tests = sum(len(text.overlaps) for text in scored)
-    measures = measures_of(expected_tally(times, alpha_sum, tests), gamma=gamma, target_step_s=times.target_step_s)
+    alpha = alpha_analytic(sum(sum(text.overlaps) for text in scored), sum(len(text.overlaps) for text in scored))
+    measures = measures_of_steps(times.draft_step_s, times.target_step_s, times.verify_s, gamma, alpha)
     return Scorecard(scored, gamma, sampling, times, measures)

@@ -77,19 +77,47 @@ def practitioner_claim_speedup(alpha: float, tau: float) -> float:
 
 @dataclass(frozen=True)
 class Prediction:
-    tokens_per_cycle: float
-    speedup: float
-    best_gamma: int
+    """What α and τ (and ν, when measured) predict at γ: the one place a prediction is assembled.
+
+    Every prediction on screen, in the CLI and in bench is one of these: Measures holds one for a run, a
+    scorecard and a hardware report; the theory tab and `python -m specviz theory` build one from sliders
+    or flags.
+    """
+
+    alpha: float
+    gamma: int
+    tau: float
+    verify_cost: float | None  # ν in target steps; None: not measured (the paper's ν = 1 is assumed)
+    tokens_per_cycle: float  # E
+    speedup: float  # Leviathan: E / (γτ + 1)
+    speedup_with_verify_cost: float | None  # E / (γτ + ν); None when ν is not measured
+    best_gamma: int  # by E / (γτ + ν) when ν is measured, else by Leviathan's
     best_speedup: float
-    worth_it: bool
+    speedup_possible: bool  # α > τ
 
     @classmethod
-    def of(cls, alpha: float, gamma: int, tau: float) -> Prediction:
-        gamma_star, best = best_gamma(alpha, tau)
+    def of(
+        cls, alpha: float, gamma: int, tau: float, verify_cost: float | None = None, limit: int = BEST_GAMMA_SEARCH_LIMIT
+    ) -> Prediction:
+        gamma_star, best = best_gamma(alpha, tau, limit=limit, verify_cost=verify_cost or 1.0)
+        with_cost = expected_speedup_with_verify_cost(alpha, gamma, tau, verify_cost) if verify_cost is not None else None
         return cls(
-            expected_tokens_per_cycle(alpha, gamma),
-            expected_speedup(alpha, gamma, tau),
-            gamma_star,
-            best,
-            speedup_possible(alpha, tau),
+            alpha=alpha,
+            gamma=gamma,
+            tau=tau,
+            verify_cost=verify_cost,
+            tokens_per_cycle=expected_tokens_per_cycle(alpha, gamma),
+            speedup=expected_speedup(alpha, gamma, tau),
+            speedup_with_verify_cost=with_cost,
+            best_gamma=gamma_star,
+            best_speedup=best,
+            speedup_possible=speedup_possible(alpha, tau),
         )
+
+    def curve(self, max_gamma: int) -> list[tuple[int, float, float]]:
+        """(γ, Leviathan's speedup, the speedup with the measured ν, or with ν = 1 when unmeasured) for γ = 1..max_gamma."""
+        nu = self.verify_cost or 1.0
+        return [
+            (g, expected_speedup(self.alpha, g, self.tau), expected_speedup_with_verify_cost(self.alpha, g, self.tau, nu))
+            for g in range(1, max_gamma + 1)
+        ]

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
-from specviz.analysis.measures import Measures, measures_of
-from specviz.engine import CachedDecoder, Tally
+from specviz.analysis.measures import Measures, measures_of_steps
+from specviz.engine import CachedDecoder
 from specviz.engine.kv_cache import synchronize
 
 
@@ -76,31 +76,9 @@ def measure_step_times(
     )
 
 
-def expected_tally(times: StepTimes, alpha_sum: float = 0.0, tests: int = 0) -> Tally:
-    """A Tally of `tests` teacher-forced (or assumed) acceptance tests, with the timed steps.
-
-    Each test counts as a one-draft cycle whose expected outcome is α_i accepted and 1 − α_i rejected, so
-    the Tally's α is the mean α_i; its draft step and verify pass are the timed ones. measures_of reads
-    τ, ν, the predictions and the best γ from it, as it does for a real run. With no tests, α is None.
-    """
-    cycles = max(tests, 1)
-    return Tally(
-        cycles=cycles,
-        drafted=cycles,
-        accepted=alpha_sum,
-        rejections=tests - alpha_sum,
-        tested=tests,
-        overlap_sum=alpha_sum,
-        overlaps=tests,
-        draft_s=times.draft_step_s * cycles,
-        verify_s=times.verify_s * cycles,
-    )
-
-
 def predicted(times: StepTimes, alpha: float | None, gamma: int | None = None) -> Measures:
     """What the theory predicts on this device at this α (None: τ and ν only)."""
-    tally = expected_tally(times, alpha, 1) if alpha is not None else expected_tally(times)
-    return measures_of(tally, gamma=gamma or times.gamma, target_step_s=times.target_step_s)
+    return measures_of_steps(times.draft_step_s, times.target_step_s, times.verify_s, gamma or times.gamma, alpha)
 
 
 _measured: dict[tuple[str, int], StepTimes] = {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -11,10 +13,19 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from specviz.analysis.measures import measures_of
+from specviz.cli.options import (
+    UsageError,
+    add_decoding_arguments,
+    add_pair_arguments,
+    add_threads_argument,
+    resolve_pair,
+    settings_from,
+)
 from specviz.drafting import Twin, strategy
 from specviz.engine import DecodeSettings, Summary, Tally
 from specviz.engine.kv_cache import synchronize
 from specviz.models.loading import LoadedPair
+from specviz.prompts import load_prompt_set
 from specviz.runner import encode_prompt, run
 
 TRANSFORMERS_DEFAULT = Twin(  # None: transformers fills in its own defaults (20 drafts, constant, confidence 0.4)
@@ -121,15 +132,17 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
     tally = sum((s.tally for s in result.summaries), Tally())
     gamma = result.gamma
     if gamma is None and tally.cycles:  # a variable window: predict at the mean drafts per cycle
-        gamma = max(1, round(tally.drafted / tally.cycles))
+        gamma = max(1, round(tally.drafts_per_cycle))
     m = measures_of(
         tally,
         gamma=gamma or 0,
         target_step_s=step_s,
         tokens_per_s=result.median_tokens_per_s,
         baseline_tokens_per_s=baseline.median_tokens_per_s,
+        decode_tokens_per_s=result.median_decode_tokens_per_s,
+        baseline_decode_tokens_per_s=baseline.median_decode_tokens_per_s,
     )
-    decode_speedup = result.median_decode_tokens_per_s / baseline.median_decode_tokens_per_s
+    per_cycle_ms = 1000 / max(1, tally.cycles)
     return {
         "method": result.method,
         "gamma": result.gamma,
@@ -139,16 +152,16 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
         "alpha_analytic": m.alpha_analytic,
         "tau": m.tau,
         "predicted_speedup": m.predicted_speedup,
-        "decode_speedup": decode_speedup,
-        "measured_over_predicted": decode_speedup / m.predicted_speedup if m.predicted_speedup else None,
+        "decode_speedup": m.decode_speedup,
+        "measured_over_predicted": m.measured_over_predicted,
         "tokens_per_cycle": m.tokens_per_cycle,
-        "drafts_per_cycle": tally.drafted / tally.cycles if tally.cycles else None,
+        "drafts_per_cycle": tally.drafts_per_cycle,
         "mean_acceptance_length": tally.mean_acceptance_length,
         "acceptance_histogram": list(tally.accepted_histogram),
         "acceptance_by_position": tally.acceptance_by_position,
-        "draft_ms_per_cycle": 1000 * tally.draft_s / max(1, tally.cycles),
-        "verify_ms_per_cycle": 1000 * tally.verify_s / max(1, tally.cycles),
-        "other_ms_per_cycle": 1000 * tally.overhead_s / max(1, tally.cycles),
+        "draft_ms_per_cycle": tally.draft_s * per_cycle_ms,
+        "verify_ms_per_cycle": tally.verify_s * per_cycle_ms,
+        "other_ms_per_cycle": tally.overhead_s * per_cycle_ms,
         "verify_cost": m.verify_cost,
         "predicted_with_verify_cost": m.predicted_with_verify_cost,
     }
@@ -159,7 +172,9 @@ def transformers_row(result: MethodResult, baseline: MethodResult) -> dict:
         "method": result.method,
         "gamma": result.gamma,
         "tokens_per_s": result.median_tokens_per_s,
-        "speedup": result.median_tokens_per_s / baseline.median_tokens_per_s,
+        "speedup": measures_of(
+            Tally(), gamma=0, tokens_per_s=result.median_tokens_per_s, baseline_tokens_per_s=baseline.median_tokens_per_s
+        ).measured_speedup,
         "alpha": None,
         "tau": None,
         "predicted_speedup": None,
@@ -268,3 +283,53 @@ def format_table(rows: list[dict]) -> str:
     widths = [max(len(cell) for cell in column) for column in zip(header, *body)]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(line, widths)) for line in [header, *body]]
     return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:]])
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("bench", help="autoregressive vs ours vs transformers' assisted generation")
+    add_pair_arguments(parser)
+    add_decoding_arguments(parser)
+    parser.add_argument("--prompts", default="heldout", help="code|prose|repetitive|arithmetic|all|heldout|FILE")
+    parser.add_argument("--gamma", type=str, default="4", help="one γ or a comma list for a sweep, e.g. 2,4,6")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
+    parser.add_argument("--no-dynamic", action="store_true", help="skip the dynamic-drafting rows")
+    add_threads_argument(parser)
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(handler=command)
+
+
+def command(args: argparse.Namespace) -> int:
+
+    try:
+        gammas = [int(g) for g in str(args.gamma).split(",")]
+    except ValueError:
+        raise UsageError(f"--gamma takes an integer or a comma-separated list (got {args.gamma!r})") from None
+    if args.repeats < 1:
+        raise UsageError(f"--repeats must be at least 1 (got {args.repeats})")
+    settings = {gamma: settings_from(args, gamma) for gamma in gammas}  # validates before any model is loaded
+    prompts = load_prompt_set(args.prompts)
+    pair = resolve_pair(args)
+    log = (lambda line: None) if args.json else print
+    log(
+        f"pair {pair.name} on {pair.device} ({pair.dtype}), {len(prompts)} prompts, {args.max_new_tokens} new tokens, "
+        f"temperature {args.temperature}, {args.repeats} repeats"
+    )
+    result = bench(
+        pair,
+        prompts,
+        settings[gammas[0]],
+        gammas,
+        drafter=args.drafter,
+        repeats=args.repeats,
+        with_transformers=not args.no_hf,
+        with_dynamic=not args.no_dynamic,
+        log=log,
+    )
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(format_table(result["rows"]))
+        if result["greedy_identical"] is not None:
+            print(f"greedy outputs identical across methods: {result['greedy_identical']}")
+    return 0

@@ -9,6 +9,8 @@ from specviz.engine import DecodeSettings, SamplingSettings
 from specviz.models.catalogue import Pair, load_catalogue
 from specviz.models.loading import LoadedPair, load_pair
 
+NA = "n/a"  # the command line's word for a number not measured
+
 
 class UsageError(ValueError):
     """Bad arguments: printed as one line, exit status 2."""
@@ -18,6 +20,10 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pair", help="a pair from models.yaml (default: its `default:`)")
     parser.add_argument("--target", help="target model: hub id or folder (with --draft, instead of --pair)")
     parser.add_argument("--draft", help="draft model: hub id or folder")
+
+
+def add_threads_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's; 1 is steadier on a shared machine)")
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:

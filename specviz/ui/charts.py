@@ -5,8 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.analysis import theory
 from specviz.analysis.measures import Measures
+from specviz.analysis.theory import Prediction
 from specviz.engine.events import Cycle
 from specviz.engine.tally import Tally
 from specviz.trace import Trace
@@ -14,6 +14,7 @@ from specviz.ui.palette import COLOURS
 
 HEIGHT = 300
 MAX_GAMMA_PLOTTED = 16
+THEORY_GAMMAS = 32  # the theory explorer's curve runs over γ = 1..32
 
 
 def _layout(figure: go.Figure, title: str) -> go.Figure:
@@ -71,9 +72,10 @@ def tau_figure(cycles: list[Cycle], m: Measures) -> go.Figure:
     figure = go.Figure()
     xs, per_cycle = [], []
     for cycle in cycles:
-        if cycle.positions and m.tau_denominator_s:
+        tau = m.cycle_tau(cycle)
+        if tau is not None:
             xs.append(cycle.index + 1)
-            per_cycle.append(cycle.draft_s / len(cycle.positions) / m.tau_denominator_s)
+            per_cycle.append(tau)
     figure.add_trace(
         go.Scatter(x=xs, y=per_cycle, mode="markers", name="per cycle", marker={"color": COLOURS["drafted"], "size": 6})
     )
@@ -109,25 +111,15 @@ def speedup_figure(m: Measures) -> go.Figure:
         1,
         1,
     )
-    if m.alpha is not None and m.tau is not None:
-        gammas = list(range(1, MAX_GAMMA_PLOTTED + 1))
-        curves = [("Leviathan (ν = 1)", 1.0, {"color": COLOURS["predicted"], "width": 3})]
+    if m.prediction is not None:
+        curve = m.prediction.curve(MAX_GAMMA_PLOTTED)
+        gammas = [g for g, _, _ in curve]
+        curves = [("Leviathan (ν = 1)", [s for _, s, _ in curve], {"color": COLOURS["predicted"], "width": 3})]
         if m.verify_cost is not None:
-            curves.append(
-                (f"with ν = {m.verify_cost:.2f}", m.verify_cost, {"color": COLOURS["baseline"], "width": 2, "dash": "dash"})
-            )
-        for name, verify_cost, line in curves:
-            figure.add_trace(
-                go.Scatter(
-                    x=gammas,
-                    y=[theory.expected_speedup_with_verify_cost(m.alpha, g, m.tau, verify_cost) for g in gammas],
-                    mode="lines",
-                    name=name,
-                    line=line,
-                ),
-                1,
-                2,
-            )
+            line = {"color": COLOURS["baseline"], "width": 2, "dash": "dash"}
+            curves.append((f"with ν = {m.verify_cost:.2f}", [s for _, _, s in curve], line))
+        for name, speedups, line in curves:
+            figure.add_trace(go.Scatter(x=gammas, y=speedups, mode="lines", name=name, line=line), 1, 2)
         if m.best_gamma is not None and m.best_gamma <= MAX_GAMMA_PLOTTED:
             figure.add_trace(
                 go.Scatter(
@@ -195,16 +187,17 @@ def inspector_figure(trace: Trace, cycle_index: int, position_index: int) -> go.
 
 def theory_figure(alpha: float, tau: float, gamma: int) -> go.Figure:
     """Expected speedup over γ for chosen α and τ, with the best γ and the chosen γ marked."""
-    gammas = list(range(1, 33))
-    speedups = [theory.expected_speedup(alpha, g, tau) for g in gammas]
-    best, best_speedup = theory.best_gamma(alpha, tau)
+    prediction = Prediction.of(alpha, gamma, tau)
+    curve = prediction.curve(THEORY_GAMMAS)
+    gammas, speedups = [g for g, _, _ in curve], [s for _, s, _ in curve]
+    best, best_speedup = prediction.best_gamma, prediction.best_speedup
     figure = go.Figure(
         go.Scatter(x=gammas, y=speedups, mode="lines", name="expected speedup", line={"color": COLOURS["predicted"], "width": 3})
     )
     figure.add_trace(
         go.Scatter(
             x=[gamma],
-            y=[theory.expected_speedup(alpha, gamma, tau)],
+            y=[prediction.speedup],
             mode="markers",
             name=f"γ = {gamma}",
             marker={"size": 12, "color": COLOURS["resampled"]},

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from specviz.analysis.measures import Measures
+from specviz.numbers import number
 from specviz.prompts import PROMPTS
 from specviz.trace import Trace
 from specviz.ui.controller import RunRequest
@@ -41,26 +42,24 @@ class Lesson:
     explain: Callable[[Measured, list[Measured]], str] = field(default=lambda main, extra: "")
 
 
-def _f(value: float | None, digits: int = 2) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
+SPEED_WORDS = {"faster": "faster than", "even": "about as fast as", "slower": "slower than"}
 
 
 def _speed(m: Measures) -> str:
     if m.measured_speedup is None:
         return "not measured"
-    word = "faster than" if m.measured_speedup >= 1.05 else ("about as fast as" if m.measured_speedup > 0.95 else "slower than")
-    return f"{m.measured_speedup:.2f}× ({word} the target alone)"
+    return f"{m.measured_speedup:.2f}× ({SPEED_WORDS[m.speed_verdict]} the target alone)"
 
 
 def _explain_distilled(main: Measured, extra: list[Measured]) -> str:
     m = main.measures
     return (
-        f"<p>The distilled draft was accepted <b>α = {_f(m.alpha)}</b> of the time on this code, so each target forward "
-        f"produced <b>{_f(m.tokens_per_cycle)}</b> tokens instead of 1. A draft step cost τ = {_f(m.tau, 3)} target steps and "
-        f"the verify pass ν = {_f(m.verify_cost)} steps. Measured: <b>{_speed(m)}</b>; the theory predicts "
-        f"{_f(m.predicted_with_verify_cost)}× from these α, τ and ν ({_f(m.predicted_speedup)}× if ν were 1).</p>"
+        f"<p>The distilled draft was accepted <b>α = {number(m.alpha, 2)}</b> of the time on this code, so each target forward "
+        f"produced <b>{number(m.tokens_per_cycle, 2)}</b> tokens instead of 1. A draft step cost τ = {number(m.tau, 3)} target steps and "
+        f"the verify pass ν = {number(m.verify_cost, 2)} steps. Measured: <b>{_speed(m)}</b>; the theory predicts "
+        f"{number(m.predicted_with_verify_cost, 2)}× from these α, τ and ν ({number(m.predicted_speedup, 2)}× if ν were 1).</p>"
         f"<p><b>Look at</b> the green runs in the stream: whole phrases the target only had to check. "
-        f"<b>Question:</b> {_f(m.tokens_per_cycle)} tokens per forward, yet only {_f(m.measured_speedup)}× faster: where did the rest go?</p>"
+        f"<b>Question:</b> {number(m.tokens_per_cycle, 2)} tokens per forward, yet only {number(m.measured_speedup, 2)}× faster: where did the rest go?</p>"
     )
 
 
@@ -68,10 +67,10 @@ def _explain_plain(main: Measured, extra: list[Measured]) -> str:
     m, d = main.measures, extra[0].measures
     return (
         f"<p>Same sizes, same tokenizer, same prompt — but this draft was trained on text alone, not on the target's "
-        f"predictions. α fell from <b>{_f(d.alpha)}</b> (distilled) to <b>{_f(m.alpha)}</b>, tokens per forward from "
-        f"{_f(d.tokens_per_cycle)} to {_f(m.tokens_per_cycle)}, and the speed from {_speed(d)} to <b>{_speed(m)}</b>.</p>"
+        f"predictions. α fell from <b>{number(d.alpha, 2)}</b> (distilled) to <b>{number(m.alpha, 2)}</b>, tokens per forward from "
+        f"{number(d.tokens_per_cycle, 2)} to {number(m.tokens_per_cycle, 2)}, and the speed from {_speed(d)} to <b>{_speed(m)}</b>.</p>"
         f"<p><b>Look at</b> the red tokens: every rejection throws away the drafts after it. "
-        f"<b>Question:</b> the draft costs the same τ ≈ {_f(m.tau, 3)} in both runs — so what decides whether speculation pays?</p>"
+        f"<b>Question:</b> the draft costs the same τ ≈ {number(m.tau, 3)} in both runs — so what decides whether speculation pays?</p>"
     )
 
 
@@ -79,16 +78,16 @@ def _explain_gamma(main: Measured, extra: list[Measured]) -> str:
     runs = sorted([main, *extra], key=lambda r: r.request.gamma)
     best = max(runs, key=lambda r: r.measures.measured_speedup or 0)
     rows = "".join(
-        f"<tr><td>{r.request.gamma}</td><td>{_f(r.measures.alpha)}</td><td>{_f(r.measures.tokens_per_cycle)}</td>"
-        f"<td><b>{_f(r.measures.measured_speedup)}×</b></td><td>{_f(r.measures.predicted_with_verify_cost)}×</td></tr>"
+        f"<tr><td>{r.request.gamma}</td><td>{number(r.measures.alpha, 2)}</td><td>{number(r.measures.tokens_per_cycle, 2)}</td>"
+        f"<td><b>{number(r.measures.measured_speedup, 2)}×</b></td><td>{number(r.measures.predicted_with_verify_cost, 2)}×</td></tr>"
         for r in runs
     )
     last = runs[-1]
     return (
         f"<p>The same prompt at γ = {', '.join(str(r.request.gamma) for r in runs)}. The fastest was <b>γ = {best.request.gamma}</b> "
-        f"({_f(best.measures.measured_speedup)}×); at γ = {last.request.gamma} it was {_f(last.measures.measured_speedup)}×: "
-        f"past the best γ each cycle drafts tokens that are mostly thrown away (α = {_f(last.measures.alpha)} means the chance "
-        f"that all {last.request.gamma} survive is {_f((last.measures.alpha or 0) ** last.request.gamma, 3)}), while every draft still costs τ.</p>"
+        f"({number(best.measures.measured_speedup, 2)}×); at γ = {last.request.gamma} it was {number(last.measures.measured_speedup, 2)}×: "
+        f"past the best γ each cycle drafts tokens that are mostly thrown away (α = {number(last.measures.alpha, 2)} means the chance "
+        f"that all {last.request.gamma} survive is {number((last.measures.alpha or 0) ** last.request.gamma, 3)}), while every draft still costs τ.</p>"
         f"<table><tr><th>γ</th><th>α</th><th>tokens / forward</th><th>measured</th><th>predicted (with ν)</th></tr>{rows}</table>"
         f"<p><b>Question:</b> the predicted best γ uses α and τ only. Why might the measured best γ be smaller on this CPU?</p>"
     )
@@ -98,7 +97,7 @@ def _explain_domain(main: Measured, extra: list[Measured]) -> str:
     prose, code = main.measures, extra[0].measures
     return (
         f"<p>The bundled pair learned Python only. On prose the draft and target are both guessing, and they guess differently: "
-        f"α on prose = <b>{_f(prose.alpha)}</b> against <b>{_f(code.alpha)}</b> on code; speed {_speed(prose)} on prose, "
+        f"α on prose = <b>{number(prose.alpha, 2)}</b> against <b>{number(code.alpha, 2)}</b> on code; speed {_speed(prose)} on prose, "
         f"{_speed(code)} on code.</p>"
         f"<p><b>Question:</b> would a draft distilled on chat data help a code assistant? What does α depend on besides the models?</p>"
     )
@@ -123,8 +122,8 @@ def _explain_lenient(main: Measured, extra: list[Measured]) -> str:
     )
     return (
         f'<p><span class="sv-lossy">LOSSY</span> Lenient verification accepts a draft when p(x) ≥ l · max p '
-        f"(l = {main.request.lenience:g}) instead of only the target's top choice. α rose to <b>{_f(m.alpha)}</b> "
-        f"(exact: {_f(exact.alpha)}) and the speed to {_speed(m)} (exact: {_speed(exact)}). {verdict}</p>"
+        f"(l = {main.request.lenience:g}) instead of only the target's top choice. α rose to <b>{number(m.alpha, 2)}</b> "
+        f"(exact: {number(exact.alpha, 2)}) and the speed to {_speed(m)} (exact: {_speed(exact)}). {verdict}</p>"
         f"<p class='sv-diff'>{diff}</p>"
         f"<p><b>Question:</b> an exact method can never change the output. What would you have to check before shipping lenient mode?</p>"
     )
@@ -148,8 +147,8 @@ def _explain_lookup(main: Measured, extra: list[Measured]) -> str:
     m, other = main.measures, extra[0].measures
     return (
         f"<p>No draft model at all: prompt lookup proposes whatever followed the last matching n-gram earlier in the text. "
-        f"On this repetitive prompt α = <b>{_f(m.alpha)}</b>, {_f(m.tokens_per_cycle)} tokens per forward, {_speed(m)}; "
-        f"drafting costs almost nothing (τ = {_f(m.tau, 4)}). On ordinary code it finds less to copy: α = {_f(other.alpha)}, "
+        f"On this repetitive prompt α = <b>{number(m.alpha, 2)}</b>, {number(m.tokens_per_cycle, 2)} tokens per forward, {_speed(m)}; "
+        f"drafting costs almost nothing (τ = {number(m.tau, 4)}). On ordinary code it finds less to copy: α = {number(other.alpha, 2)}, "
         f"{_speed(other)}.</p>"
         f"<p><b>Question:</b> which real tasks repeat their input (think editing, summarising, extraction)?</p>"
     )
@@ -165,8 +164,8 @@ def _explain_sampling(main: Measured, extra: list[Measured]) -> str:
         f"different continuations ({parted}). Exact speculative sampling does not promise the target's <i>text</i>, it "
         f"promises the target's <i>distribution</i>: each draft is accepted with probability min(1, p/q) and a rejection is "
         f"redrawn from norm(max(0, p − q)).</p>"
-        f"<p>α here: <b>{_f(m.alpha)}</b> (seed {main.request.seed}; from Σ min(p, q): {_f(m.alpha_analytic)}) and "
-        f"{_f(other_seed.measures.alpha)} (seed {other_seed.request.seed}), against {_f(greedy.measures.alpha)} under greedy "
+        f"<p>α here: <b>{number(m.alpha, 2)}</b> (seed {main.request.seed}; from Σ min(p, q): {number(m.alpha_analytic, 2)}) and "
+        f"{number(other_seed.measures.alpha, 2)} (seed {other_seed.request.seed}), against {number(greedy.measures.alpha, 2)} under greedy "
         f"decoding of the same prompt; speed {_speed(m)} (greedy: {_speed(greedy.measures)}). specviz's tests check the "
         f"distribution with a χ² test against the exact probabilities on a small vocabulary.</p>"
         f"<p><b>Question:</b> under greedy a draft must match the target's top token; under sampling it needs p and q to overlap. "

@@ -7,6 +7,7 @@ from typing import Literal
 
 from specviz.analysis.measures import Measures
 from specviz.engine.events import Cycle, DraftPosition
+from specviz.numbers import number
 from specviz.trace import Trace
 from specviz.ui.palette import LEGEND
 
@@ -38,27 +39,23 @@ def _token(text: str, status: str, tip: str = "", cycle: int | None = None, extr
     return f'<span class="sv-tok {extra_class}"{attributes}>{_parts(text, status != "prompt")}</span>'
 
 
-def _number(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
-
-
 def position_tip(cycle: Cycle, index: int, position: DraftPosition, greedy: bool) -> str:
     """What a hover shows: the numbers of the test, in the paper's letters."""
-    lines = [f"draft token {index + 1} of cycle {cycle.index + 1}: {position.text!r}", f"q(x) = {_number(position.q)}   (draft)"]
+    lines = [f"draft token {index + 1} of cycle {cycle.index + 1}: {position.text!r}", f"q(x) = {number(position.q)}   (draft)"]
     if position.status == "unverified":
         lines.append("never tested: an earlier draft in this cycle was rejected")
         return "\n".join(lines)
-    lines.append(f"p(x) = {_number(position.p)}   (target)")
+    lines.append(f"p(x) = {number(position.p)}   (target)")
     if greedy:
         verdict = (
             "accepted: the target's top choice" if position.status == "accepted" else "rejected: not the target's top choice"
         )
         lines.append(f"greedy test → {verdict}")
     else:
-        lines.append(f"min(1, p/q) = {_number(position.accept_probability)}")
+        lines.append(f"min(1, p/q) = {number(position.accept_probability)}")
         comparison = "≤" if position.status == "accepted" else ">"
-        lines.append(f"u = {_number(position.u)} {comparison} {_number(position.accept_probability)} → {position.status}")
-    lines.append(f"Σ min(p, q) here = {_number(position.overlap)}")
+        lines.append(f"u = {number(position.u)} {comparison} {number(position.accept_probability)} → {position.status}")
+    lines.append(f"Σ min(p, q) here = {number(position.overlap)}")
     return "\n".join(lines)
 
 
@@ -67,12 +64,12 @@ def new_token_tip(cycle: Cycle, greedy: bool) -> str:
         return f"target's own token {cycle.new_token_text!r}\nno drafts this cycle: a plain target step"
     if cycle.bonus_token_id is not None:
         p = next((prob for token, _, prob in cycle.bonus_top_p if token == cycle.bonus_token_id), None)
-        return f"bonus token {cycle.new_token_text!r}\nall {len(cycle.positions)} drafts accepted, so the target adds\none more from p_{len(cycle.positions) + 1}: p(x) = {_number(p)}"
+        return f"bonus token {cycle.new_token_text!r}\nall {len(cycle.positions)} drafts accepted, so the target adds\none more from p_{len(cycle.positions) + 1}: p(x) = {number(p)}"
     rejected = cycle.positions[cycle.n_accepted]
     if greedy:
         return f"resampled {cycle.new_token_text!r}: the target's top choice\nin place of the rejected {rejected.text!r}"
     r = next((prob for token, _, prob in rejected.top_residual if token == cycle.resampled_token_id), None)
-    return f"resampled {cycle.new_token_text!r} from norm(max(0, p − q))\nat the rejected position: residual(x) = {_number(r)}"
+    return f"resampled {cycle.new_token_text!r} from norm(max(0, p − q))\nat the rejected position: residual(x) = {number(r)}"
 
 
 def stream_html(trace: Trace, shown_cycles: int | None = None, phase: Phase = "decide") -> str:
@@ -90,7 +87,7 @@ def stream_html(trace: Trace, shown_cycles: int | None = None, phase: Phase = "d
             if current_phase == "decide":
                 status, tip = position.status, position_tip(cycle, i, position, greedy)
             else:
-                status, tip = "drafted", f"drafted {position.text!r}: q(x) = {_number(position.q)}\nwaiting for the target"
+                status, tip = "drafted", f"drafted {position.text!r}: q(x) = {number(position.q)}\nwaiting for the target"
             parts.append(_token(position.text, status, tip, cycle.index, "sv-current" if last else ""))
         if cycle.draft_stop and cycle.draft_stop != "window full":  # a dynamic or lookup drafter stopped early: say why
             reason = html.escape(f"the draft stopped here: {cycle.draft_stop}", quote=True)

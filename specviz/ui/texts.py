@@ -6,6 +6,7 @@ import html
 
 from specviz.analysis import theory
 from specviz.analysis.measures import Measures
+from specviz.numbers import number
 
 FORMULAS = r"""
 ### The exact algorithm, one cycle
@@ -28,11 +29,12 @@ accepted / (accepted + rejections), the maximum-likelihood estimate (drafts afte
 accepted / drafted is biased low), and the mean of Σₓ min(p(x), q(x)) over tested positions, which has far less variance.
 """
 
+_CLAIM = theory.Prediction.of(0.8, 5, 0.01)  # the practitioner article's example, by Leviathan's formula
 CLAIMS = f"""
 ### Common claims, checked
 | claim (from practitioner articles) | check |
 | --- | --- |
-| "E[speedup] = (1 + τ)/(1 + τ/α): τ = 0.01, α = 0.8 gives 4.6×" | That formula is not in the literature and gives **{theory.practitioner_claim_speedup(0.8, 0.01):.4f}** (a slowdown). Leviathan's gives **{theory.expected_speedup(0.8, 5, 0.01):.2f}×** at γ = 5 and **{theory.best_gamma(0.8, 0.01)[1]:.2f}×** at the best γ = {theory.best_gamma(0.8, 0.01)[0]}. |
+| "E[speedup] = (1 + τ)/(1 + τ/α): τ = 0.01, α = 0.8 gives 4.6×" | That formula is not in the literature and gives **{theory.practitioner_claim_speedup(0.8, 0.01):.4f}** (a slowdown). Leviathan's gives **{_CLAIM.speedup:.2f}×** at γ = 5 and **{_CLAIM.best_speedup:.2f}×** at the best γ = {_CLAIM.best_gamma}. |
 | "accept if target_prob ≥ threshold · draft_prob; else resample from max(0, target_prob − draft_prob)" | Not exact. The exact test is a coin flip with probability min(1, p/q), and the residual is a whole distribution, norm(max(0, p − q)), renormalised. A threshold is our *lenient* mode: lossy, and flagged as such. |
 | "Average acceptance rate: 3.7 tokens" | α is a probability, not a count. 3.7 is tokens per cycle, E = (1 − α^(γ+1))/(1 − α): at γ = 5 that means α ≈ {next(a / 1000 for a in range(1, 1000) if theory.expected_tokens_per_cycle(a / 1000, 5) >= 3.7):.2f}. |
 | "Speculative decoding always helps" | Only if α > τ. A draft half the target's cost needs α > 0.5 before any γ pays off. |
@@ -48,15 +50,16 @@ def verdict_html(m: Measures | None, pair_name: str = "", hardware_line: str | N
         why += f", and a verify pass costs ν = {m.verify_cost:.2f} target steps (the theory's ideal is 1)"
     advice = ""
     if m.best_gamma is not None and m.best_speedup is not None:
-        if not theory.speedup_possible(m.alpha, m.tau):
+        if not m.prediction.speedup_possible:
             advice = " No γ can help while α ≤ τ: a cheaper or better-aligned draft would."
         elif m.best_gamma != m.gamma:
             advice = f" The theory, with this ν, suggests γ = <b>{m.best_gamma}</b> (predicted {m.best_speedup:.2f}×)."
-    if m.measured_speedup is None:
+    verdict = m.speed_verdict
+    if verdict is None:
         head, css = "<b>Not measured yet</b>", ""
-    elif m.measured_speedup >= 1.05:
+    elif verdict == "faster":
         head, css = f"<b>Worth it here</b>: measured <b>{m.measured_speedup:.2f}×</b> the target alone", ""
-    elif m.measured_speedup > 0.95:
+    elif verdict == "even":
         head, css = f"<b>Break-even here</b>: measured <b>{m.measured_speedup:.2f}×</b>", " sv-even"
     else:
         head, css = f"<b>Not worth it here</b>: measured <b>{m.measured_speedup:.2f}×</b>, a slowdown", " sv-no"
@@ -75,12 +78,12 @@ def run_numbers_html(m: Measures | None, state: str, run_id: int | None = None, 
         data.update(
             {
                 "speedup": f"{m.measured_speedup:.4f}",
-                "alpha": _f(m.alpha, 4),
-                "tau": _f(m.tau, 4),
-                "verify-cost": _f(m.verify_cost, 4),
+                "alpha": number(m.alpha, 4),
+                "tau": number(m.tau, 4),
+                "verify-cost": number(m.verify_cost, 4),
                 "tokens-per-s": f"{m.tokens_per_s:.2f}",
                 "baseline-tokens-per-s": f"{m.baseline_tokens_per_s:.2f}",
-                "tokens-per-cycle": _f(m.tokens_per_cycle, 4),
+                "tokens-per-cycle": number(m.tokens_per_cycle, 4),
             }
         )
     attributes = "".join(f' data-{key}="{html.escape(str(value))}"' for key, value in data.items() if value is not None)
@@ -99,8 +102,8 @@ def run_numbers_html(m: Measures | None, state: str, run_id: int | None = None, 
         )
         body = (
             f'<span class="sv-big">{m.measured_speedup:.2f}×</span> speed of the target alone · '
-            f"{m.tokens_per_s:.0f} vs {m.baseline_tokens_per_s:.0f} tokens/s · α = {_f(m.alpha, 2)} · τ = {_f(m.tau)} · "
-            f"ν = {_f(m.verify_cost, 2)} · {_f(m.tokens_per_cycle, 2)} tokens per target forward{repeat}"
+            f"{m.tokens_per_s:.0f} vs {m.baseline_tokens_per_s:.0f} tokens/s · α = {number(m.alpha, 2)} · τ = {number(m.tau)} · "
+            f"ν = {number(m.verify_cost, 2)} · {number(m.tokens_per_cycle, 2)} tokens per target forward{repeat}"
         )
     return f'<div id="run-numbers" class="sv-numbers"{attributes}>{body}</div>'
 
@@ -126,25 +129,22 @@ def summary_markdown(m: Measures, trace, shown: int | None = None) -> str:
     if trace.summary is None or (shown is not None and shown < len(trace.cycles)):
         total = f" of {len(trace.cycles)}" if trace.summary is not None else ""
         return (
-            f"Cycle {m.n_cycles}{total} · α so far {_f(m.alpha)} · {_f(m.tokens_per_cycle, 2)} tokens per target forward" + lossy
+            f"Cycle {m.n_cycles}{total} · α so far {number(m.alpha)} · {number(m.tokens_per_cycle, 2)} tokens per target forward"
+            + lossy
         )
     s = trace.summary
     parts = [
-        f"**{s.new_tokens} tokens** in {s.wall_s * 1000:.0f} ms ({_f(m.tokens_per_s, 0)} tokens/s), {m.n_cycles} cycles, "
-        f"**{_f(m.tokens_per_cycle, 2)} tokens per target forward**",
-        f"α = **{_f(m.alpha)}** (analytic Σ min(p, q): {_f(m.alpha_analytic)}; accepted/drafted, biased low: {_f(m.alpha_naive)})",
-        f"τ = **{_f(m.tau)}** ({m.tau_source})",
+        f"**{s.new_tokens} tokens** in {s.wall_s * 1000:.0f} ms ({number(m.tokens_per_s, 0)} tokens/s), {m.n_cycles} cycles, "
+        f"**{number(m.tokens_per_cycle, 2)} tokens per target forward**",
+        f"α = **{number(m.alpha)}** (analytic Σ min(p, q): {number(m.alpha_analytic)}; accepted/drafted, biased low: {number(m.alpha_naive)})",
+        f"τ = **{number(m.tau)}** ({m.tau_source})",
     ]
     if m.measured_speedup is not None:
         parts.append(
-            f"speedup measured **{m.measured_speedup:.2f}×**; predicted from α, τ, γ: {_f(m.predicted_speedup, 2)}× "
-            f"(Leviathan), {_f(m.predicted_with_verify_cost, 2)}× counting the verify pass as the ν = {_f(m.verify_cost, 2)} "
+            f"speedup measured **{m.measured_speedup:.2f}×**; predicted from α, τ, γ: {number(m.predicted_speedup, 2)}× "
+            f"(Leviathan), {number(m.predicted_with_verify_cost, 2)}× counting the verify pass as the ν = {number(m.verify_cost, 2)} "
             "target steps it really took"
         )
     if s.stop_reason == "stopped":
         parts.append("stopped by the user")
     return " · ".join(parts) + lossy
-
-
-def _f(value: float | None, digits: int = 3) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"

@@ -1,0 +1,99 @@
+"""`python -m specviz run`: decode one prompt and report every cycle (text, or JSON with vLLM's metrics)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from specviz.analysis.measures import measures_of
+from specviz.cli.options import NA, UsageError, add_decoding_arguments, add_pair_arguments, resolve_pair, settings_from
+from specviz.engine import Cycle, Summary
+from specviz.numbers import number
+from specviz.runner import check_prompt_text, run
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("run", help="decode one prompt and report every cycle")
+    add_pair_arguments(parser)
+    add_decoding_arguments(parser)
+    parser.add_argument("--prompt", required=True)
+    parser.add_argument("--gamma", type=int, default=4)
+    parser.add_argument("--mode", choices=["speculative", "autoregressive"], default="speculative")
+    parser.add_argument("--samples", type=int, default=1, help="N continuations with seeds S..S+N-1")
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(handler=command)
+
+
+def run_to_dict(events: list) -> dict:
+    """The JSON of one run: the text, every cycle, and the summary."""
+    summary: Summary = events[-1]
+    cycles = [
+        {
+            "draft_token_ids": list(event.draft_token_ids),
+            "n_accepted": event.n_accepted,
+            "resampled_token_id": event.resampled_token_id,
+            "bonus_token_id": event.bonus_token_id,
+            "draft_s": event.draft_s,
+            "verify_s": event.verify_s,
+            "draft_stop": event.draft_stop,
+        }
+        for event in events
+        if isinstance(event, Cycle)
+    ]
+    m = measures_of(summary.tally, gamma=events[0].gamma, tokens_per_s=summary.tokens_per_s)
+    return {
+        "mode": summary.mode,
+        "drafter": events[0].drafter,
+        "lossy": summary.lossy,
+        "text": summary.text,
+        "new_token_ids": list(summary.new_token_ids),
+        "cycles": cycles,
+        "summary": {
+            "new_tokens": summary.new_tokens,
+            "wall_s": summary.wall_s,
+            "tokens_per_s": summary.tokens_per_s,
+            "alpha": m.alpha,
+            "alpha_naive": m.alpha_naive,
+            "alpha_analytic": m.alpha_analytic,
+            "tau": m.tau,
+            "tau_source": m.tau_source,
+            "tokens_per_cycle": m.tokens_per_cycle,
+            "mean_acceptance_length": summary.tally.mean_acceptance_length,
+            "acceptance_histogram": list(summary.tally.accepted_histogram),
+            "acceptance_by_position": summary.tally.acceptance_by_position,
+            "stop_reason": summary.stop_reason,
+        },
+    }
+
+
+def command(args: argparse.Namespace) -> int:
+    if args.samples < 1:
+        raise UsageError(f"--samples must be at least 1 (got {args.samples})")
+    settings_from(args, args.gamma)  # validate before loading any model
+    check_prompt_text(args.prompt)
+    pair = resolve_pair(args)
+    results = []
+    for sample in range(args.samples):
+        sample_settings = settings_from(args, args.gamma, seed=args.seed + sample)
+        events = list(run(pair, args.prompt, sample_settings, mode=args.mode, drafter=args.drafter))
+        results.append(run_to_dict(events))
+    if args.json:
+        print(json.dumps(results[0] if args.samples == 1 else {"samples": results}))
+        return 0
+    for result in results:
+        print(args.prompt + result["text"])
+        print(format_run_summary(result))
+    return 0
+
+
+def format_run_summary(result: dict) -> str:
+    s = result["summary"]
+    parts = [f"{s['new_tokens']} tokens in {s['wall_s']:.3f} s ({s['tokens_per_s']:.1f} tok/s)"]
+    if result["mode"] == "speculative":
+        parts.append(f"{len(result['cycles'])} cycles, {s['tokens_per_cycle']:.2f} tokens/cycle")
+        parts.append(
+            f"α = {number(s['alpha'], missing=NA)} (analytic {number(s['alpha_analytic'], missing=NA)}), τ = {number(s['tau'], missing=NA)}"
+        )
+    if result["lossy"]:
+        parts.append("LOSSY: lenient acceptance, the output does not follow the target's distribution")
+    return "── " + " · ".join(parts)
