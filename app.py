@@ -9,22 +9,28 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import time
 
 import gradio as gr
 
+from specviz.analysis.hardware_cache import hardware_sentence
+from specviz.analysis.theory import Prediction
 from specviz.drafting import drafter_choices
-from specviz.models.catalogue import CatalogueError
+from specviz.engine.settings import MAX_GAMMA, SettingsError
+from specviz.models import pair_cache
+from specviz.models.catalogue import CatalogueError, PairError
 from specviz.prompts import DOMAINS, PROMPTS
+from specviz.runner import PromptError
 from specviz.trace import Trace
-from specviz.ui import texts
-from specviz.ui.controller import DEFAULT_PLAYBACK, PLAYBACK, RunRequest, Sessions
+from specviz.ui import charts, runs, texts
 from specviz.ui.lessons import lessons
 from specviz.ui.palette import CSS
 from specviz.ui.render import legend_html, stream_html
-from specviz.ui.score_panel import SCORE_CSS, score_panel
+from specviz.ui.request import DEFAULT_PLAYBACK, PLAYBACK, RunRequest
+from specviz.ui.score_panel import CONTINUATION_TOKENS, HARDEST_HEADERS, MY_TEXT, PROMPT_SETS, SCORE_CSS, score_views
+from specviz.ui.sessions import Sessions
 
 log = logging.getLogger("specviz")
-MAX_GAMMA = 16  # the engine's limit (specviz.engine.settings.MAX_GAMMA checks it); kept here so the page needs no torch
 
 try:  # on a Hugging Face ZeroGPU Space, runs get a GPU; elsewhere this is a no-op
     import spaces
@@ -37,9 +43,7 @@ except ImportError:
 
 
 def catalogue():
-    from specviz.models.pair_cache import catalogue as loaded_catalogue
-
-    return loaded_catalogue()
+    return pair_cache.catalogue()
 
 
 def preset_choices() -> list[tuple[str, str]]:
@@ -54,10 +58,6 @@ def choice_label(name: str) -> str:
 
 def user_error(error: Exception) -> gr.Error:
     """One sentence for the user; only unexpected errors are logged with their traceback."""
-    from specviz.engine import SettingsError
-    from specviz.models.loading import PairError
-    from specviz.runner import PromptError
-
     if type(error).__name__ == "OutOfMemoryError":
         return gr.Error("The device ran out of memory: try a smaller pair, fewer new tokens or a shorter prompt.")
     if isinstance(error, (SettingsError, PromptError, PairError, CatalogueError)):
@@ -110,8 +110,6 @@ def page_updates(update) -> dict:
 
 def hardware_line(pair_name: str) -> str | None:
     """A sentence on this pair's real architectures on this machine, if `python -m specviz hardware --save` measured it."""
-    from specviz.analysis.hardware_cache import hardware_sentence
-
     try:
         return hardware_sentence(pair_name)
     except Exception:  # a missing or stale measurement must never break a run
@@ -131,8 +129,6 @@ def hardware_lines() -> str:
 
 @on_gpu
 def run_clicked(http: gr.Request, **values):
-    from specviz.ui import runs
-
     ticket = sessions.start(session_of(http))
     try:
         request = RunRequest.from_values(values)
@@ -144,8 +140,6 @@ def run_clicked(http: gr.Request, **values):
 
 @on_gpu
 def step_clicked(trace: Trace | None, cursor, http: gr.Request, **values):
-    from specviz.ui import runs
-
     ticket = sessions.start(session_of(http))
     try:
         for update in runs.step(trace, tuple(cursor or (0, "decide")), RunRequest.from_values(values), ticket, sessions):
@@ -162,8 +156,6 @@ def stop_clicked(http: gr.Request):
 def lesson_handler(lesson):
     @on_gpu
     def lesson_clicked(playback_choice: str, http: gr.Request):
-        from specviz.ui import runs
-
         ticket = sessions.start(session_of(http))
         request = lesson.request
         yield {component: getattr(request, name) for name, component in run_inputs.items() if name != "playback"} | {
@@ -180,16 +172,12 @@ def lesson_handler(lesson):
 
 def page_loaded():
     """Say whether the default pair is ready; the page is usable (and Run waits for the pair) either way."""
-    import time
-
-    from specviz.models.pair_cache import is_loaded
-
-    if not is_loaded(default_pair):
+    if not pair_cache.is_loaded(default_pair):
         yield f"Loading the pair {default_pair}… (a few seconds, once per process; Run waits for it)"
         deadline = time.monotonic() + 300
-        while not is_loaded(default_pair) and time.monotonic() < deadline:
+        while not pair_cache.is_loaded(default_pair) and time.monotonic() < deadline:
             time.sleep(0.25)
-    yield "Ready. Press **Run**, or pick a lesson." if is_loaded(default_pair) else "Ready."
+    yield "Ready. Press **Run**, or pick a lesson." if pair_cache.is_loaded(default_pair) else "Ready."
 
 
 def hardware_loaded():
@@ -197,8 +185,6 @@ def hardware_loaded():
 
 
 def inspect(trace: Trace | None, choice: str | None):
-    from specviz.ui import charts
-
     if not trace or not choice:
         return charts.inspector_figure(Trace(), 0, 0)
     cycle_index, position_index = (int(part) for part in choice.split(":"))
@@ -215,8 +201,6 @@ def export_trace(trace: Trace | None):
 
 
 def import_trace(path: str | None, http: gr.Request):
-    from specviz.ui import runs
-
     if not path:
         return
     try:
@@ -236,16 +220,18 @@ def pair_defaults(name: str):
 
 
 def theory_view(alpha: float, tau: float, gamma_value: int):
-    from specviz.analysis import theory
-    from specviz.ui import charts
-
-    p = theory.Prediction.of(alpha, int(gamma_value), tau)
+    p = Prediction.of(alpha, int(gamma_value), tau)
     text = (
         f"E = **{p.tokens_per_cycle:.2f}** tokens per target forward · speedup at γ = {int(gamma_value)}: **{p.speedup:.2f}×** · "
         f"best γ = **{p.best_gamma}** ({p.best_speedup:.2f}×) · "
-        + ("α > τ: some γ pays off." if p.worth_it else "α ≤ τ: **no γ gives a speedup.**")
+        + ("α > τ: some γ pays off." if p.speedup_possible else "α ≤ τ: **no γ gives a speedup.**")
     )
     return charts.theory_figure(alpha, tau, int(gamma_value)), text
+
+
+def score_clicked(pair_name: str, text: str, prompt_set: str, temperature: float, gamma: int, own: bool):
+    views = score_views(pair_name, text, prompt_set, temperature, gamma, own)
+    return {score_outputs[name]: value for name, value in views.items()}
 
 
 with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
@@ -343,7 +329,31 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                     hardware_box = gr.Markdown("", elem_id="hardware")
                     gr.Markdown(texts.CLAIMS)
                 with gr.Tab("Score my draft"):
-                    score_panel(pair_box)
+                    gr.Markdown(
+                        "### Score my draft\nHow often would this draft be accepted on *your* text? One teacher-forced pass "
+                        "of each model gives Σ min(p, q) at every position (under greedy: whether both models' top tokens "
+                        "agree); nothing is generated. τ and ν are timed on this machine."
+                    )
+                    with gr.Row():
+                        score_text = gr.Textbox(
+                            label="Text to score", lines=6, placeholder="Paste text like what the target will write…", scale=3
+                        )
+                        with gr.Column(scale=1):
+                            score_set = gr.Dropdown(PROMPT_SETS, value=MY_TEXT, label="or a prompt set")
+                            score_temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)")
+                            score_gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ for the prediction")
+                            score_own = gr.Checkbox(
+                                False,
+                                label=f"score what the target writes after it ({CONTINUATION_TOKENS} tokens): the α a run sees",
+                            )
+                            score_button = gr.Button("Score my draft", variant="primary")
+                    score_summary = gr.Markdown()
+                    score_strip = gr.HTML()
+                    with gr.Row():
+                        score_hardest = gr.Dataframe(
+                            headers=HARDEST_HEADERS, label="hardest positions", interactive=False, wrap=True
+                        )
+                        score_curve = gr.Plot(label="predicted speedup over γ")
                 with gr.Tab("Run details & traces"):
                     details = gr.Markdown("No pair loaded yet.", elem_id="details")
                     with gr.Row():
@@ -403,6 +413,12 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
     import_file.upload(import_trace, import_file, page | {prompt}, **playing)
     for slider in (theory_alpha, theory_tau, theory_gamma):
         slider.change(theory_view, [theory_alpha, theory_tau, theory_gamma], [theory_chart, theory_numbers])
+    score_outputs = {"summary": score_summary, "strip": score_strip, "hardest": score_hardest, "curve": score_curve}
+    score_button.click(
+        score_clicked,
+        [pair_box, score_text, score_set, score_temperature, score_gamma, score_own],
+        set(score_outputs.values()),
+    )
     demo.load(theory_view, [theory_alpha, theory_tau, theory_gamma], [theory_chart, theory_numbers])
     demo.load(page_loaded, None, status, concurrency_limit=None)
     demo.load(hardware_loaded, None, hardware_box)
@@ -415,7 +431,5 @@ if __name__ == "__main__":
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         prevent_thread_lock=True,
     )
-    from specviz.models.pair_cache import preload
-
-    preload(default_pair)  # after the page serves: imports transformers and warms the pair in the background
+    pair_cache.preload(default_pair)  # after the page serves: imports transformers and warms the pair in the background
     demo.block_thread()

@@ -10,14 +10,17 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from specviz.analysis.measures import measures_of
-from specviz.engine import Cycle, DecodeSettings, RunStarted, Step, Summary
-from specviz.engine.settings import StopCheck, never_stop
-from specviz.models.loading import LoadedPair
+from specviz.engine.events import Cycle, RunStarted, Step, Summary
+from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
 from specviz.models.pair_cache import pair_info
 from specviz.runner import encode_prompt, run
 from specviz.trace import Trace
+
+if TYPE_CHECKING:
+    from specviz.models.loading import LoadedPair
 
 MEASURING_SLOT = threading.Lock()
 REPEAT_BUDGET_S = 2.0  # measure three times when three rounds fit in this, else once

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+from specviz import engine  # its names load on first use (PEP 562): importing the runner loads no torch
 from specviz.drafting import make_drafter
-from specviz.engine import CachedDecoder, DecodeSettings, Event, autoregressive_decode, speculative_decode
-from specviz.engine.settings import StopCheck, never_stop
-from specviz.models.loading import LoadedPair
+from specviz.engine.events import Event
+from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
+
+if TYPE_CHECKING:
+    from specviz.models.loading import LoadedPair
 
 MAX_PROMPT_CHARS = 20_000
 DrafterKind = str  # a key of specviz.drafting.STRATEGIES: "model", "adaptive", "dynamic", "lookup", ...
@@ -56,7 +59,7 @@ def run(
     settings.validate()
     drafter_made = make_drafter(pair, drafter) if mode == "speculative" else None  # an unknown key fails here
     prompt_ids = encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma)
-    target = CachedDecoder(pair.target.model, pair.shared_vocab_size)
+    target = engine.CachedDecoder(pair.target.model, pair.shared_vocab_size)
     if mode == "autoregressive":
-        return autoregressive_decode(target, prompt_ids, settings, pair.vocabulary, should_stop)
-    return speculative_decode(target, drafter_made, prompt_ids, settings, pair.vocabulary, should_stop)
+        return engine.autoregressive_decode(target, prompt_ids, settings, pair.vocabulary, should_stop)
+    return engine.speculative_decode(target, drafter_made, prompt_ids, settings, pair.vocabulary, should_stop)

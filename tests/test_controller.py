@@ -10,7 +10,9 @@ from specviz.engine import DecodeSettings, SettingsError
 from specviz.runner import PromptError
 from specviz.trace import Trace
 from specviz.ui import runs
-from specviz.ui.controller import RunRequest, Sessions, next_cursor, playback, timeline
+from specviz.ui.playback import next_cursor, playback, timeline
+from specviz.ui.request import RunRequest
+from specviz.ui.sessions import Sessions
 
 PROMPT = "def parse(text):\n    return"
 

@@ -1,8 +1,7 @@
-"""The "Score my draft" panel: its renderers are pure functions of a Scorecard, and it builds inside any Blocks."""
+"""The "Score my draft" panel: its renderers are pure functions of a Scorecard; its views come back by name."""
 
 import re
 
-import gradio as gr
 import pytest
 
 from specviz.analysis.score import scorecard
@@ -14,8 +13,8 @@ from specviz.ui.score_panel import (
     hardest_rows,
     overlap_colour,
     score_for_panel,
-    score_panel,
     score_strip_html,
+    score_views,
     speedup_curve_figure,
     summary_markdown,
     texts_to_score,
@@ -57,10 +56,11 @@ def test_nothing_to_score_is_one_sentence():
     assert texts_to_score("", "code")[0] == PROMPTS["code"][0]
 
 
-def test_the_panel_builds_and_scores_through_its_handler(bundled_pair):
-    with gr.Blocks():
-        pair = gr.Dropdown(["pycode-distilled"], value="pycode-distilled")
-        components = score_panel(pair)
-    assert {"text", "prompt_set", "button", "summary", "strip", "hardest", "curve"} <= components.keys()
+def test_the_panel_scores_through_its_views(bundled_pair):
+    views = score_views("pycode-distilled", TEXT, MY_TEXT, 0.0, 3)
+    assert set(views) == {"summary", "strip", "hardest", "curve"}, "app.py maps these names onto its components"
+    assert views["summary"].startswith("**α ≈") and views["curve"] is not None
+    bad = score_views("pycode-distilled", "  ", MY_TEXT, 0.0, 3)
+    assert bad["summary"].startswith("⚠ Paste some text") and bad["strip"] == "", "bad input is one sentence, the rest emptied"
     card = score_for_panel("pycode-distilled", TEXT, MY_TEXT, 0.0, 3)
     assert card.gamma == 3 and card.tokens_scored > 10 and card.measures.tau is not None

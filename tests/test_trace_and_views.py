@@ -17,8 +17,9 @@ from specviz.engine import (
 from specviz.engine.tally import Tally
 from specviz.trace import Trace
 from specviz.ui import charts
-from specviz.ui.controller import inspector_choices, next_cursor
+from specviz.ui.playback import next_cursor
 from specviz.ui.render import narration, race_html, stream_html
+from specviz.ui.views import inspector_choices
 from tests.tiny import fake_vocabulary, tiny_llama
 
 VOCAB = 32

@@ -17,6 +17,10 @@ _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 Positive = Annotated[int, Field(ge=1)]
 
 
+class PairError(RuntimeError):
+    """A pair that cannot be used (unreachable, mismatched tokenizers, out of memory): one clear sentence for the user."""
+
+
 class CatalogueError(ValueError):
     """models.yaml is malformed; the message names the file, the key and what was expected."""
 

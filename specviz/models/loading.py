@@ -13,13 +13,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from specviz.engine import Vocabulary
-from specviz.models.catalogue import Pair
+from specviz.models.catalogue import Pair, PairError
 
+__all__ = ["LoadedModel", "LoadedPair", "PairError", "choose_device", "choose_dtype", "load_pair"]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-class PairError(RuntimeError):
-    """A pair that cannot be used; the message is one clear sentence for the user."""
 
 
 @dataclass

@@ -6,7 +6,9 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
+from specviz.engine.settings import DecodeSettings
 from specviz.models.catalogue import Catalogue, load_catalogue
+from specviz.runner import run
 
 if TYPE_CHECKING:  # loading imports transformers: kept off the path to the app's first page
     from specviz.models.loading import LoadedPair
@@ -33,7 +35,7 @@ def get_pair(name: str) -> LoadedPair:
     """
     if name in _loaded:
         return _loaded[name]
-    from specviz.models.loading import load_pair
+    from specviz.models.loading import load_pair  # the boundary: torch and transformers load here, on first use
 
     with _registry_lock:
         lock = _loading.setdefault(name, threading.Lock())
@@ -61,9 +63,6 @@ def preload(name: str) -> threading.Thread:
 
 def warm_up(pair: LoadedPair) -> None:
     """Two short runs of each path, so the first user's timings are steady-state, not allocator and kernel set-up."""
-    from specviz.engine import DecodeSettings
-    from specviz.runner import run
-
     for max_new_tokens in (8, 24):
         settings = DecodeSettings(max_new_tokens=max_new_tokens, gamma=4)
         for mode in ("speculative", "autoregressive"):

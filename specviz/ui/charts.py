@@ -8,12 +8,13 @@ from plotly.subplots import make_subplots
 from specviz.analysis.measures import Measures
 from specviz.analysis.theory import Prediction
 from specviz.engine.events import Cycle
+from specviz.engine.settings import MAX_GAMMA
 from specviz.engine.tally import Tally
 from specviz.trace import Trace
 from specviz.ui.palette import COLOURS
 
 HEIGHT = 300
-MAX_GAMMA_PLOTTED = 16
+MAX_GAMMA_PLOTTED = MAX_GAMMA  # the curve over γ spans every γ the page offers
 THEORY_GAMMAS = 32  # the theory explorer's curve runs over γ = 1..32
 
 

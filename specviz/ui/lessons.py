@@ -1,7 +1,8 @@
 """Guided lessons: each sets a scenario, runs it, then says what to look at in numbers measured by *this* run.
 
 A lesson is data (the request of its main run, the extra runs it compares with) plus one function
-that writes its explanation from the measured results; nothing in the sentences is canned.
+that writes its explanation from the measured results, and optionally one that draws a chart from them;
+nothing in the sentences is canned.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from specviz.analysis.measures import Measures
 from specviz.numbers import number
 from specviz.prompts import PROMPTS
 from specviz.trace import Trace
-from specviz.ui.controller import RunRequest
+from specviz.ui import charts
+from specviz.ui.request import RunRequest
 
 CODE_PROMPT = PROMPTS["code"][0]
 PROSE_PROMPT = PROMPTS["prose"][0]
@@ -40,6 +42,7 @@ class Lesson:
     request: RunRequest  # the run shown in the stream
     extra: tuple[tuple[str, RunRequest], ...] = ()  # (label, request) measured after it, for comparison
     explain: Callable[[Measured, list[Measured]], str] = field(default=lambda main, extra: "")
+    chart: Callable[[Measured, list[Measured]], object] | None = None  # a figure drawn from the measured runs
 
 
 SPEED_WORDS = {"faster": "faster than", "even": "about as fast as", "slower": "slower than"}
@@ -91,6 +94,15 @@ def _explain_gamma(main: Measured, extra: list[Measured]) -> str:
         f"<table><tr><th>γ</th><th>α</th><th>tokens / forward</th><th>measured</th><th>predicted (with ν)</th></tr>{rows}</table>"
         f"<p><b>Question:</b> the predicted best γ uses α and τ only. Why might the measured best γ be smaller on this CPU?</p>"
     )
+
+
+def _gamma_chart(main: Measured, extra: list[Measured]):
+    """Measured speedup over γ next to both predictions."""
+    points = [
+        (r.request.gamma, r.measures.measured_speedup, r.measures.predicted_with_verify_cost, r.measures.predicted_speedup)
+        for r in [main, *extra]
+    ]
+    return charts.gamma_sweep_figure(points)
 
 
 def _explain_domain(main: Measured, extra: list[Measured]) -> str:
@@ -190,6 +202,7 @@ def lessons(default_pair: str, plain_pair: str) -> list[Lesson]:
             replace(base, gamma=SWEEP_GAMMAS[-2]),
             extra=tuple((f"γ = {g}", replace(base, gamma=g)) for g in SWEEP_GAMMAS if g != SWEEP_GAMMAS[-2]),
             explain=_explain_gamma,
+            chart=_gamma_chart,
         ),
         Lesson(
             "lesson-4",

@@ -11,12 +11,17 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from specviz import recorder
+from specviz.analysis.measures import measure
 from specviz.models import pair_cache
+from specviz.runner import check_prompt_text
 from specviz.trace import Trace
-from specviz.ui import charts, texts
-from specviz.ui.controller import RunRequest, Sessions, Ticket, next_cursor, playback
+from specviz.ui import texts
 from specviz.ui.lessons import Lesson, Measured
+from specviz.ui.playback import next_cursor, playback
 from specviz.ui.render import Phase
+from specviz.ui.request import RunRequest
+from specviz.ui.sessions import Sessions, Ticket
 from specviz.ui.views import Frame, Recording, frame
 
 CHART_EVERY_S = 1.0  # playback redraws the plotly charts at most this often (and at the end)
@@ -38,9 +43,6 @@ class Update:
 
 def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> Iterator[Update | Trace]:
     """Yield status updates while the pair loads and the slot is busy, then the measured trace (last)."""
-    from specviz import recorder
-    from specviz.runner import check_prompt_text
-
     settings = request.settings()
     check_prompt_text(request.prompt)
     if not pair_cache.is_loaded(request.pair):
@@ -93,8 +95,6 @@ def run_and_play(request: RunRequest, ticket: Ticket, sessions: Sessions, hardwa
 
 def play(trace: Trace, slowdown: float, ticket: Ticket, sessions: Sessions, hardware_line: str | None = None) -> Iterator[Update]:
     """Animate a recorded trace: frames at its measured pace × slowdown, charts about once a second, everything at the end."""
-    from specviz import recorder
-
     keep_going = lambda: sessions.is_current(ticket)  # noqa: E731
     recording = Recording.of(trace)
     if trace.summary is None or trace.summary.stop_reason == "stopped" or trace.baseline is None:
@@ -156,9 +156,6 @@ def step(
 
 def run_lesson(lesson: Lesson, playback_choice: str, ticket: Ticket, sessions: Sessions) -> Iterator[Update]:
     """Run the lesson's scenario like a Run, measure its comparison runs, then explain it from the numbers."""
-    from specviz import recorder
-    from specviz.analysis.measures import measure
-
     request = replace(lesson.request, playback=playback_choice)
     header = f"<h4>{html.escape(lesson.title)}</h4>"
     yield Update(lesson=header + "<p>Measuring the scenario, then playing it back…</p>")
@@ -184,17 +181,5 @@ def run_lesson(lesson: Lesson, playback_choice: str, ticket: Ticket, sessions: S
         if not sessions.is_current(ticket) or extra_trace.baseline is None:
             return
         compared.append(Measured(label, extra, extra_trace, measure(extra_trace)))
-    chart = None
-    if lesson.key == "lesson-3":
-        chart = charts.gamma_sweep_figure(
-            [
-                (
-                    r.request.gamma,
-                    r.measures.measured_speedup,
-                    r.measures.predicted_with_verify_cost,
-                    r.measures.predicted_speedup,
-                )
-                for r in [main, *compared]
-            ]
-        )
+    chart = lesson.chart(main, compared) if lesson.chart else None
     yield Update(lesson=header + lesson.explain(main, compared), lesson_chart=chart, status=f"Lesson done. · run {ticket.number}")

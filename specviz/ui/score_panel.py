@@ -1,9 +1,9 @@
 """The "Score my draft" panel: paste text (or pick a prompt set) and see, without generating, how often the
 draft would be accepted along it, where it struggles, and what speedup that predicts over γ.
 
-`score_panel(pair_dropdown)` builds the panel inside an open gr.Blocks / gr.Tab and wires its own button;
-everything it shows comes from the pure renderers below (tested without a browser). Models and scoring
-are imported on first use, so the app's first page does not wait for transformers.
+app.py lays the panel out and wires its button to `score_views`; everything it shows comes from the pure
+renderers below (tested without a browser). Scoring needs torch: it is imported on the first score, so the
+app's first page does not wait for transformers.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
+from specviz.engine.settings import MAX_GAMMA, DecodeSettings, SamplingSettings
+from specviz.models.catalogue import PairError
+from specviz.models.pair_cache import get_pair
+from specviz.prompts import load_prompt_set
 from specviz.ui.palette import COLOURS
 
 if TYPE_CHECKING:
-    import gradio as gr
-
     from specviz.analysis.score import Scorecard
 
 MY_TEXT = "my text (below)"
@@ -112,7 +114,7 @@ def summary_markdown(card: Scorecard) -> str:
     return "\n\n".join(lines)
 
 
-def speedup_curve_figure(card: Scorecard, max_gamma: int = 16) -> go.Figure:
+def speedup_curve_figure(card: Scorecard, max_gamma: int = MAX_GAMMA) -> go.Figure:
     """The predicted speedup over γ from the scored α and the measured τ (with ν = 1, and with the measured ν)."""
     curve = card.speedup_curve(max_gamma)
     figure = go.Figure()
@@ -155,8 +157,6 @@ def speedup_curve_figure(card: Scorecard, max_gamma: int = 16) -> go.Figure:
 def texts_to_score(text: str, prompt_set: str) -> list[str]:
     """The pasted text, or a built-in prompt set (ValueError with one sentence when there is nothing to score)."""
     if prompt_set and prompt_set != MY_TEXT:
-        from specviz.prompts import load_prompt_set
-
         return load_prompt_set(prompt_set)
     if not text or not text.strip():
         raise ValueError("Paste some text to score, or pick a prompt set.")
@@ -167,10 +167,8 @@ def score_for_panel(
     pair_name: str, text: str, prompt_set: str, temperature: float, gamma: int, own_continuation: bool = False
 ) -> Scorecard:
     """Load the pair (cached), time its steps once per γ, and score the texts (or the target's continuations of them)."""
-    from specviz.analysis.score import scorecard
+    from specviz.analysis.score import scorecard  # scoring runs both models: torch loads here, on the first score
     from specviz.analysis.timing import pair_step_times
-    from specviz.engine import DecodeSettings, SamplingSettings
-    from specviz.models.pair_cache import get_pair
 
     sampling = SamplingSettings(temperature=float(temperature))
     DecodeSettings(gamma=int(gamma), sampling=sampling).validate()
@@ -180,57 +178,20 @@ def score_for_panel(
     return scorecard(pair, texts, sampling, int(gamma), pair_step_times(pair, int(gamma)), continue_tokens=continue_tokens)
 
 
-def score_panel(pair_dropdown: gr.components.Component) -> dict[str, gr.components.Component]:
-    """Build the panel in the current Blocks context and register its listener; returns its components by name."""
-    import gradio as gr
+def score_views(
+    pair_name: str, text: str, prompt_set: str, temperature: float, gamma: int, own_continuation: bool = False
+) -> dict[str, object]:
+    """Everything the panel shows after "Score my draft", by name: summary, strip, hardest, curve.
 
-    gr.Markdown(
-        "### Score my draft\nHow often would this draft be accepted on *your* text? One teacher-forced pass of each model "
-        "gives Σ min(p, q) at every position (under greedy: whether both models' top tokens agree); nothing is generated. "
-        "τ and ν are timed on this machine."
-    )
-    with gr.Row():
-        text = gr.Textbox(label="Text to score", lines=6, placeholder="Paste text like what the target will write…", scale=3)
-        with gr.Column(scale=1):
-            prompt_set = gr.Dropdown(PROMPT_SETS, value=MY_TEXT, label="or a prompt set")
-            temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)")
-            gamma = gr.Slider(1, 16, value=4, step=1, label="γ for the prediction")
-            own = gr.Checkbox(
-                False, label=f"score what the target writes after it ({CONTINUATION_TOKENS} tokens): the α a run sees"
-            )
-            button = gr.Button("Score my draft", variant="primary")
-    summary = gr.Markdown()
-    strip = gr.HTML()
-    with gr.Row():
-        hardest = gr.Dataframe(headers=HARDEST_HEADERS, label="hardest positions", interactive=False, wrap=True)
-        curve = gr.Plot(label="predicted speedup over γ")
-
-    def on_score(pair_name: str, pasted: str, chosen_set: str, temp: float, window: int, continuation: bool) -> dict:
-        from specviz.models.loading import PairError
-
-        try:
-            card = score_for_panel(pair_name, pasted, chosen_set, temp, window, continuation)
-        except (ValueError, PairError) as error:  # settings, prompt, catalogue and pair errors are one sentence each
-            return {summary: f"⚠ {error}", strip: "", hardest: [], curve: None}
-        return {
-            summary: summary_markdown(card),
-            strip: score_strip_html(card),
-            hardest: hardest_rows(card),
-            curve: speedup_curve_figure(card),
-        }
-
-    button.click(
-        on_score, inputs=[pair_dropdown, text, prompt_set, temperature, gamma, own], outputs=[summary, strip, hardest, curve]
-    )
+    A bad input (settings, prompt set, catalogue, pair) is one sentence in the summary, and the rest is emptied.
+    """
+    try:
+        card = score_for_panel(pair_name, text, prompt_set, temperature, gamma, own_continuation)
+    except (ValueError, PairError) as error:
+        return {"summary": f"⚠ {error}", "strip": "", "hardest": [], "curve": None}
     return {
-        "text": text,
-        "prompt_set": prompt_set,
-        "temperature": temperature,
-        "gamma": gamma,
-        "own_continuation": own,
-        "button": button,
-        "summary": summary,
-        "strip": strip,
-        "hardest": hardest,
-        "curve": curve,
+        "summary": summary_markdown(card),
+        "strip": score_strip_html(card),
+        "hardest": hardest_rows(card),
+        "curve": speedup_curve_figure(card),
     }

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.analysis.measures import Measures, measure
+from specviz.engine.events import Cycle
 from specviz.engine.tally import Tally
 from specviz.trace import Trace
 from specviz.ui import charts, texts
-from specviz.ui.controller import inspector_choices
 from specviz.ui.render import Phase, narration, race_html, stream_html
 
 
@@ -67,3 +67,22 @@ def frame(
         result.verdict = texts.verdict_html(m, trace.pair.get("name", ""), hardware_line)
         result.inspector = inspector_choices(trace.cycles)
     return result
+
+
+def inspector_choices(cycles: list[Cycle]) -> list[tuple[str, str]]:
+    """(label, "cycle:position") for every drafted token and every target token of the trace."""
+    choices = []
+    for cycle in cycles:
+        for i, position in enumerate(cycle.positions):
+            choices.append(
+                (f"cycle {cycle.index + 1} · draft {i + 1} {position.text!r} ({position.status})", f"{cycle.index}:{i}")
+            )
+        if cycle.bonus_token_id is not None:
+            choices.append(
+                (f"cycle {cycle.index + 1} · target's {cycle.new_token_text!r} (bonus)", f"{cycle.index}:{len(cycle.positions)}")
+            )
+        else:  # the residual it was drawn from is shown at the rejected position
+            choices.append(
+                (f"cycle {cycle.index + 1} · target's {cycle.new_token_text!r} (resampled)", f"{cycle.index}:{cycle.n_accepted}")
+            )
+    return choices
