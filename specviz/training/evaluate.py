@@ -23,6 +23,8 @@ import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
 from specviz.models.catalogue import REPO_ROOT
+from specviz.prompts import PROMPTS, heldout_code_prompts
+from specviz.training.on_policy import continue_greedily
 
 ASSETS = REPO_ROOT / "assets"  # where the bundled pair and its training report live
 NEW_TOKENS = 96
@@ -64,11 +66,10 @@ def parses_as_python(text: str, complete: bool = False) -> bool:
     return True
 
 
-@torch.no_grad()
 def greedy_completion(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, prompt: str) -> tuple[list[int], bool]:
     """The target's greedy continuation of prompt (token ids), and whether it ended with end-of-text."""
     ids = torch.tensor([tokenizer(prompt, add_special_tokens=True)["input_ids"]])
-    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False)
+    out = continue_greedily(model, ids, NEW_TOKENS, stop_at_end_of_text=True)
     new = out[0, ids.shape[1] :].tolist()
     ended = tokenizer.eos_token_id in new
     return (new[: new.index(tokenizer.eos_token_id)] if ended else new), ended
@@ -125,8 +126,6 @@ def load_seconds(pair: str) -> float:
 
 def update_report(folder: Path) -> dict:
     """Measure the pair saved in folder and merge the numbers into its training_report.json."""
-    from specviz.prompts import PROMPTS, heldout_code_prompts
-
     started = time.perf_counter()
     path = folder / "training_report.json"
     report = json.loads(path.read_text()) if path.exists() else {}

@@ -14,16 +14,27 @@ from transformers import LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
 
 
 @torch.no_grad()
-def continue_greedily(model: LlamaForCausalLM, prefixes: torch.Tensor, new_tokens: int, ban: LogitsProcessor | None = None):
-    """Exactly new_tokens greedy tokens after each prefix (the whole rows), optionally under a logits processor.
+def continue_greedily(
+    model: LlamaForCausalLM,
+    prefixes: torch.Tensor,
+    new_tokens: int,
+    ban: LogitsProcessor | None = None,
+    stop_at_end_of_text: bool = False,
+) -> torch.Tensor:
+    """Greedy tokens after each prefix (the whole rows): the one greedy-generation helper of training.
 
-    No end-of-text stop: past one, the model writes the next file, as in its training stream.
+    By default exactly new_tokens, in bf16 autocast, optionally under a logits processor, with no end-of-text
+    stop: past one, the model writes the next file, as in its training stream. With stop_at_end_of_text (the
+    evaluation), up to new_tokens in float32, as the app runs the pair, ending where the model ends the file.
     """  # (batch, prefix + new_tokens)
     model.eval()
+    attention_mask = torch.ones_like(prefixes)
+    if stop_at_end_of_text:
+        return model.generate(prefixes, attention_mask=attention_mask, max_new_tokens=new_tokens, do_sample=False)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         return model.generate(
             prefixes,
-            attention_mask=torch.ones_like(prefixes),
+            attention_mask=attention_mask,
             max_new_tokens=new_tokens,
             min_new_tokens=new_tokens,
             do_sample=False,

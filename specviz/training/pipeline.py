@@ -1,4 +1,4 @@
-"""Train the bundled pair: `python -m specviz.train`.
+"""Train the bundled pair: `python -m specviz.train`. One function per stage, run in the order of STAGES.
 
 The defaults are the settings of the pair shipped in assets/ (assets/MODEL_CARD.md, assets/training_report.json):
 
@@ -18,7 +18,7 @@ The defaults are the settings of the pair shipped in assets/ (assets/MODEL_CARD.
    held-out code, and for the bundled folder the CLI benchmark of both pairs, into the report.
 
 Stages 1-3 take about 1 h 15 min on 2 CPU cores; `--only-target` stops after them and `--reuse-grown` starts
-after them (from --work), so the later stages can be rerun alone.
+after them (from --work; `--reuse-target` after the 8-layer target), so the later stages can be rerun alone.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import json
 import platform
 import shutil
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -97,6 +97,171 @@ def save_model(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, fold
     save_tokenizer(tokenizer, folder)
 
 
+@dataclass
+class Training:
+    """What the stages hand on to each other: the arguments, the report being written, the data and the target."""
+
+    args: argparse.Namespace
+    report: dict
+    started: float = field(default_factory=time.perf_counter)
+    tokenizer: PreTrainedTokenizerFast | None = None
+    train_texts: list[str] = field(default_factory=list)
+    validation_texts: list[str] = field(default_factory=list)
+    train_tokens: torch.Tensor | None = None
+    validation_tokens: torch.Tensor | None = None
+    target: LlamaForCausalLM | None = None
+
+    @property
+    def lm_target_folder(self) -> Path:
+        return self.args.work / "target-lm"  # the 8-layer target before growth, with its tokenizer and report
+
+    @property
+    def grown_folder(self) -> Path:
+        return self.args.work / "target-grown"  # the deepened target before loop-free self-training
+
+    def settings(self, steps: int, learning_rate: float) -> TrainSettings:
+        a = self.args
+        return TrainSettings(
+            steps=steps,
+            batch_size=a.batch_size,
+            sequence_length=a.sequence_length,
+            learning_rate=learning_rate,
+            warmup_steps=a.warmup_steps,
+            seed=a.seed,
+        )
+
+    def train_and_save(self, role: str, folder: str, config, train_settings: TrainSettings, **teaching) -> LlamaForCausalLM:
+        """A fresh model of `config`, trained and saved under --out/folder, its result in the report under `role`."""
+        torch.manual_seed(self.args.seed)  # initial weights depend on the seed alone, so --reuse-target gives the same drafts
+        model = models.build(config)
+        work = self.args.work / role
+        result = train(model, self.train_tokens, self.validation_tokens, train_settings, work, description=role, **teaching)
+        self.report[role] = {"parameters": models.count_parameters(model), **vars(result)}
+        save_model(model, self.tokenizer, self.args.out / folder)
+        return model
+
+
+def build_corpus(run: Training) -> None:
+    """1. The standard library and the listed packages' code, with held-out standard-library files."""
+    run.train_texts, run.validation_texts, split, packages = corpus.build_corpus()
+    run.report["corpus"] = {
+        "root": str(corpus.stdlib_root()),
+        "site_packages": str(corpus.site_packages_root()),
+        "train_files": len(run.train_texts),
+        "stdlib_train_files": len(run.train_texts) - sum(p.files for p in packages),
+        "validation_files": len(run.validation_texts),
+        "train_bytes": sum(len(t) for t in run.train_texts),
+        "package_bytes": sum(p.bytes for p in packages),
+        "packages": [vars(p) for p in packages],
+        "validation_files_list": [p.relative_to(corpus.stdlib_root()).as_posix() for p in split.validation],
+    }
+
+
+def build_tokenizer(run: Training) -> None:
+    """2. A byte-level BPE tokenizer (or the saved one, when reusing a target), and the corpus as token streams."""
+    args = run.args
+    if args.reuse_target or args.reuse_grown:
+        run.tokenizer = PreTrainedTokenizerFast.from_pretrained(run.lm_target_folder)
+    else:
+        run.tokenizer = train_tokenizer(run.train_texts, args.vocab_size)
+        save_tokenizer(run.tokenizer, args.work / "tokenizer")  # beside the checkpoints, so a stopped run is still usable
+    run.train_tokens = encode_stream(run.tokenizer, run.train_texts)
+    run.validation_tokens = encode_stream(run.tokenizer, run.validation_texts)
+    run.report["corpus"].update(train_tokens=len(run.train_tokens), validation_tokens=len(run.validation_tokens))
+    print(
+        f"corpus: {len(run.train_texts)} train files ({len(run.train_tokens):,} tokens), "
+        f"{len(run.validation_texts)} validation files"
+    )
+
+
+def train_target(run: Training) -> None:
+    """3. The target, a language model of 8 layers (or the saved one with --reuse-target; nothing with --reuse-grown)."""
+    args = run.args
+    if args.reuse_grown:
+        return  # grow_target loads the deepened target
+    if args.reuse_target:
+        run.target = LlamaForCausalLM.from_pretrained(run.lm_target_folder, dtype=torch.float32)
+        run.report["target"] = json.loads((run.lm_target_folder / "report.json").read_text())
+        return
+    config = models.target_config(len(run.tokenizer))
+    run.target = run.train_and_save("target", "pycode-target", config, run.settings(args.target_steps, args.target_learning_rate))
+    save_model(run.target, run.tokenizer, run.lm_target_folder)
+    (run.lm_target_folder / "report.json").write_text(json.dumps(run.report["target"], indent=2) + "\n")
+
+
+def grow_target(run: Training) -> None:
+    """3a. Deepened (each listed layer followed by a zero-output copy), then trained on unseen windows; saved as the target."""
+    args = run.args
+    if args.reuse_grown:
+        run.target = LlamaForCausalLM.from_pretrained(run.grown_folder, dtype=torch.float32)
+        saved = json.loads((run.grown_folder / "report.json").read_text())
+        run.report["target"], run.report["target_grown"] = saved["target"], saved["target_grown"]
+    else:
+        target = run.target
+        grow.deepen(target, [int(layer) for layer in args.grow_after.split(",") if layer])
+        grown_settings = replace(run.settings(args.grown_steps, args.grown_learning_rate), warmup_steps=50, seed=args.seed + 1)
+        work = args.work / "target_grown"
+        result = train(target, run.train_tokens, run.validation_tokens, grown_settings, work, description="grown")
+        run.report["target_grown"] = {"parameters": models.count_parameters(target), "layers": target.config.num_hidden_layers}
+        run.report["target_grown"].update(vars(result))
+        save_model(target, run.tokenizer, run.grown_folder)
+        grown_report = {k: run.report[k] for k in ("target", "target_grown")}
+        (run.grown_folder / "report.json").write_text(json.dumps(grown_report, indent=2) + "\n")
+    save_model(run.target, run.tokenizer, args.out / "pycode-target")
+
+
+def teach_loop_free(run: Training) -> None:
+    """4. The target learns from its own text to turn away where greedy decoding would loop; saved as the shipped target."""
+    args = run.args
+    if not args.loop_free_steps:
+        return
+    loop_free_settings = LoopFreeSettings(max_steps=args.loop_free_steps, seed=args.seed)
+    result, probes = loop_free.finetune(run.target, run.train_tokens, run.validation_tokens, loop_free_settings)
+    run.report["target_loop_free"] = {**vars(result), "settings": vars(loop_free_settings), "probes": probes}
+    save_model(run.target, run.tokenizer, args.out / "pycode-target")
+
+
+def distil_draft(run: Training) -> None:
+    """5. The draft, distilled from the target's logits on the corpus and on the target's own greedy text."""
+    args = run.args
+    started_rows = time.perf_counter()
+    rows = on_policy.greedy_continuations(
+        run.target, run.train_tokens, args.on_policy_rows, prefix_length=64, sequence_length=args.sequence_length, seed=args.seed
+    )
+    run.report["on_policy"] = {"rows": len(rows), "tokens": rows.numel(), "seconds": time.perf_counter() - started_rows}
+    distil = replace(run.settings(args.draft_steps, 3e-3), on_policy_share=args.on_policy_share)
+    config = models.draft_config(len(run.tokenizer))
+    run.train_and_save("draft_distilled", "pycode-draft", config, distil, teacher=run.target, on_policy=rows)
+
+
+def train_plain_draft(run: Training) -> None:
+    """6. The same draft architecture on tokens alone, for fewer steps; then the report is written."""
+    config = models.draft_config(len(run.tokenizer))
+    run.train_and_save("draft_plain", "pycode-draft-plain", config, run.settings(run.args.plain_draft_steps, 3e-3))
+    run.report["total_seconds"] = time.perf_counter() - run.started
+    (run.args.out / "training_report.json").write_text(json.dumps(run.report, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in run.report.items() if k not in ("corpus", "args")}, indent=2))
+
+
+def evaluate_pair(run: Training) -> None:
+    """7. Measure the saved pair (distinct-4, parse rate, samples, α and timings) into the same report."""
+    if not run.args.skip_evaluation:
+        evaluate.update_report(run.args.out)
+
+
+STAGES = (
+    build_corpus,
+    build_tokenizer,
+    train_target,
+    grow_target,
+    teach_loop_free,
+    distil_draft,
+    train_plain_draft,
+    evaluate_pair,
+)
+LAST_TARGET_STAGE = grow_target  # where --only-target stops
+
+
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
@@ -105,111 +270,11 @@ def main() -> None:
         return
     torch.manual_seed(args.seed)
     args.work.mkdir(parents=True, exist_ok=True)
-    report: dict = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "args": {k: str(v) for k, v in vars(args).items()},
-    }
-    started = time.perf_counter()
-
-    # 1. corpus
-    train_texts, validation_texts, split, packages = corpus.build_corpus()
-    report["corpus"] = {
-        "root": str(corpus.stdlib_root()),
-        "site_packages": str(corpus.site_packages_root()),
-        "train_files": len(train_texts),
-        "stdlib_train_files": len(train_texts) - sum(p.files for p in packages),
-        "validation_files": len(validation_texts),
-        "train_bytes": sum(len(t) for t in train_texts),
-        "package_bytes": sum(p.bytes for p in packages),
-        "packages": [vars(p) for p in packages],
-        "validation_files_list": [p.relative_to(corpus.stdlib_root()).as_posix() for p in split.validation],
-    }
-
-    # 2. tokenizer
-    lm_target_folder = args.work / "target-lm"  # the 8-layer target before growth, with its tokenizer and report
-    if args.reuse_target or args.reuse_grown:
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(lm_target_folder)
-    else:
-        tokenizer = train_tokenizer(train_texts, args.vocab_size)
-        save_tokenizer(tokenizer, args.work / "tokenizer")  # beside the checkpoints, so a stopped run is still usable
-    train_tokens, validation_tokens = encode_stream(tokenizer, train_texts), encode_stream(tokenizer, validation_texts)
-    report["corpus"].update(train_tokens=len(train_tokens), validation_tokens=len(validation_tokens))
-    print(f"corpus: {len(train_texts)} train files ({len(train_tokens):,} tokens), {len(validation_texts)} validation files")
-
-    def settings(steps: int, learning_rate: float) -> TrainSettings:
-        return TrainSettings(
-            steps=steps,
-            batch_size=args.batch_size,
-            sequence_length=args.sequence_length,
-            learning_rate=learning_rate,
-            warmup_steps=args.warmup_steps,
-            seed=args.seed,
-        )
-
-    def train_and_save(role: str, folder: str, config, train_settings: TrainSettings, **teaching) -> LlamaForCausalLM:
-        torch.manual_seed(args.seed)  # initial weights depend on the seed alone, so --reuse-target gives the same drafts
-        model = models.build(config)
-        result = train(model, train_tokens, validation_tokens, train_settings, args.work / role, description=role, **teaching)
-        report[role] = {"parameters": models.count_parameters(model), **vars(result)}
-        save_model(model, tokenizer, args.out / folder)
-        return model
-
-    # 3. target, a language model of 8 layers
-    grown_folder = args.work / "target-grown"  # the deepened target before loop-free self-training
-    if args.reuse_grown:
-        target = LlamaForCausalLM.from_pretrained(grown_folder, dtype=torch.float32)
-        saved = json.loads((grown_folder / "report.json").read_text())
-        report["target"], report["target_grown"] = saved["target"], saved["target_grown"]
-    else:
-        if args.reuse_target or args.reuse_grown:
-            target = LlamaForCausalLM.from_pretrained(lm_target_folder, dtype=torch.float32)
-            report["target"] = json.loads((lm_target_folder / "report.json").read_text())
-        else:
-            target = train_and_save(
-                "target",
-                "pycode-target",
-                models.target_config(len(tokenizer)),
-                settings(args.target_steps, args.target_learning_rate),
-            )
-            save_model(target, tokenizer, lm_target_folder)
-            (lm_target_folder / "report.json").write_text(json.dumps(report["target"], indent=2) + "\n")
-        # 3a. deepened (each listed layer followed by a zero-output copy), then trained on unseen windows
-        grow.deepen(target, [int(layer) for layer in args.grow_after.split(",") if layer])
-        grown_settings = replace(settings(args.grown_steps, args.grown_learning_rate), warmup_steps=50, seed=args.seed + 1)
-        result = train(target, train_tokens, validation_tokens, grown_settings, args.work / "target_grown", description="grown")
-        report["target_grown"] = {"parameters": models.count_parameters(target), "layers": target.config.num_hidden_layers}
-        report["target_grown"].update(vars(result))
-        save_model(target, tokenizer, grown_folder)
-        (grown_folder / "report.json").write_text(json.dumps({k: report[k] for k in ("target", "target_grown")}, indent=2) + "\n")
-    save_model(target, tokenizer, args.out / "pycode-target")
-    if args.only_target:
-        return
-    # 3b. the target learns from its own text to turn away where greedy decoding would loop; saved as the shipped target
-    if args.loop_free_steps:
-        loop_free_settings = LoopFreeSettings(max_steps=args.loop_free_steps, seed=args.seed)
-        result, probes = loop_free.finetune(target, train_tokens, validation_tokens, loop_free_settings)
-        report["target_loop_free"] = {**vars(result), "settings": vars(loop_free_settings), "probes": probes}
-        save_model(target, tokenizer, args.out / "pycode-target")
-    # 4. the draft, distilled from the target's logits on the corpus and on the target's own greedy text
-    started_rows = time.perf_counter()
-    rows = on_policy.greedy_continuations(
-        target, train_tokens, args.on_policy_rows, prefix_length=64, sequence_length=args.sequence_length, seed=args.seed
-    )
-    report["on_policy"] = {"rows": len(rows), "tokens": rows.numel(), "seconds": time.perf_counter() - started_rows}
-    distil = replace(settings(args.draft_steps, 3e-3), on_policy_share=args.on_policy_share)
-    train_and_save("draft_distilled", "pycode-draft", models.draft_config(len(tokenizer)), distil, teacher=target, on_policy=rows)
-    # 5. the same draft architecture on tokens alone, for fewer steps
-    train_and_save(
-        "draft_plain", "pycode-draft-plain", models.draft_config(len(tokenizer)), settings(args.plain_draft_steps, 3e-3)
-    )
-
-    report["total_seconds"] = time.perf_counter() - started
-    (args.out / "training_report.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in report.items() if k not in ("corpus", "args")}, indent=2))
-    # 6. measure the saved pair (distinct-4, parse rate, samples, α and timings) into the same report
-    if not args.skip_evaluation:
-        evaluate.update_report(args.out)
+    report = {"python": platform.python_version(), "torch": torch.__version__, "args": {k: str(v) for k, v in vars(args).items()}}
+    run = Training(args, report)
+    stages = STAGES[: STAGES.index(LAST_TARGET_STAGE) + 1] if args.only_target else STAGES
+    for stage in stages:
+        stage(run)
 
 
 if __name__ == "__main__":
