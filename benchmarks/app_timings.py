@@ -14,79 +14,31 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-COLOURED = "#stream [data-status=accepted], #stream [data-status=resampled], #stream [data-status=bonus]"
+from benchmarks.browser import CHROMIUM, COLOURED, FLAGS, choose, free_port, numbers, start_app, stop_app  # noqa: E402
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_app(port: int) -> tuple[subprocess.Popen, float, float]:
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False"}
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}", timeout=1)
-            return process, started, time.perf_counter() - started
-        except OSError:
-            if process.poll() is not None or time.perf_counter() - started > 180:
-                raise SystemExit("app.py did not serve") from None
-            time.sleep(0.05)
-
-
-def numbers(page) -> dict:
-    return page.locator("#run-numbers").evaluate("el => ({...el.dataset})")
-
-
-def wait_state(page, state: str, after: str | None = None, timeout: int = 300_000) -> dict:
-    page.wait_for_function(
-        """([state, after]) => { const el = document.querySelector('#run-numbers');
-             return el && el.dataset.state === state && (after === null || el.dataset.runId !== after); }""",
-        arg=[state, after],
-        timeout=timeout,
-        polling=20,
-    )
-    return numbers(page)
-
-
-def choose(page, label: str) -> None:
-    page.locator("#playback label", has_text=label).first.click()
+def wait(page, state: str, after: str | None = None, timeout: int = 300_000) -> dict:
+    """wait_state, polled every 20 ms: the timings below are only as fine as the polling."""
+    return wait(page, state, after, timeout, polling=20)
 
 
 def timed_run(page, playback: str) -> dict:
     """Press Run; seconds to the first coloured token and to done, and the page's numbers."""
-    choose(page, playback)
+    choose(page, "playback", playback)
     before = numbers(page).get("runId")
     page.evaluate("() => { window.__cleared = true; }")
     pressed = time.perf_counter()
     page.click("#run")
-    wait_state(page, "measuring", before, timeout=60_000)
+    wait(page, "measuring", before, timeout=60_000)
     page.wait_for_function(
         f"(after) => document.querySelector('#run-numbers').dataset.runId !== after && document.querySelector('{COLOURED}') !== null",
         arg=before,
@@ -94,7 +46,7 @@ def timed_run(page, playback: str) -> dict:
         polling=20,
     )
     first = time.perf_counter() - pressed
-    done = wait_state(page, "done", before)
+    done = wait(page, "done", before)
     return {"first_colour_s": first, "done_s": time.perf_counter() - pressed, **done}
 
 
@@ -120,12 +72,13 @@ def main() -> None:
     from specviz.ui.lessons import CODE_PROMPT
 
     port = free_port()
-    process, started, serving_s = start_app(port)
+    process, serving_s = start_app(port)
+    started = time.perf_counter() - serving_s
     url = f"http://127.0.0.1:{port}"
     report: dict = {"serving_s": serving_s}
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             page.goto(url)
             page.wait_for_selector("#prompt textarea")
@@ -144,19 +97,19 @@ def main() -> None:
             report["bench_speedup"] = bench["speedup"]
             report["app_over_bench"] = statistics.median(speedups) / bench["speedup"]
 
-            choose(page, "50× slower")
+            choose(page, "playback", "50× slower")
             page.click("#run")
-            playing = wait_state(page, "playing")
+            playing = wait(page, "playing")
             page.wait_for_selector(COLOURED)
             pressed = time.perf_counter()
             page.click("#run")
-            wait_state(page, "measuring", playing["runId"], timeout=60_000)
+            wait(page, "measuring", playing["runId"], timeout=60_000)
             report["takeover_s"] = time.perf_counter() - pressed
-            wait_state(page, "playing", playing["runId"])
+            wait(page, "playing", playing["runId"])
             pressed = time.perf_counter()
             page.click("#stop")
             try:
-                wait_state(page, "stopped", timeout=30_000)
+                wait(page, "stopped", timeout=30_000)
                 report["stop_s"] = time.perf_counter() - pressed
             except PlaywrightTimeout:
                 report["stop_s"] = f"not stopped after 30 s (state {numbers(page).get('state')})"
@@ -165,24 +118,24 @@ def main() -> None:
             other.goto(url)
             other.wait_for_selector("#prompt textarea")
             other.locator("#prompt textarea").fill("   ")
-            choose(page, "real pace")
+            choose(page, "playback", "real pace")
             page.click("#run")
-            wait_state(page, "measuring", timeout=60_000)
+            wait(page, "measuring", timeout=60_000)
             pressed = time.perf_counter()
             other.click("#run")
             other.wait_for_selector("text=The prompt is empty", timeout=60_000)
             report["empty_prompt_message_s"] = time.perf_counter() - pressed
-            wait_state(page, "done")
+            wait(page, "done")
 
             pages = [browser.new_page() for _ in range(args.sessions)]
             for each in pages:
                 each.goto(url)
                 each.wait_for_selector("#prompt textarea")
-                choose(each, "real pace")
+                choose(each, "playback", "real pace")
             pressed = time.perf_counter()
             for each in pages:
                 each.click("#run")
-            finished = [wait_state(each, "done") for each in pages]
+            finished = [wait(each, "done") for each in pages]
             report["sessions"] = {
                 "n": args.sessions,
                 "all_done_s": time.perf_counter() - pressed,
@@ -191,7 +144,7 @@ def main() -> None:
             }
             browser.close()
     finally:
-        process.terminate()
+        stop_app(process)
     print(json.dumps(report, indent=2))
 
 

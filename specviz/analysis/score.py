@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import torch
 
 from specviz.analysis.measures import Measures, measures_of_steps
-from specviz.analysis.theory import alpha_analytic
 from specviz.analysis.timing import StepTimes
 from specviz.engine.sampling import SamplingSettings, warp
+from specviz.engine.tally import alpha_analytic
 from specviz.models.loading import LoadedPair
 
 LOGIT_BUDGET = 2**25  # rows × vocabulary per forward: ~128 MB of fp32 logits for each model

@@ -59,17 +59,6 @@ def speedup_bound_free_draft(alpha: float) -> float:
     return float("inf") if alpha >= 1.0 else 1 / (1 - alpha)
 
 
-def alpha_maximum_likelihood(n_accepted: int, n_rejections: int) -> float | None:
-    """accepted / (accepted + rejections): drafts after a rejection were never tested, so they don't count."""
-    tested = n_accepted + n_rejections
-    return n_accepted / tested if tested else None
-
-
-def alpha_analytic(overlap_sum: float, positions: int) -> float | None:
-    """Mean of Σ_x min(p(x), q(x)) over tested (or teacher-forced) positions (Corollary 3.6): far less variance."""
-    return overlap_sum / positions if positions else None
-
-
 def practitioner_claim_speedup(alpha: float, tau: float) -> float:
     """The seeds' "(1 + τ) / (1 + τ/α)": not in the literature, shown only to be checked against Leviathan."""
     return (1 + tau) / (1 + tau / alpha)

@@ -7,9 +7,9 @@ import json
 
 from specviz.analysis import hardware
 from specviz.analysis.score import encode_text, score_token_ids
-from specviz.analysis.theory import alpha_analytic
 from specviz.cli.options import NA, UsageError, add_pair_arguments, add_threads_argument, pair_from
 from specviz.engine import DecodeSettings, SamplingSettings
+from specviz.engine.tally import alpha_analytic
 from specviz.models.catalogue import load_catalogue
 from specviz.models.loading import load_pair
 from specviz.numbers import number

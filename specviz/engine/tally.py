@@ -1,7 +1,7 @@
 """The one home of a speculative run's counts: folded cycle by cycle, read by every view.
 
-α (both estimators), tokens per cycle, the mean acceptance length, the acceptance histogram and
-per-position acceptance are all properties of a Tally. The engine's Summary carries one, the app
+α (both estimators, defined here once: the scorecard and the CLI call them too), tokens per cycle, the
+mean acceptance length, the acceptance histogram and per-position acceptance are all properties of a Tally. The engine's Summary carries one, the app
 folds one per shown cycle, and `bench` adds them up over prompts and repeats.
 
 Counting conventions:
@@ -17,7 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Protocol
 
-from specviz.analysis.theory import alpha_analytic, alpha_maximum_likelihood
+
+def alpha_maximum_likelihood(n_accepted: int, n_rejections: int) -> float | None:
+    """accepted / (accepted + rejections): drafts after a rejection were never tested, so they don't count."""
+    tested = n_accepted + n_rejections
+    return n_accepted / tested if tested else None
+
+
+def alpha_analytic(overlap_sum: float, positions: int) -> float | None:
+    """Mean of Σ_x min(p(x), q(x)) over tested (or teacher-forced) positions (Corollary 3.6): far less variance."""
+    return overlap_sum / positions if positions else None
 
 
 class PositionOverlap(Protocol):

@@ -1,4 +1,4 @@
-"""One colour legend everywhere (GUIDE.md): Okabe–Ito shades, each state with a second, non-colour cue."""
+"""One colour legend everywhere (docs/algorithm.md): Okabe–Ito shades, each state with a second, non-colour cue."""
 
 from __future__ import annotations
 

@@ -1,0 +1,90 @@
+"""Driving the app in Chromium: shared by benchmarks/app_timings.py and tests/test_ui_browser.py.
+
+Both start `python app.py` on a free port and read the page's contract for scripts, the `#run-numbers`
+element's data-* attributes (README, "What you see"). Playwright drives Debian's Chromium; it downloads
+none of its own. Tests import this module as `benchmarks.browser` (pytest puts the repository on the path).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+COLOURED = "#stream [data-status=accepted], #stream [data-status=resampled], #stream [data-status=bonus]"
+SERVE_TIMEOUT_S = 240  # a loaded 2-core machine can take minutes to import gradio and serve
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_app(port: int, log: Path | None = None) -> tuple[subprocess.Popen, float]:
+    """Start `python app.py` on the port (its output into `log`, if given); return it and the seconds until it served.
+
+    RuntimeError, with the app's output when it was logged, if it exits early or does not serve in time.
+    """
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False"}
+    output = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (the app keeps writing to it)
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}", timeout=1)
+            return process, time.perf_counter() - started
+        except OSError:
+            waited = time.perf_counter() - started
+            if process.poll() is not None or waited > SERVE_TIMEOUT_S:
+                process.kill()
+                said = log.read_text()[-4000:] if log else ""
+                why = "exited early" if process.returncode not in (None, -9) and waited <= SERVE_TIMEOUT_S else "did not serve"
+                raise RuntimeError(f"app.py {why} (after {waited:.0f} s)\n{said}") from None
+            time.sleep(0.05)
+
+
+def stop_app(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def numbers(page) -> dict:
+    """The #run-numbers element's data-* attributes: the page's contract for scripts."""
+    return page.locator("#run-numbers").evaluate("el => ({...el.dataset})")
+
+
+def wait_state(page, state: str, after_run_id: str | None = None, timeout: int = 300_000, polling: int | str = "raf") -> dict:
+    """Wait until #run-numbers reaches `state` for a run newer than `after_run_id`; return its numbers."""
+    page.wait_for_function(
+        """([state, after]) => { const el = document.querySelector('#run-numbers');
+             return el && el.dataset.state === state && (after === null || el.dataset.runId !== after); }""",
+        arg=[state, after_run_id],
+        timeout=timeout,
+        polling=polling,
+    )
+    return numbers(page)
+
+
+def choose(page, element_id: str, label: str) -> None:
+    """Click the radio choice `label` of the component with this elem_id."""
+    page.locator(f"#{element_id} label", has_text=label).first.click()
