@@ -47,7 +47,7 @@ def _feeder(model: PreTrainedModel, cache: DynamicCache, new_ids: torch.Tensor) 
 
     def forward() -> None:
         model(input_ids=new_ids, cache=cache, use_cache=True, logits_to_keep=new_ids.shape[1])
-        cache.crop(length)
+        cache.crop(-(cache.get_seq_length() - length))  # transformers' crop takes the count to drop, negated
 
     return forward
 
