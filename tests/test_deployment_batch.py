@@ -19,7 +19,12 @@ def test_prediction_from_given_step_costs():
     assert row.predicted_speedup == pytest.approx((1 - ALPHA**5) / ((1 - ALPHA) * (GAMMA * 0.1 + 1.1)))
     large = batch_row(LARGE, ALPHA, GAMMA)
     assert large.predicted_speedup == pytest.approx(3.3616 / 3.8), "the verify pass at batch 16 costs 3 steps: a slowdown"
-    assert large.to_json() == {"batch": 16, "tau": large.tau, "verify_cost": large.verify_cost, "predicted_speedup": large.predicted_speedup}
+    assert large.to_json() == {
+        "batch": 16,
+        "tau": large.tau,
+        "verify_cost": large.verify_cost,
+        "predicted_speedup": large.predicted_speedup,
+    }
 
 
 def test_rows_are_sorted_and_show_where_speculation_stops_paying():
@@ -31,7 +36,9 @@ def test_rows_are_sorted_and_show_where_speculation_stops_paying():
     assert stops_paying(rows[:2]) is None
     assert "every batch size measured, up to 4" in stops_paying_sentence(rows[:2])
     assert "not pay even at batch 16" in stops_paying_sentence(rows[2:])
-    assert stops_paying([BatchRow(64, 0.1, 5.0, 0.5), BatchRow(8, 0.1, 2.0, 0.9)]) == 8, "the smallest failing batch, whatever the order"
+    assert stops_paying([BatchRow(64, 0.1, 5.0, 0.5), BatchRow(8, 0.1, 2.0, 0.9)]) == 8, (
+        "the smallest failing batch, whatever the order"
+    )
 
 
 def test_timing_routine_on_tiny_models():

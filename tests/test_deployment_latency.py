@@ -138,7 +138,11 @@ def test_a_real_run_ends_its_last_arrival_at_wall_s():
     target, draft = tiny_llama(64, seed=0), tiny_llama(64, seed=1, layers=1)
     settings = DecodeSettings(max_new_tokens=12, gamma=3)
     for events in (
-        list(speculative_decode(CachedDecoder(target, 64), ModelDrafter(CachedDecoder(draft, 64)), [5, 6, 7], settings, fake_vocabulary())),
+        list(
+            speculative_decode(
+                CachedDecoder(target, 64), ModelDrafter(CachedDecoder(draft, 64)), [5, 6, 7], settings, fake_vocabulary()
+            )
+        ),
         list(autoregressive_decode(CachedDecoder(target, 64), [5, 6, 7], settings, fake_vocabulary())),
     ):
         stats = LatencyStats.of_events(events)

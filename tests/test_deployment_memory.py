@@ -20,7 +20,14 @@ from specviz.deployment.memory import (
 )
 from tests.tiny import tiny_llama
 
-TARGET = {"hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2, "intermediate_size": 64, "vocab_size": 100}
+TARGET = {
+    "hidden_size": 32,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "intermediate_size": 64,
+    "vocab_size": 100,
+}
 DRAFT = {**TARGET, "num_hidden_layers": 1}
 
 

@@ -84,6 +84,13 @@ def test_judge_checks_every_rule_and_round_trips():
         load_times=PairLoadTimes(LoadTimes(2.0, 0.4), LoadTimes(0.3, 0.1)),
     )
     assert verdict.answer == "worth it"
-    assert [c.rule for c in verdict.checks] == ["target > 30B", "batch > 8", "acceptance > 2.0", "P99 latency", "memory +15–25 %", "cold start ×2"]
+    assert [c.rule for c in verdict.checks] == [
+        "target > 30B",
+        "batch > 8",
+        "acceptance > 2.0",
+        "P99 latency",
+        "memory +15–25 %",
+        "cold start ×2",
+    ]
     assert [c.holds for c in verdict.checks] == [False, False, True, False, False, False]
     assert Verdict.from_json(verdict.to_json()) == verdict

@@ -83,14 +83,16 @@ def itl_figure(speculative_itls_s: Sequence[float], autoregressive_itls_s: Seque
         values_ms = [1000 * v for v in itls]
         xs, ys = _ecdf(values_ms)
         figure.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines", line={"color": colour, "width": 3, "shape": "hv"}))
-        marks = [(q, percentile(values_ms, q)) for q in (50, 99)]
+        if not values_ms:
+            continue
+        p50, p99 = percentile(values_ms, 50), percentile(values_ms, 99)
         figure.add_trace(
             go.Scatter(
-                x=[value for _, value in marks if value is not None],
-                y=[q / 100 for q, value in marks if value is not None],
-                text=[f"P{q} {value:.1f} ms" for q, value in marks if value is not None],
+                x=[p50, p99],
+                y=[0.5, 0.99],
+                text=[f"P50 {p50:.1f} ms", f"P99 {p99:.1f} ms"],
                 mode="markers+text",
-                textposition="middle right",
+                textposition=["bottom right", "top left"],
                 marker={"color": colour, "size": 10, "symbol": "diamond"},
                 name=f"{name} P50, P99",
                 showlegend=False,
@@ -136,7 +138,8 @@ def batch_figure(rows: Sequence[BatchRow]) -> go.Figure:
 def memory_figure(parts: Mapping[str, Mapping[str, int]]) -> go.Figure:
     """Stacked bars in MiB, one per configuration, e.g. {"autoregressive": {"target weights": b, ...}, "speculative": {...}}."""
     names = list(parts)
-    components = list(dict.fromkeys(part for bars in parts.values() for part in bars))
+    fullest = max(parts.values(), key=len, default={})
+    components = list(dict.fromkeys([*fullest, *(part for bars in parts.values() for part in bars)]))
     shades = [
         COLOURS["baseline"],
         COLOURS["resampled"],
@@ -156,5 +159,5 @@ def memory_figure(parts: Mapping[str, Mapping[str, int]]) -> go.Figure:
                 marker_color=shades[i % len(shades)],
             )
         )
-    figure.update_layout(barmode="stack")
+    figure.update_layout(barmode="stack", legend_traceorder="normal")
     return _layout(figure, "Memory at the peak", "MiB", "")
