@@ -27,9 +27,10 @@ def test_overall_uses_the_app_thresholds_and_takes_others():
 
 
 def test_target_size():
-    assert check_target_size(70e9, 2.0).holds is True
+    big = check_target_size(70_000_000_000, 2.0)
+    assert big.holds is True and "70B parameters" in big.reason
     small = check_target_size(135e6, 1.4)
-    assert small.holds is False and "0.135B" in small.reason and "against the article" in small.reason
+    assert small.holds is False and "135M parameters" in small.reason and "against the article" in small.reason
     assert "as the article expects" in check_target_size(135e6, 0.9).reason
     assert check_target_size(None, 1.2).holds is None
 

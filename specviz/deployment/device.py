@@ -29,16 +29,17 @@ def _prefilled_cache(model: PreTrainedModel, prefix: torch.Tensor) -> DynamicCac
     return cache
 
 
-def _median_seconds(forward: Callable[[], None], device: torch.device, repeats: int) -> float:
-    """Median seconds of `forward` over `repeats` runs, after one warm-up run."""
-    seconds = []
+def _median_seconds(forwards: Sequence[Callable[[], None]], device: torch.device, repeats: int) -> list[float]:
+    """Each forward's median seconds over `repeats` rounds, interleaved round by round (drift hits all alike), after a warm-up round."""
+    seconds: list[list[float]] = [[] for _ in forwards]
     for _ in range(repeats + 1):
-        _synchronize(device)
-        started = time.perf_counter()
-        forward()
-        _synchronize(device)
-        seconds.append(time.perf_counter() - started)
-    return statistics.median(seconds[1:])
+        for forward, timings in zip(forwards, seconds):
+            _synchronize(device)
+            started = time.perf_counter()
+            forward()
+            _synchronize(device)
+            timings.append(time.perf_counter() - started)
+    return [statistics.median(timings[1:]) for timings in seconds]
 
 
 def _feeder(model: PreTrainedModel, cache: DynamicCache, new_ids: torch.Tensor) -> Callable[[], None]:
@@ -65,8 +66,8 @@ def measure_batch_costs(
 ) -> list[BatchStepCosts]:
     """At each batch size: a draft step, a target step and a (γ + 1)-token verify pass after a `context`-token prefix.
 
-    Token ids are random (their values do not change the cost); each forward is timed as the median of `repeats`,
-    synchronised on CUDA.
+    Token ids are random (their values do not change the cost); the three forwards are interleaved round by round and
+    each timed as the median of `repeats` rounds, synchronised on CUDA.
     """
     device = target.device
     generator = torch.Generator().manual_seed(seed)
@@ -75,14 +76,13 @@ def measure_batch_costs(
         ids = torch.randint(0, vocab_size, (batch, context + gamma + 1), generator=generator).to(device)
         prefix, pending = ids[:, :context], ids[:, context:]  # (batch, context), (batch, γ + 1)
         target_cache, draft_cache = _prefilled_cache(target, prefix), _prefilled_cache(draft, prefix)
-        costs.append(
-            BatchStepCosts(
-                batch=batch,
-                draft_step_s=_median_seconds(_feeder(draft, draft_cache, pending[:, :1]), device, repeats),
-                target_step_s=_median_seconds(_feeder(target, target_cache, pending[:, :1]), device, repeats),
-                verify_s=_median_seconds(_feeder(target, target_cache, pending), device, repeats),
-            )
+        forwards = (
+            _feeder(draft, draft_cache, pending[:, :1]),  # a draft step
+            _feeder(target, target_cache, pending[:, :1]),  # a target step
+            _feeder(target, target_cache, pending),  # a verify pass over γ + 1 tokens
         )
+        draft_step_s, target_step_s, verify_s = _median_seconds(forwards, device, repeats)
+        costs.append(BatchStepCosts(batch, draft_step_s, target_step_s, verify_s))
         del target_cache, draft_cache
     return costs
 

@@ -66,12 +66,17 @@ def overall(speedup: float | None, faster: float = FASTER, slower: float = SLOWE
     return answer, f"Measured {speedup:.2f}× the target alone ({answer}: ≥ {faster:.2f}× is faster, ≤ {slower:.2f}× slower)."
 
 
+def _count(parameters: float) -> str:
+    """A parameter count as people write it: 16.6M, 1.5B."""
+    return f"{parameters / 1e9:.3g}B" if parameters >= 1e9 else f"{parameters / 1e6:.3g}M"
+
+
 def check_target_size(target_parameters: int | None, speedup: float | None, faster: float = FASTER) -> Check:
     """'Target model > 30B parameters' (and 'don't below 7B: gains are minimal')."""
     claim = "Do it when the target has more than 30B parameters; below 7B gains are minimal."
     if target_parameters is None:
         return Check("target > 30B", claim, None, "The target's parameter count was not recorded.")
-    size = f"The target has {target_parameters / 1e9:.3g}B parameters"
+    size = f"The target has {_count(target_parameters)} parameters"
     if target_parameters > LARGE_TARGET_PARAMETERS:
         return Check("target > 30B", claim, True, f"{size}, above 30B.")
     measured = ""
