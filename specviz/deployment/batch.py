@@ -1,0 +1,73 @@
+"""Speculation at batch size B: τ_B and ν_B from measured step costs, the predicted speedup, and where it stops paying.
+
+At batch B the draft step, the target step and the verify pass each process B sequences. With
+τ_B = draft step / target step and ν_B = verify pass / target step, Leviathan's speedup with the verify cost
+(specviz.theory) predicts (1 − α^(γ+1)) / ((1 − α)(γ τ_B + ν_B)). Batch 1 is memory-bound (ν ≈ 1); as B grows the
+verify pass over B·(γ + 1) tokens turns compute-bound, ν_B grows towards γ + 1, and the speedup falls (GUIDE.md,
+"Batch size"). The same α is assumed at every batch size: acceptance depends on the models and the text, not on B.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from specviz import theory
+
+BATCH_SIZES = (1, 4, 16, 64)
+PREDICTED_LABEL = "predicted from measured step costs"
+
+
+@dataclass(frozen=True)
+class BatchStepCosts:
+    """Seconds of one forward at batch size B: a draft step, a target step, a verify pass over γ + 1 tokens."""
+
+    batch: int
+    draft_step_s: float
+    target_step_s: float
+    verify_s: float
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """One batch size's prediction; `hardware --json` carries these as `batches`."""
+
+    batch: int
+    tau: float
+    verify_cost: float
+    predicted_speedup: float
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def batch_row(costs: BatchStepCosts, alpha: float, gamma: int) -> BatchRow:
+    """τ_B, ν_B and the speedup they predict at this α and γ."""
+    tau = costs.draft_step_s / costs.target_step_s
+    verify_cost = costs.verify_s / costs.target_step_s
+    speedup = theory.expected_speedup_with_verify_cost(alpha, gamma, tau, verify_cost)
+    return BatchRow(costs.batch, tau, verify_cost, speedup)
+
+
+def batch_rows(costs: Sequence[BatchStepCosts], alpha: float, gamma: int) -> list[BatchRow]:
+    """One row per measured batch size, smallest first."""
+    return [batch_row(c, alpha, gamma) for c in sorted(costs, key=lambda c: c.batch)]
+
+
+def stops_paying(rows: Sequence[BatchRow]) -> int | None:
+    """The smallest batch size whose predicted speedup is below 1, or None if speculation pays at every one measured."""
+    return next((row.batch for row in sorted(rows, key=lambda r: r.batch) if row.predicted_speedup < 1.0), None)
+
+
+def stops_paying_sentence(rows: Sequence[BatchRow]) -> str:
+    """Where speculation stops paying on this machine, in one sentence for the app and the report."""
+    if not rows:
+        return "No batch sizes were measured."
+    largest = max(row.batch for row in rows)
+    batch = stops_paying(rows)
+    label = PREDICTED_LABEL[0].upper() + PREDICTED_LABEL[1:]
+    if batch is None:
+        return f"{label}: speculation pays at every batch size measured, up to {largest}."
+    if batch == min(row.batch for row in rows):
+        return f"{label}: speculation does not pay even at batch {batch}."
+    return f"{label}: speculation stops paying at batch {batch}."

@@ -1,0 +1,101 @@
+"""What needs torch: step costs per batch size, timed on a device, and CUDA's peak allocator.
+
+Every other module of specviz.deployment is plain Python, numpy and plotly, so the app's page can import them
+without loading torch; this one is imported only where models are already loaded.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from specviz.deployment.batch import BATCH_SIZES, BatchStepCosts
+
+
+def _synchronize(device: torch.device) -> None:
+    """Wait for queued device work, so wall-clock timings are real."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _prefilled_cache(model: PreTrainedModel, prefix: torch.Tensor) -> DynamicCache:
+    """A KV cache holding `prefix` (batch, length), filled by the model's plain forward."""
+    cache = DynamicCache(config=model.config)
+    model(input_ids=prefix, cache=cache, use_cache=True, logits_to_keep=1)
+    return cache
+
+
+def _median_seconds(forwards: Sequence[Callable[[], None]], device: torch.device, repeats: int) -> list[float]:
+    """Each forward's median seconds over `repeats` rounds, interleaved round by round (drift hits all alike), after a warm-up round."""
+    seconds: list[list[float]] = [[] for _ in forwards]
+    for _ in range(repeats + 1):
+        for forward, timings in zip(forwards, seconds):
+            _synchronize(device)
+            started = time.perf_counter()
+            forward()
+            _synchronize(device)
+            timings.append(time.perf_counter() - started)
+    return [statistics.median(timings[1:]) for timings in seconds]
+
+
+def _feeder(model: PreTrainedModel, cache: DynamicCache, new_ids: torch.Tensor) -> Callable[[], None]:
+    """A forward over `new_ids` (batch, k) after the cached prefix, cropping the cache back to the prefix after."""
+    length = cache.get_seq_length()
+
+    def forward() -> None:
+        model(input_ids=new_ids, cache=cache, use_cache=True, logits_to_keep=new_ids.shape[1])
+        cache.crop(-(cache.get_seq_length() - length))  # transformers' crop takes the count to drop, negated
+
+    return forward
+
+
+@torch.inference_mode()
+def measure_batch_costs(
+    target: PreTrainedModel,
+    draft: PreTrainedModel,
+    vocab_size: int,
+    gamma: int,
+    batches: Sequence[int] = BATCH_SIZES,
+    context: int = 64,
+    repeats: int = 5,
+    seed: int = 0,
+) -> list[BatchStepCosts]:
+    """At each batch size: a draft step, a target step and a (γ + 1)-token verify pass after a `context`-token prefix.
+
+    Token ids are random (their values do not change the cost); the three forwards are interleaved round by round and
+    each timed as the median of `repeats` rounds, synchronised on CUDA.
+    """
+    device = target.device
+    generator = torch.Generator().manual_seed(seed)
+    costs = []
+    for batch in batches:
+        ids = torch.randint(0, vocab_size, (batch, context + gamma + 1), generator=generator).to(device)
+        prefix, pending = ids[:, :context], ids[:, context:]  # (batch, context), (batch, γ + 1)
+        target_cache, draft_cache = _prefilled_cache(target, prefix), _prefilled_cache(draft, prefix)
+        forwards = (
+            _feeder(draft, draft_cache, pending[:, :1]),  # a draft step
+            _feeder(target, target_cache, pending[:, :1]),  # a target step
+            _feeder(target, target_cache, pending),  # a verify pass over γ + 1 tokens
+        )
+        draft_step_s, target_step_s, verify_s = _median_seconds(forwards, device, repeats)
+        costs.append(BatchStepCosts(batch, draft_step_s, target_step_s, verify_s))
+        del target_cache, draft_cache
+    return costs
+
+
+def reset_cuda_peak(device: torch.device) -> None:
+    """Start a fresh peak count on a CUDA device (nothing elsewhere)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def cuda_peak_bytes(device: torch.device) -> int | None:
+    """CUDA's allocator peak since the last reset, in bytes; None off CUDA (estimate from the tensors there)."""
+    if device.type != "cuda":
+        return None
+    _synchronize(device)
+    return int(torch.cuda.max_memory_allocated(device))
