@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from specviz import theory
+from specviz.analysis import theory
 
 BATCH_SIZES = (1, 4, 16, 64)
 PREDICTED_LABEL = "predicted from measured step costs"

@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from specviz.analysis.measures import FASTER_FROM, SLOWER_BELOW
 from specviz.deployment.batch import BatchRow, stops_paying
 from specviz.deployment.memory import PairLoadTimes
 
-FASTER = 1.05  # at or above: worth it (the app's verdict thresholds; phase 2 gives them one home)
-SLOWER = 0.95  # at or below: a slowdown; in between: break-even
+FASTER, SLOWER = FASTER_FROM, SLOWER_BELOW  # the one "is it faster" rule's thresholds (analysis/measures.py)
 LARGE_TARGET_PARAMETERS = 30e9
 SMALL_TARGET_PARAMETERS = 7e9
 BATCH_THRESHOLD = 8
