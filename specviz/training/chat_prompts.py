@@ -1,0 +1,97 @@
+"""Chat prompts for distilling a draft for an instruction-tuned target: topics × request templates.
+
+The training set is every template applied to every topic, in a fixed shuffled order. The held-out set
+uses topics and phrasings that appear nowhere in training, so α measured on it is α on prompts the
+draft never saw.
+"""
+
+from __future__ import annotations
+
+import random
+
+TOPICS = [
+    # science and nature
+    "photosynthesis", "black holes", "volcanoes", "the water cycle", "gravity", "DNA", "vaccines",
+    "earthquakes", "the moon's phases", "climate change", "electricity", "magnets", "the human heart",
+    "bees", "rainbows", "tides", "the immune system", "dinosaurs", "coral reefs", "the periodic table",
+    "sound waves", "the speed of light", "evolution", "clouds", "glaciers", "the solar system", "atoms",
+    "bacteria", "sleep", "the brain", "rainforests", "deserts", "whales", "mushrooms", "comets",
+    # technology
+    "the internet", "smartphones", "artificial intelligence", "solar panels", "electric cars", "email",
+    "passwords", "cloud computing", "3D printing", "GPS", "batteries", "robots", "video games",
+    "social media", "search engines", "computer viruses", "the printing press", "the telephone",
+    "spreadsheets", "programming", "databases", "open source software", "wind turbines", "satellites",
+    # everyday life
+    "cooking pasta", "baking bread", "saving money", "exercise", "drinking water", "time management",
+    "learning a new language", "gardening", "recycling", "public speaking", "job interviews",
+    "writing a resume", "making friends", "reading books", "meditation", "camping", "travelling on a budget",
+    "keeping a journal", "cleaning the kitchen", "taking care of a dog", "growing tomatoes", "coffee", "tea",
+    "breakfast", "running", "swimming", "chess", "photography", "painting", "playing the guitar",
+    # history and society
+    "the Roman Empire", "ancient Egypt", "the Renaissance", "the Industrial Revolution", "democracy",
+    "the Olympic Games", "the Great Wall of China", "the invention of writing", "money", "libraries",
+    "museums", "the first airplane", "the Silk Road", "castles", "pirates", "the Vikings", "trains",
+    # ideas
+    "friendship", "kindness", "curiosity", "patience", "honesty", "teamwork", "creativity", "happiness",
+    "failure", "habits", "leadership", "critical thinking", "music", "poetry", "mathematics", "statistics",
+]
+
+TEMPLATES = [
+    "Explain {topic} in simple terms.",
+    "What is {topic}?",
+    "Give me three interesting facts about {topic}.",
+    "Write a short paragraph about {topic}.",
+    "Why is {topic} important?",
+    "How does {topic} work?",
+    "Describe {topic} to a ten-year-old.",
+    "What are the pros and cons of {topic}?",
+    "Write a haiku about {topic}.",
+    "Summarize the history of {topic} in a few sentences.",
+    "What is a common misconception about {topic}?",
+    "Give me some tips about {topic}.",
+    "Write a short story that involves {topic}.",
+    "What should a beginner know about {topic}?",
+    "Tell me something surprising about {topic}.",
+    "Write a tweet about {topic}.",
+    "List five words related to {topic}.",
+    "How would you teach {topic} to a class?",
+]
+
+HELD_OUT = [  # topics and phrasings that appear nowhere in the training set
+    "Explain why the sky is blue in two sentences.",
+    "What causes the seasons on Earth?",
+    "Can you suggest a name for my new cat?",
+    "How do I make a cup of hot chocolate?",
+    "Write a limerick about a lazy turtle.",
+    "What is the difference between weather and climate?",
+    "Give me a packing list for a weekend at the beach.",
+    "Why do leaves change colour in autumn?",
+    "How can I stay focused while studying?",
+    "What is a prime number? Give an example.",
+    "Write a thank-you note to a neighbour who watered my plants.",
+    "How do airplanes stay in the air?",
+    "What does a healthy morning routine look like?",
+    "Explain what a noun and a verb are.",
+    "Why do cats purr?",
+    "Describe a sunset over the mountains.",
+    "What is the role of a goalkeeper in football?",
+    "How does a refrigerator keep food cold?",
+    "Suggest three fun activities for a rainy day.",
+    "What is inflation, in plain words?",
+    "How do I apologise to a friend after an argument?",
+    "Write two sentences about the ocean at night.",
+    "What does a firefighter do?",
+    "Why is it important to wash your hands?",
+]
+
+
+def training_prompts(seed: int = 0) -> list[str]:
+    """Every template applied to every topic, shuffled with a fixed seed."""
+    prompts = [template.format(topic=topic) for topic in TOPICS for template in TEMPLATES]
+    random.Random(seed).shuffle(prompts)
+    return prompts
+
+
+def held_out_prompts() -> list[str]:
+    """Chat prompts the distilled draft never saw."""
+    return list(HELD_OUT)

@@ -1,0 +1,138 @@
+"""The distillation recipe, stage by stage: answers → vocabulary → draft → fit → save → measure.
+
+Each stage is one function; `STAGES` lists them once, in order. Work in progress lives in `<out>/.work`
+(answer shards, the fit checkpoint), so running the same command again resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from specviz.training.distill.collect import Example, collect, end_token_ids, load_examples
+from specviz.training.distill.draft_model import DraftShape, build_draft, kept_token_ids, save_vocabulary
+from specviz.training.distill.fit import FitSettings, KeptHead, evaluate, fit
+
+
+@dataclass
+class Recipe:
+    """Everything the recipe needs; the report records it."""
+
+    out: Path
+    prompts: list[str]
+    max_new_tokens: int = 128
+    answer_batch_size: int = 24
+    chat_template: bool = True
+    validation_share: float = 0.05
+    shape: DraftShape = field(default_factory=DraftShape)
+    fit: FitSettings = field(default_factory=FitSettings)
+    max_prompts: int | None = None  # stop collecting after this many (None: all); the rest can be added later
+
+    @property
+    def work(self) -> Path:
+        return self.out / ".work"
+
+
+@dataclass
+class State:
+    """What the stages hand each other."""
+
+    target: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    report: dict = field(default_factory=dict)
+    examples: list[Example] = field(default_factory=list)
+    kept_ids: list[int] | None = None
+    draft: PreTrainedModel | None = None
+
+
+def collect_answers(recipe: Recipe, state: State) -> None:
+    """1. The target answers the prompts; p's top-k is kept at every answer token."""
+    started = time.perf_counter()
+    prompts = recipe.prompts[: recipe.max_prompts] if recipe.max_prompts else recipe.prompts
+    shards = collect(
+        state.target, state.tokenizer, prompts, recipe.work / "answers", recipe.max_new_tokens, recipe.answer_batch_size, recipe.chat_template
+    )
+    state.examples = load_examples(shards)
+    ended = sum(example.answer_ids[-1] in end_token_ids(state.target, state.tokenizer) for example in state.examples)
+    state.report["data"] = {
+        "prompts": len(state.examples),
+        "answer_tokens": sum(len(example.answer_ids) for example in state.examples),
+        "answers_ended_by_the_target": ended,
+        "max_new_tokens": recipe.max_new_tokens,
+        "chat_template": recipe.chat_template,
+        "collect_s_this_run": round(time.perf_counter() - started, 1),
+    }
+
+
+def choose_vocabulary(recipe: Recipe, state: State) -> None:
+    """2. The draft's head keeps the ids carrying the most of the target's probability on its own answers."""
+    vocab_size = state.target.config.vocab_size
+    size = recipe.shape.head_vocabulary
+    if not size or size >= vocab_size:
+        state.kept_ids = None
+        state.report["vocabulary"] = {"head": vocab_size, "kept": "all"}
+        return
+    mass = torch.zeros(vocab_size)
+    for example in state.examples:
+        mass.index_add_(0, example.top_ids.flatten().long(), example.top_probs.flatten().float())
+    state.kept_ids = kept_token_ids(mass, size, end_token_ids(state.target, state.tokenizer))
+    kept = set(state.kept_ids)
+    answers = [token for example in state.examples for token in example.answer_ids]
+    state.report["vocabulary"] = {
+        "head": len(state.kept_ids),
+        "of": vocab_size,
+        "answer_tokens_covered": round(sum(token in kept for token in answers) / max(1, len(answers)), 4),
+        "probability_mass_covered": round(float(mass[state.kept_ids].sum() / mass.sum()), 4),
+    }
+
+
+def fit_draft(recipe: Recipe, state: State) -> None:
+    """3. A new draft, its embedding projected from the target's, fitted to p on the answers."""
+    state.draft = build_draft(state.target, recipe.shape, seed=recipe.fit.seed)
+    examples = list(state.examples)
+    random.Random(recipe.fit.seed).shuffle(examples)
+    n_validation = max(1, int(len(examples) * recipe.validation_share))
+    validation, train = examples[:n_validation], examples[n_validation:]
+    head = KeptHead(state.kept_ids or list(range(state.target.config.vocab_size)), state.target.config.vocab_size)
+    pad_id = end_token_ids(state.target, state.tokenizer)[0]
+    log = fit(state.draft, head, train, validation, pad_id, recipe.fit, recipe.work / "fit.pt")
+    _, agreement = evaluate(state.draft, head, validation, pad_id, recipe.fit)
+    state.report["fit"] = {
+        "settings": asdict(recipe.fit),
+        "train_examples": len(train),
+        "validation_examples": len(validation),
+        "log": asdict(log),
+        "best_validation_greedy_agreement": round(agreement, 4),
+        "seconds": round(log.seconds, 1),
+    }
+
+
+def save_draft(recipe: Recipe, state: State) -> None:
+    """4. Weights (bf16), config, the target's tokenizer files, the kept ids and the report."""
+    recipe.out.mkdir(parents=True, exist_ok=True)
+    draft = state.draft.to(torch.bfloat16)
+    draft.generation_config.eos_token_id = end_token_ids(state.target, state.tokenizer)
+    draft.save_pretrained(recipe.out)
+    state.tokenizer.save_pretrained(recipe.out)
+    if state.kept_ids is not None:
+        save_vocabulary(recipe.out, state.kept_ids, state.target.config.vocab_size)
+    parameters = sum(p.numel() for p in draft.parameters())
+    state.report["draft"] = {"shape": asdict(recipe.shape), "parameters": parameters}
+    (recipe.out / "distill_report.json").write_text(json.dumps(state.report, indent=2))
+
+
+STAGES = (collect_answers, choose_vocabulary, fit_draft, save_draft)
+
+
+def distill(recipe: Recipe, target: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target_reference: str) -> dict:
+    """Run every stage; return the report (also written to <out>/distill_report.json)."""
+    state = State(target.eval(), tokenizer, report={"target": target_reference, "recipe_prompts": len(recipe.prompts)})
+    for stage in STAGES:
+        stage(recipe, state)
+    return state.report
