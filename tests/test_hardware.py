@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from specviz.analysis.hardware import build_random, config_of, count_parameters
+from specviz.analysis.hardware import build_random
 from specviz.analysis.hardware_cache import hardware_sentence
 from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, speculative_decode
 from specviz.models.catalogue import Architecture, load_catalogue
+from specviz.models.footprint import config_of, count_parameters
 from tests.test_greedy_exact import PROMPT, VOCAB, final, transformers_greedy
 from tests.tiny import fake_vocabulary
 

@@ -12,78 +12,35 @@ import os
 import platform
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
+from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
 from specviz.analysis.hardware_cache import cache_path, hardware_sentence, load_saved, save
 from specviz.analysis.timing import StepTimes, measure_step_times, predicted
-from specviz.models.catalogue import Architecture, Catalogue, Pair
-from specviz.models.loading import choose_device, choose_dtype, is_local
+from specviz.models.catalogue import Catalogue, Pair
+from specviz.models.footprint import count_parameters, needed_bytes, recorded_config, too_big_sentence
+from specviz.models.loading import choose_device, choose_dtype
 
 ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)  # what a report predicts at, when no α is given
-OVERHEAD_BYTES = 512 * 2**20  # activations, KV cache, allocator slack
-MEMORY_SHARE = 0.8  # refuse to use more than this share of what is available
 
 
 class HardwareError(RuntimeError):
     """The pair cannot be measured here (unknown architecture, too big): one sentence for the user."""
 
 
-def config_of(architecture: Architecture) -> PretrainedConfig:
-    """transformers' configuration for a recorded architecture, in its family's own field names."""
-    a = architecture
-    common = {"vocab_size": a.vocab_size, "tie_word_embeddings": a.tie_embeddings, "bos_token_id": None, "eos_token_id": None}
-    if a.family == "gpt2":
-        fields = {"n_embd": a.hidden_size, "n_layer": a.layers, "n_head": a.heads, "n_inner": a.intermediate_size}
-        return AutoConfig.for_model("gpt2", n_positions=a.context, **fields, **common)
-    fields = {
-        "hidden_size": a.hidden_size,
-        "num_hidden_layers": a.layers,
-        "num_attention_heads": a.heads,
-        "intermediate_size": a.intermediate_size,
-        "max_position_embeddings": a.context,
-    }
-    if a.family in ("llama", "qwen2"):
-        fields["num_key_value_heads"] = a.kv_heads or a.heads
-    return AutoConfig.for_model(a.family, **fields, **common)
-
-
 def config_for(reference: str, catalogue: Catalogue) -> PretrainedConfig:
     """A local folder's own config.json, or the architecture recorded for a hub id."""
-    if is_local(reference):
-        return AutoConfig.from_pretrained(reference)
-    architecture = catalogue.architecture(reference)
-    if architecture is None:
+    config = recorded_config(reference, catalogue)
+    if config is None:
         raise HardwareError(f"No architecture recorded for {reference}: add it under `architectures:` in models.yaml.")
-    return config_of(architecture)
-
-
-def count_parameters(config: PretrainedConfig) -> int:
-    """Parameters of the model a config describes, counted on the meta device (nothing allocated)."""
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
-    return sum(p.numel() for p in model.parameters())
+    return config
 
 
 def build_random(config: PretrainedConfig, dtype: torch.dtype, device: torch.device, seed: int = 0) -> PreTrainedModel:
     """The architecture with random weights, in the pair's dtype, on the device."""
     torch.manual_seed(seed)  # only the weights' values depend on it, and they do not change the timings
     return AutoModelForCausalLM.from_config(config, dtype=dtype).to(device).eval()
-
-
-def available_bytes(device: torch.device) -> int:
-    """Free memory where the weights will live: the GPU's, or the machine's available RAM."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
 @dataclass(frozen=True)
@@ -102,7 +59,7 @@ class Plan:
 
     @property
     def needed_bytes(self) -> int:
-        return (self.target_parameters + self.draft_parameters) * self.dtype.itemsize + OVERHEAD_BYTES
+        return needed_bytes(self.target_parameters + self.draft_parameters, self.dtype)
 
 
 def plan(name: str, pair: Pair, catalogue: Catalogue, device: torch.device | None = None, dtype: str | None = None) -> Plan:
@@ -123,18 +80,9 @@ def plan(name: str, pair: Pair, catalogue: Catalogue, device: torch.device | Non
 
 def check_fits(p: Plan, available: int | None = None) -> None:
     """Refuse, in one sentence, when both models would not fit in memory here."""
-    available = available_bytes(p.device) if available is None else available
-    if p.needed_bytes > MEMORY_SHARE * available:
-        dtype = str(p.dtype).replace("torch.", "")
-        hint = (
-            " Try --dtype bfloat16, or a machine with more memory."
-            if p.dtype == torch.float32
-            else " Try a machine with more memory."
-        )
-        raise HardwareError(
-            f"{p.pair} will not fit here: {p.target_parameters / 1e9:.2f}B + {p.draft_parameters / 1e9:.2f}B parameters in "
-            f"{dtype} need about {p.needed_bytes / 2**30:.1f} GiB, and {p.device.type} has {available / 2**30:.1f} GiB available.{hint}"
-        )
+    refusal = too_big_sentence(p.pair, p.target_parameters, p.draft_parameters, p.dtype, p.device, available)
+    if refusal:
+        raise HardwareError(refusal)
 
 
 def measure(p: Plan, gamma: int, repeats: int = 10, context: int = 64) -> StepTimes:

@@ -41,8 +41,9 @@ def autoregressive_decode(
         step_s = time.perf_counter() - step_start
         decode_s += step_s
         new_ids.append(last_token)
-        yield Step(index=len(new_ids) - 1, token_id=last_token, text=vocabulary.token_text(last_token), step_s=step_s)
-        if last_token == vocabulary.eos_token_id:
+        piece = vocabulary.pieces(prompt_ids + new_ids[:-1], [last_token])[0]
+        yield Step(index=len(new_ids) - 1, token_id=last_token, text=piece, step_s=step_s)
+        if last_token in vocabulary.end_token_ids:
             stop_reason = "eos"
             break
 

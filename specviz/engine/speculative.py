@@ -55,7 +55,7 @@ def speculative_decode(
         cycle = speculative_cycle(target, drafter, committed, remaining, settings, vocabulary, generator, tally.cycles)
         tally = tally.add(cycle)
         yield cycle
-        if vocabulary.eos_token_id in cycle.emitted_token_ids:
+        if vocabulary.ends_run(cycle.emitted_token_ids) is not None:
             stop_reason = "eos"
             break
 
@@ -108,7 +108,8 @@ def speculative_cycle(
         generator,
         settings.top_n,
     )
-    emitted = emitted_tokens(proposal.token_ids, acceptance, remaining, vocabulary.eos_token_id)
+    emitted = emitted_tokens(proposal.token_ids, acceptance, remaining, vocabulary)
+    context = list(committed)  # what the text so far was, for each token's piece
     committed += emitted
 
     # 4. roll both KV caches back to the accepted prefix
@@ -121,7 +122,7 @@ def speculative_cycle(
 
     draft_stop = "token limit" if n_drafted == window < scheduled else proposal.stop_reason
     timings = {"draft_s": draft_done - cycle_start, "verify_s": verify_done - draft_done}
-    cycle = cycle_event(index, window, proposal, acceptance, emitted, vocabulary, settings, draft_stop, timings)
+    cycle = cycle_event(index, window, proposal, acceptance, emitted, vocabulary, settings, draft_stop, timings, context)
     # overhead: acceptance, rollback, the strategy's update and this event
     return replace(cycle, overhead_s=time.perf_counter() - verify_done)
 
@@ -137,12 +138,11 @@ def verify_pass(
     return target.feed(target_input, keep_last=n_verified), None  # (k+1, vocab)
 
 
-def emitted_tokens(draft_ids: list[int], acceptance: Acceptance, remaining: int, eos_token_id: int | None) -> list[int]:
-    """The accepted drafts and the target's own token, cut at the token limit and after an end-of-text."""
+def emitted_tokens(draft_ids: list[int], acceptance: Acceptance, remaining: int, vocabulary: Vocabulary) -> list[int]:
+    """The accepted drafts and the target's own token, cut at the token limit and after an end-of-turn token."""
     emitted = (draft_ids[: acceptance.n_accepted] + [acceptance.new_token_id])[:remaining]
-    if eos_token_id in emitted:
-        emitted = emitted[: emitted.index(eos_token_id) + 1]
-    return emitted
+    end = vocabulary.ends_run(emitted)
+    return emitted if end is None else emitted[: end + 1]
 
 
 def cycle_event(
@@ -155,13 +155,21 @@ def cycle_event(
     settings: DecodeSettings,
     draft_stop: str | None,
     timings: dict[str, float],
+    context: list[int],
 ) -> Cycle:
-    """Turn the acceptance test's numbers into a plain event, one DraftPosition per drafted token."""
+    """Turn the acceptance test's numbers into a plain event, one DraftPosition per drafted token.
+
+    Each token's text is its piece of the text after `context` (engine/vocabulary.py): a character split
+    across tokens shows once, whole, on the token that completes it.
+    """
 
     def ranked(entries: list[tuple[int, float]]) -> tuple[tuple[int, str, float], ...]:
         return tuple((token, decode_token(token), prob) for token, prob in entries)
 
     decode_token = vocabulary.token_text
+    draft_pieces = vocabulary.pieces(context, proposal.token_ids)
+    accepted = proposal.token_ids[: acceptance.n_accepted]
+    new_token_piece = vocabulary.pieces(context + accepted, [acceptance.new_token_id])[0]
     positions = []
     for i, token in enumerate(proposal.token_ids):
         tested = i <= acceptance.n_accepted
@@ -169,7 +177,7 @@ def cycle_event(
         positions.append(
             DraftPosition(
                 token_id=token,
-                text=decode_token(token),
+                text=draft_pieces[i],
                 status=status,
                 q=acceptance.q_shown[i],
                 p=acceptance.p_shown[i] if tested else None,
@@ -188,7 +196,7 @@ def cycle_event(
         n_accepted=acceptance.n_accepted,
         resampled_token_id=None if acceptance.is_bonus else acceptance.new_token_id,
         bonus_token_id=acceptance.new_token_id if acceptance.is_bonus else None,
-        new_token_text=decode_token(acceptance.new_token_id),
+        new_token_text=new_token_piece,
         bonus_top_p=ranked(acceptance.top_p[acceptance.n_accepted]),
         emitted_token_ids=tuple(emitted),
         **timings,

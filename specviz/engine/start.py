@@ -34,7 +34,7 @@ def run_started(
     return RunStarted(
         mode=mode,
         prompt_token_ids=tuple(prompt_ids),
-        prompt_texts=tuple(vocabulary.token_text(t) for t in prompt_ids),
+        prompt_texts=tuple(vocabulary.pieces([], prompt_ids)),
         gamma=settings.gamma if speculative else 0,
         temperature=settings.sampling.temperature,
         top_k=settings.sampling.top_k,

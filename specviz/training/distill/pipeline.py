@@ -15,8 +15,9 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from specviz.models.reduced_head import save_vocabulary
 from specviz.training.distill.collect import Example, collect, end_token_ids, load_examples
-from specviz.training.distill.draft_model import DraftShape, build_draft, kept_token_ids, save_vocabulary
+from specviz.training.distill.draft_model import DraftShape, build_draft, kept_token_ids
 from specviz.training.distill.fit import FitSettings, KeptHead, evaluate, fit
 
 
