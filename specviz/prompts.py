@@ -4,6 +4,33 @@ from __future__ import annotations
 
 from pathlib import Path
 
+CHAT_HELDOUT = [  # chat prompts the smollm2 draft never saw: topics and phrasings absent from its training prompts
+    "Explain why the sky is blue in two sentences.",
+    "What causes the seasons on Earth?",
+    "Can you suggest a name for my new cat?",
+    "How do I make a cup of hot chocolate?",
+    "Write a limerick about a lazy turtle.",
+    "What is the difference between weather and climate?",
+    "Give me a packing list for a weekend at the beach.",
+    "Why do leaves change colour in autumn?",
+    "How can I stay focused while studying?",
+    "What is a prime number? Give an example.",
+    "Write a thank-you note to a neighbour who watered my plants.",
+    "How do airplanes stay in the air?",
+    "What does a healthy morning routine look like?",
+    "Explain what a noun and a verb are.",
+    "Why do cats purr?",
+    "Describe a sunset over the mountains.",
+    "What is the role of a goalkeeper in football?",
+    "How does a refrigerator keep food cold?",
+    "Suggest three fun activities for a rainy day.",
+    "What is inflation, in plain words?",
+    "How do I apologise to a friend after an argument?",
+    "Write two sentences about the ocean at night.",
+    "What does a firefighter do?",
+    "Why is it important to wash your hands?",
+]
+
 PROMPTS: dict[str, list[str]] = {
     "code": [  # each ends mid-line: a prompt ending in a newline splits the tokenizer's newline+indent tokens
         # Chosen with benchmarks/preset_candidates.py on the bundled pair (greedy, 96 new tokens): the target
@@ -24,6 +51,7 @@ PROMPTS: dict[str, list[str]] = {
         "Photosynthesis is the process by which plants",
         "The most important lesson I learned as a teacher was",
     ],
+    "chat": CHAT_HELDOUT[:6],  # shown as the user's message; pairs with `chat_template: true` wrap them
     "repetitive": [
         "Copy this list exactly: apple, banana, cherry, apple, banana, cherry, apple, banana, cherry,",
         "x = 1\ny = 2\nx = 1\ny = 2\nx = 1\ny = 2\n",
@@ -60,14 +88,16 @@ def heldout_code_prompts(count: int = 8, n_lines: int = 12) -> list[str]:
 
 
 def load_prompt_set(name: str) -> list[str]:
-    """A domain name, 'all', 'heldout', or a text file whose prompts are separated by blank-line '---' lines."""
+    """A domain name, 'all', 'heldout' (code), 'chat-heldout', or a text file of prompts separated by '---' lines."""
     if name in PROMPTS:
         return PROMPTS[name]
     if name == "all":
         return [prompt for prompts in PROMPTS.values() for prompt in prompts]
     if name == "heldout":
         return heldout_code_prompts()
+    if name == "chat-heldout":
+        return list(CHAT_HELDOUT)
     path = Path(name)
     if not path.is_file():
-        raise ValueError(f"unknown prompt set {name!r}: use one of {', '.join(DOMAINS)}, all, heldout, or a file")
+        raise ValueError(f"unknown prompt set {name!r}: use one of {', '.join(DOMAINS)}, all, heldout, chat-heldout, or a file")
     return [chunk.strip("\n") for chunk in path.read_text().split("\n---\n") if chunk.strip()]

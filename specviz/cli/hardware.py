@@ -21,7 +21,6 @@ def add_parser(commands) -> None:
     add_pair_arguments(parser)
     parser.add_argument("--alpha", type=float, help="α to predict the speedup with (default: scored, if the weights are local)")
     parser.add_argument("--gamma", type=int, help="γ for the verify pass and the prediction (default: the pair's)")
-    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="default: the pair's")
     parser.add_argument("--repeats", type=int, default=10)
     add_threads_argument(parser)
     parser.add_argument("--memory-gib", type=float, help="memory to plan with instead of what is available")

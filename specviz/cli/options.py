@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from specviz.drafting import drafter_keys
 from specviz.engine import DecodeSettings, SamplingSettings
@@ -20,6 +21,7 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pair", help="a pair from models.yaml (default: its `default:`)")
     parser.add_argument("--target", help="target model: hub id or folder (with --draft, instead of --pair)")
     parser.add_argument("--draft", help="draft model: hub id or folder")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="default: the pair's, else fp32 on CPU")
 
 
 def add_threads_argument(parser: argparse.ArgumentParser) -> None:
@@ -70,4 +72,9 @@ def pair_from(args: argparse.Namespace) -> tuple[str, Pair]:
 
 def resolve_pair(args: argparse.Namespace) -> LoadedPair:
     name, pair = pair_from(args)
-    return load_pair(name, pair, load_catalogue().offline_pairs())
+    return load_pair(name, pair, load_catalogue().offline_pairs(), dtype=args.dtype, progress=_to_stderr)
+
+
+def _to_stderr(message: str) -> None:
+    """Fetching and converting a model takes a while: say what is happening, off the JSON on stdout."""
+    print(message, file=sys.stderr)

@@ -46,6 +46,7 @@ def run_to_dict(events: list) -> dict:
         "drafter": events[0].drafter,
         "lossy": summary.lossy,
         "text": summary.text,
+        "prompt_token_ids": list(events[0].prompt_token_ids),
         "new_token_ids": list(summary.new_token_ids),
         "cycles": cycles,
         "summary": {

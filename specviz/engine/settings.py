@@ -14,6 +14,9 @@ def never_stop() -> bool:
     return False
 
 
+MAX_SEED = 2**63 - 1  # torch's generators take a 64-bit seed; a larger one overflows inside torch
+
+
 @dataclass(frozen=True)
 class SamplingSettings:
     """temperature 0 means greedy; top_k 0 and top_p 1 mean no cut."""
@@ -57,7 +60,7 @@ class DecodeSettings:
                 math.isfinite(self.lenience) and 0 < self.lenience <= 1,
                 f"lenience must be in (0, 1], 1 being exact (got {self.lenience})",
             ),
-            (self.seed >= 0, f"seed must be ≥ 0 (got {self.seed})"),
+            (0 <= self.seed <= MAX_SEED, f"seed must be a whole number from 0 to 2^63 − 1 (got {self.seed})"),
         ]
         for ok, message in checks:
             if not ok:

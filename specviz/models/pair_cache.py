@@ -1,9 +1,16 @@
-"""The process-wide model cache: each catalogue pair is loaded and warmed once, then shared by every session."""
+"""The process-wide model cache: each catalogue pair is loaded and warmed once, then shared by every session.
+
+Pairs stay loaded within a memory budget ($SPECVIZ_MODEL_BUDGET_MB, default half of the memory available
+when the first pair loads): loading one more evicts the least recently used, instead of keeping every pair
+anyone ever chose until the machine runs out.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from specviz.engine.settings import DecodeSettings
@@ -15,7 +22,9 @@ if TYPE_CHECKING:  # loading imports transformers: kept off the path to the app'
 
 log = logging.getLogger("specviz")
 
-_loaded: dict[str, LoadedPair] = {}
+_loaded: OrderedDict[str, LoadedPair] = OrderedDict()  # least recently used first
+_status: dict[str, str] = {}  # what a pair being fetched or loaded is doing now, for the page's status line
+_budget_bytes: int | None = None
 _loading: dict[str, threading.Lock] = {}
 _registry_lock = threading.Lock()
 _catalogue: Catalogue | None = None
@@ -33,18 +42,76 @@ def get_pair(name: str) -> LoadedPair:
 
     Each pair has its own lock, so loading one pair never holds up sessions using another.
     """
-    if name in _loaded:
-        return _loaded[name]
+    pair = _loaded.get(name)
+    if pair is not None:
+        _touch(name)
+        return pair
     from specviz.models.loading import load_pair  # the boundary: torch and transformers load here, on first use
 
     with _registry_lock:
         lock = _loading.setdefault(name, threading.Lock())
     with lock:
         if name not in _loaded:
-            pair = load_pair(name, catalogue().get(name), catalogue().offline_pairs())
-            warm_up(pair)
-            _loaded[name] = pair
+            try:
+                pair = load_pair(name, catalogue().get(name), catalogue().offline_pairs(), progress=lambda m: _set_status(name, m))
+                _set_status(name, f"Warming up {name}…")
+                warm_up(pair)
+            except Exception as error:
+                _set_status(name, f"{name} could not be loaded: {error}")
+                raise
+            _admit(name, pair)
+            _status.pop(name, None)
     return _loaded[name]
+
+
+def _set_status(name: str, message: str) -> None:
+    _status[name] = message
+    log.info(message)
+
+
+def status(name: str) -> str | None:
+    """What the pair is doing while it is fetched, converted or loaded (None once loaded, or never asked for)."""
+    return _status.get(name)
+
+
+def _touch(name: str) -> None:
+    with _registry_lock:
+        if name in _loaded:
+            _loaded.move_to_end(name)
+
+
+def weight_bytes(pair: LoadedPair) -> int:
+    return pair.target.weight_bytes + pair.draft.weight_bytes
+
+
+def budget_bytes() -> int:
+    """The memory loaded pairs may hold: $SPECVIZ_MODEL_BUDGET_MB, else half of what was available at first use."""
+    global _budget_bytes
+    if _budget_bytes is None:
+        configured = os.environ.get("SPECVIZ_MODEL_BUDGET_MB")
+        if configured:
+            _budget_bytes = int(float(configured) * 2**20)
+        else:
+            from specviz.models.footprint import available_bytes
+            from specviz.models.loading import choose_device
+
+            _budget_bytes = available_bytes(choose_device()) // 2
+    return _budget_bytes
+
+
+def _admit(name: str, pair: LoadedPair) -> None:
+    """Keep the new pair; evict the least recently used others until the loaded weights fit the budget."""
+    with _registry_lock:
+        _loaded[name] = pair
+        _loaded.move_to_end(name)
+        while len(_loaded) > 1 and sum(weight_bytes(p) for p in _loaded.values()) > budget_bytes():
+            evicted, _ = _loaded.popitem(last=False)  # sessions still running on it keep their reference until done
+            log.info("evicted %s from the model cache (budget %.0f MB)", evicted, budget_bytes() / 2**20)
+
+
+def loaded_names() -> list[str]:
+    """The pairs in memory, least recently used first."""
+    return list(_loaded)
 
 
 def preload(name: str) -> threading.Thread:

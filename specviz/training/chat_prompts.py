@@ -1,8 +1,8 @@
 """Chat prompts for distilling a draft for an instruction-tuned target: topics × request templates.
 
 The training set is every template applied to every topic, in a fixed shuffled order. The held-out set
-uses topics and phrasings that appear nowhere in training, so α measured on it is α on prompts the
-draft never saw.
+(specviz/prompts.py, CHAT_HELDOUT) uses topics and phrasings that appear nowhere in it, so α measured there
+is α on prompts the draft never saw (tests/test_chat_prompts.py checks that they do not overlap).
 """
 
 from __future__ import annotations
@@ -57,41 +57,9 @@ TEMPLATES = [
     "How would you teach {topic} to a class?",
 ]
 
-HELD_OUT = [  # topics and phrasings that appear nowhere in the training set
-    "Explain why the sky is blue in two sentences.",
-    "What causes the seasons on Earth?",
-    "Can you suggest a name for my new cat?",
-    "How do I make a cup of hot chocolate?",
-    "Write a limerick about a lazy turtle.",
-    "What is the difference between weather and climate?",
-    "Give me a packing list for a weekend at the beach.",
-    "Why do leaves change colour in autumn?",
-    "How can I stay focused while studying?",
-    "What is a prime number? Give an example.",
-    "Write a thank-you note to a neighbour who watered my plants.",
-    "How do airplanes stay in the air?",
-    "What does a healthy morning routine look like?",
-    "Explain what a noun and a verb are.",
-    "Why do cats purr?",
-    "Describe a sunset over the mountains.",
-    "What is the role of a goalkeeper in football?",
-    "How does a refrigerator keep food cold?",
-    "Suggest three fun activities for a rainy day.",
-    "What is inflation, in plain words?",
-    "How do I apologise to a friend after an argument?",
-    "Write two sentences about the ocean at night.",
-    "What does a firefighter do?",
-    "Why is it important to wash your hands?",
-]
-
 
 def training_prompts(seed: int = 0) -> list[str]:
     """Every template applied to every topic, shuffled with a fixed seed."""
     prompts = [template.format(topic=topic) for topic in TOPICS for template in TEMPLATES]
     random.Random(seed).shuffle(prompts)
     return prompts
-
-
-def held_out_prompts() -> list[str]:
-    """Chat prompts the distilled draft never saw."""
-    return list(HELD_OUT)

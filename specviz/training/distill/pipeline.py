@@ -34,10 +34,11 @@ class Recipe:
     shape: DraftShape = field(default_factory=DraftShape)
     fit: FitSettings = field(default_factory=FitSettings)
     max_prompts: int | None = None  # stop collecting after this many (None: all); the rest can be added later
+    work_folder: Path | None = None  # answer shards and the fit checkpoint; default <out>/.work
 
     @property
     def work(self) -> Path:
-        return self.out / ".work"
+        return self.work_folder or self.out / ".work"
 
 
 @dataclass

