@@ -52,8 +52,13 @@ def preset_choices() -> list[tuple[str, str]]:
 
 def choice_label(name: str) -> str:
     pair = catalogue().get(name)
-    where = "bundled, offline" if pair.bundled else "hub download"
+    where = "bundled, offline" if pair.bundled else ("real model, fetched on first start" if pair.offline else "hub download")
     return f"{name} · {pair.description} ({where})"
+
+
+def real_pairs() -> list[str]:
+    """Pairs with a real pretrained target that reaches this machine without the hub: fetched in the background."""
+    return [name for name, pair in catalogue().pairs.items() if pair.offline and not pair.bundled]
 
 
 def user_error(error: Exception) -> gr.Error:
@@ -70,7 +75,7 @@ sessions = Sessions()
 MEASURING_STREAM = '<div class="sv-stream" data-empty="1">Measuring… the tokens appear once both runs are timed.</div>'
 default_pair = catalogue().default
 plain_pair = "pycode-plain" if "pycode-plain" in catalogue().pairs else default_pair
-LESSONS = lessons(default_pair, plain_pair)
+LESSONS = lessons(default_pair, plain_pair, next(iter(real_pairs()), None))
 default_request = LESSONS[0].request  # the app opens on the first lesson's scenario
 
 
@@ -171,13 +176,26 @@ def lesson_handler(lesson):
 
 
 def page_loaded():
-    """Say whether the default pair is ready; the page is usable (and Run waits for the pair) either way."""
+    """Say whether the default pair is ready, then how the real pair's background fetch goes; the page is usable throughout."""
     if not pair_cache.is_loaded(default_pair):
         yield f"Loading the pair {default_pair}… (a few seconds, once per process; Run waits for it)"
         deadline = time.monotonic() + 300
         while not pair_cache.is_loaded(default_pair) and time.monotonic() < deadline:
             time.sleep(0.25)
-    yield "Ready. Press **Run**, or pick a lesson." if pair_cache.is_loaded(default_pair) else "Ready."
+    ready = "Ready. Press **Run**, or pick a lesson." if pair_cache.is_loaded(default_pair) else "Ready."
+    yield ready
+    for name in real_pairs():
+        deadline, shown = time.monotonic() + 600, None
+        while not pair_cache.is_loaded(name) and time.monotonic() < deadline:
+            message = pair_cache.status(name)
+            if message and message != shown:
+                shown = message
+                yield f"{ready} In the background: {message}"
+                if "could not be loaded" in message:
+                    break
+            time.sleep(0.5)
+        if pair_cache.is_loaded(name):
+            yield f"{ready} The real pair **{name}** is ready too: pick it above, or its lessons."
 
 
 def hardware_loaded():
@@ -431,5 +449,5 @@ if __name__ == "__main__":
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         prevent_thread_lock=True,
     )
-    pair_cache.preload(default_pair)  # after the page serves: imports transformers and warms the pair in the background
+    pair_cache.preload(default_pair, then=real_pairs())  # after the page serves: the default pair, then the real ones
     demo.block_thread()

@@ -114,14 +114,15 @@ def loaded_names() -> list[str]:
     return list(_loaded)
 
 
-def preload(name: str) -> threading.Thread:
-    """Load a pair in the background (the app starts serving before its default pair is ready)."""
+def preload(name: str, then: list[str] = ()) -> threading.Thread:
+    """Load a pair in the background, then the pairs in `then` (the app serves before any of them is ready)."""
 
     def load() -> None:
-        try:
-            get_pair(name)
-        except Exception:  # the first Run reports the error to the user
-            log.exception("preloading %s failed", name)
+        for each in (name, *then):
+            try:
+                get_pair(each)
+            except Exception:  # the first Run reports the error to the user; the status line says it now
+                log.exception("preloading %s failed", each)
 
     thread = threading.Thread(target=load, name=f"preload-{name}", daemon=True)
     thread.start()
@@ -155,4 +156,5 @@ def pair_info(pair: LoadedPair) -> dict:
         "draft_weight_mb": pair.draft.weight_bytes / 2**20,
         "load_s": pair.load_s,
         "shared_vocab": pair.shared_vocab_size,
+        "chat_template": bool(pair.chat_template and pair.tokenizer.chat_template),
     }

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import difflib
 import html
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from specviz.analysis.measures import Measures
 from specviz.numbers import number
-from specviz.prompts import PROMPTS
+from specviz.prompts import CHAT_HELDOUT, PROMPTS
 from specviz.trace import Trace
 from specviz.ui import charts
 from specviz.ui.request import RunRequest
@@ -22,6 +23,7 @@ from specviz.ui.request import RunRequest
 CODE_PROMPT = PROMPTS["code"][0]
 PROSE_PROMPT = PROMPTS["prose"][0]
 REPETITIVE_PROMPT = PROMPTS["repetitive"][3]
+QUESTION_PROMPT = CHAT_HELDOUT[0]  # "Explain why the sky is blue in two sentences."
 SWEEP_GAMMAS = (1, 2, 3, 4, 6, 8, 12)
 
 
@@ -185,8 +187,85 @@ def _explain_sampling(main: Measured, extra: list[Measured]) -> str:
     )
 
 
-def lessons(default_pair: str, plain_pair: str) -> list[Lesson]:
+def _explain_real_model(main: Measured, extra: list[Measured]) -> str:
+    m = main.measures
+    info = main.trace.pair
+    same = main.trace.summary.new_token_ids == main.trace.baseline.new_token_ids
+    params = info.get("target_parameters") or 0
+    return (
+        f"<p>A real pretrained chat model: <b>SmolLM2-135M-Instruct</b> ({params / 1e6:.0f}M parameters, {info.get('dtype', '')}) "
+        f"answers the question above, wrapped in its own chat template (the grey bubble is the user's message). Its draft, "
+        f"{(info.get('draft_parameters') or 0) / 1e6:.0f}M parameters, was distilled for it by <code>python -m specviz distill</code> "
+        f"from the target's own answers, and its head keeps only the tokens the target writes most.</p>"
+        f"<p>α = <b>{number(m.alpha, 2)}</b>, {number(m.tokens_per_cycle, 2)} tokens per target forward, τ = {number(m.tau, 3)}, "
+        f"ν = {number(m.verify_cost, 2)}: <b>{_speed(m)}</b>. "
+        + ("The answer is identical, token for token, to the target decoding alone." if same else _parting(main))
+        + "</p><p><b>Question:</b> a 135M target is cheap already. Which part of each cycle would grow, and which would "
+        "not, with a 7B target on a GPU?</p>"
+    )
+
+
+def near_tie_at(trace: Trace, index: int) -> tuple[str, str, float] | None:
+    """Where speculative and plain greedy decoding part at new token `index`: the target's top two there, and their logit gap."""
+    emitted = 0
+    for cycle in trace.cycles:
+        n = len(cycle.emitted_token_ids)
+        if index < emitted + n:
+            j = index - emitted
+            ranked = cycle.positions[j].top_p if j < len(cycle.positions) else cycle.bonus_top_p
+            if len(ranked) < 2 or ranked[1][2] <= 0:
+                return None
+            return ranked[0][1], ranked[1][1], math.log(ranked[0][2] / ranked[1][2])
+        emitted += n
+    return None
+
+
+def _parting(main: Measured) -> str:
+    """The sentence for a run whose speculative and plain texts part (bf16 rounding at a near-tie)."""
+    where = _first_difference(main.trace.summary.new_token_ids, main.trace.baseline.new_token_ids)
+    if where is None:
+        return "The answer is identical, token for token, to the target decoding alone."
+    tie = near_tie_at(main.trace, where)
+    gap = f": the target's top two there, {tie[0]!r} and {tie[1]!r}, are {tie[2]:.3f} logits apart, a near-tie" if tie else ""
+    return (
+        f"The two decodings part at token {where + 1}{gap}. In {main.trace.pair.get('dtype', 'bf16')} a verify pass over γ + 1 "
+        "positions rounds differently from a single step, so at a near-tie the argmax can flip; neither text is wrong, and in "
+        "float32 the outputs are identical (tests/test_real_model.py)."
+    )
+
+
+def _explain_bf16(main: Measured, extra: list[Measured]) -> str:
+    results = [main, *extra]
+    parted = [r for r in results if _first_difference(r.trace.summary.new_token_ids, r.trace.baseline.new_token_ids) is not None]
+    rows = "".join(
+        f"<li>{html.escape(r.request.prompt)}: {'identical' if r not in parted else _parting(r)}</li>" for r in results
+    )
+    return (
+        f"<p>Exact speculative decoding is lossless in exact arithmetic. This pair runs in <b>{main.trace.pair.get('dtype', '')}</b>, "
+        f"whose 8-bit mantissa rounds a logit to about 1 part in 256. Greedy speculative and plain decoding of {len(results)} "
+        f"questions: <b>{len(results) - len(parted)} identical</b>, {len(parted)} parted.</p><ul>{rows}</ul>"
+        "<p><b>Question:</b> why does the verify pass, one matrix product over γ + 1 positions, round differently from γ + 1 "
+        "single steps?</p>"
+    )
+
+
+def lessons(default_pair: str, plain_pair: str, real_pair: str | None = None) -> list[Lesson]:
     base = RunRequest(pair=default_pair, prompt=CODE_PROMPT)
+    chat = RunRequest(pair=real_pair or default_pair, prompt=QUESTION_PROMPT, max_new_tokens=96)
+    real = (
+        [
+            Lesson("lesson-8", "A real model answers a question", chat, explain=_explain_real_model),
+            Lesson(
+                "lesson-9",
+                "bf16: where near-ties part two exact decodings",
+                replace(chat, prompt=CHAT_HELDOUT[1]),
+                extra=tuple((f"question {n}", replace(chat, prompt=question)) for n, question in enumerate(CHAT_HELDOUT[2:5], start=3)),
+                explain=_explain_bf16,
+            ),
+        ]
+        if real_pair
+        else []
+    )
     return [
         Lesson("lesson-1", "A distilled draft on code", base, explain=_explain_distilled),
         Lesson(
@@ -232,4 +311,5 @@ def lessons(default_pair: str, plain_pair: str) -> list[Lesson]:
             extra=(("seed 1", replace(base, temperature=0.8, seed=1)), ("greedy", base)),
             explain=_explain_sampling,
         ),
+        *real,
     ]

@@ -31,6 +31,12 @@ CSS = """
              white-space: pre-wrap; word-break: break-word; padding: 12px 14px; border-radius: 10px;
              background: var(--block-background-fill); border: 1px solid var(--border-color-primary); min-height: 5.5em; }
 .sv-tok { --c: transparent; position: relative; cursor: help; }
+.sv-user { font-family: var(--font); white-space: pre-wrap; margin: 0 0 10px auto; max-width: 85%; width: fit-content;
+           padding: 6px 12px; border-radius: 12px 12px 2px 12px; background: var(--background-fill-secondary);
+           border: 1px solid var(--border-color-primary); color: var(--body-text-color-subdued); }
+.sv-user::before { content: "user"; display: block; font-size: 0.7rem; text-transform: uppercase; letter-spacing: 0.05em; opacity: 0.7; }
+.sv-tok .sv-special { font-size: 0.7rem; font-variant: small-caps; opacity: 0.8; }
+.sv-tok .sv-partial { opacity: 0.6; }
 .sv-tok .sv-txt { border-radius: 4px; padding: 1px 1px; margin: 0 0.5px; }
 .sv-tok[data-status=prompt] { color: var(--body-text-color-subdued); }
 .sv-tok[data-status=drafted] { --c: var(--sv-drafted); }

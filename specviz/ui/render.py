@@ -15,8 +15,21 @@ Phase = Literal["draft", "verify", "decide"]
 PHASES: tuple[Phase, ...] = ("draft", "verify", "decide")
 
 
+SPECIAL_LABELS = {"<|im_end|>": "end of turn", "<|endoftext|>": "end of text", "<|eot_id|>": "end of turn"}
+PARTIAL = '<span class="sv-txt sv-partial" title="the first bytes of a character: the next token completes it">⋯</span>'
+
+
 def _parts(text: str, show_newlines: bool = True) -> str:
-    """Code as code: a newline ends the line (a small ↵ marks it), indentation stays spaces drawn thin, the rest is the coloured box."""
+    """Code as code: a newline ends the line (a small ↵ marks it), indentation stays spaces drawn thin, the rest is the coloured box.
+
+    A token that only starts a character (its piece is empty) shows ⋯; a special token such as <|im_end|>
+    shows a small label, not chat-template markup.
+    """
+    if not text:
+        return PARTIAL
+    if text.startswith("<|") and text.endswith("|>") and "\n" not in text:
+        label = SPECIAL_LABELS.get(text, text.strip("<|>"))
+        return f'<span class="sv-txt sv-special" title="{html.escape(text, quote=True)}">{html.escape(label)}</span>'
     parts = []
     for i, line in enumerate(text.split("\n")):
         if i:
@@ -27,7 +40,7 @@ def _parts(text: str, show_newlines: bool = True) -> str:
             parts.append(f'<span class="sv-ws">{html.escape(indent)}</span>')
         if body:
             parts.append(f'<span class="sv-txt">{html.escape(body)}</span>')
-    return "".join(parts) or '<span class="sv-txt">∅</span>'
+    return "".join(parts)
 
 
 def _token(text: str, status: str, tip: str = "", cycle: int | None = None, extra_class: str = "") -> str:
@@ -77,7 +90,10 @@ def stream_html(trace: Trace, shown_cycles: int | None = None, phase: Phase = "d
     if trace.started is None:
         return '<div class="sv-stream" data-empty="1">Press Run to watch the draft propose and the target verify.</div>'
     greedy = trace.started.temperature == 0
-    parts = [_token(text, "prompt") for text in trace.started.prompt_texts]
+    if trace.pair and trace.pair.get("chat_template") and trace.prompt:  # the user's message, not the template's markup
+        parts = [f'<div class="sv-user" title="wrapped in the target\'s chat template">{html.escape(trace.prompt)}</div>']
+    else:
+        parts = [_token(text, "prompt") for text in trace.started.prompt_texts]
     cycles = trace.cycles if shown_cycles is None else trace.cycles[:shown_cycles]
     for n, cycle in enumerate(cycles):
         last = n == len(cycles) - 1
