@@ -30,6 +30,11 @@ def add_parser(commands) -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--head-vocabulary", type=int, default=8192, help="tokens the draft's head keeps (0: all)")
+    parser.add_argument(
+        "--share-embeddings",
+        action="store_true",
+        help="EAGLE's way: the draft is the target's width, starts from its first --layers layers and borrows its embedding and head",
+    )
     parser.add_argument("--steps", type=int, default=1200)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--validate-every", type=int, default=100, help="steps between validations (the best is kept)")
@@ -90,7 +95,14 @@ def command(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         answer_batch_size=args.answer_batch,
         chat_template=chat_template,
-        shape=DraftShape(hidden=args.hidden, layers=args.layers, ffn=3 * args.hidden, heads=args.hidden // 64, head_vocabulary=args.head_vocabulary),
+        shape=DraftShape(
+            hidden=args.hidden,
+            layers=args.layers,
+            ffn=3 * args.hidden,
+            heads=args.hidden // 64,
+            head_vocabulary=args.head_vocabulary,
+            share_embeddings=args.share_embeddings,
+        ),
         fit=FitSettings(args.steps, args.batch_size, args.learning_rate, validate_every=args.validate_every),
         max_prompts=args.max_prompts,
         work_folder=Path(args.work) if args.work else None,

@@ -119,7 +119,7 @@ def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
         raise CatalogueError(f"{path}: expected a mapping with 'default' and 'pairs' at the top level")
     try:
         pairs = {
-            str(name): Pair(**_with_wheel(fields)) if isinstance(fields, dict) else _not_mapping(name)
+            str(name): Pair(**_with_wheel(name, fields)) if isinstance(fields, dict) else _not_mapping(name)
             for name, fields in (raw.get("pairs") or {}).items()
         }
         for pair in pairs.values():
@@ -137,12 +137,17 @@ def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
         raise CatalogueError(f"{path}: {error}") from None
 
 
-def _with_wheel(fields: dict) -> dict:
+def _with_wheel(name: str, fields: dict) -> dict:
     """A pair's fields with `target_offline:` (a mapping in the file) made a WheelSpec (strict mode wants instances)."""
     source = fields.get("target_offline")
     if not isinstance(source, dict):
         return fields
-    return {**fields, "target_offline": WheelSpec(**source)}
+    try:
+        return {**fields, "target_offline": WheelSpec(**source)}
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ValueError(f"pairs.{name}.target_offline.{where}: {first['msg']}") from None
 
 
 def _not_mapping(name: str) -> Pair:

@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from specviz.engine import Vocabulary
 from specviz.models.catalogue import Pair, PairError, load_catalogue
 from specviz.models.footprint import config_before_loading, count_parameters, too_big_sentence
-from specviz.models.reduced_head import read_vocabulary, reduce_head
+from specviz.models.reduced_head import borrow_embeddings, read_vocabulary, reduce_head, shares_target_embeddings
 from specviz.models.sources import Progress, SourceError, WheelFile, local_folder
 
 __all__ = ["LoadedModel", "LoadedPair", "PairError", "choose_device", "choose_dtype", "load_pair"]
@@ -146,10 +146,13 @@ def check_same_tokenizer(
         )
 
 
-def load_model(reference: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
-    """The model on the device, in the dtype; a draft that ships `draft_vocabulary.json` gets its reduced head."""
+def load_model(reference: str, device: torch.device, dtype: torch.dtype, target: PreTrainedModel | None = None) -> LoadedModel:
+    """The model on the device, in the dtype. A draft folder may borrow the target's embedding
+    (`shares_target_embeddings.json`) and cut its head to `draft_vocabulary.json`'s ids."""
     try:
         model = AutoModelForCausalLM.from_pretrained(reference, dtype=dtype).to(device).eval()
+        if target is not None and is_local(reference) and shares_target_embeddings(Path(reference)):
+            borrow_embeddings(model, target)
         kept_ids = read_vocabulary(Path(reference)) if is_local(reference) else None
         if kept_ids is not None:
             reduce_head(model, kept_ids)
@@ -200,7 +203,8 @@ def load_pair(
     check_same_tokenizer(target_ref, target_tok, draft_ref, draft_tok)
     check_fits(name, target_ref, draft_ref, device, dtype_chosen)
     progress(f"Loading {name}…")
-    target, draft = load_model(target_ref, device, dtype_chosen), load_model(draft_ref, device, dtype_chosen)
+    target = load_model(target_ref, device, dtype_chosen)
+    draft = load_model(draft_ref, device, dtype_chosen, target=target.model)
     shared = min(target.model.config.vocab_size, draft.model.config.vocab_size)  # configs may pad differently
     return LoadedPair(
         name,

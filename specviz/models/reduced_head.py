@@ -50,6 +50,26 @@ def save_vocabulary(folder: Path, kept_ids: list[int], vocab_size: int) -> None:
     (Path(folder) / VOCABULARY_FILE).write_text(json.dumps({"vocab_size": vocab_size, "kept_token_ids": kept_ids}))
 
 
+SHARING_FILE = "shares_target_embeddings.json"
+
+
+def mark_sharing(folder: Path) -> None:
+    """Record that this draft borrows the target's embedding (and tied head) at load time."""
+    (Path(folder) / SHARING_FILE).write_text(json.dumps({"embedding": "the target's input embedding, shared at load time"}))
+
+
+def shares_target_embeddings(folder: Path) -> bool:
+    return (Path(folder) / SHARING_FILE).is_file()
+
+
+def borrow_embeddings(draft: PreTrainedModel, target: PreTrainedModel) -> None:
+    """Give a sharing draft the target's embedding (the same tensor, no copy) and tie its head to it."""
+    if draft.get_input_embeddings().weight.shape != target.get_input_embeddings().weight.shape:
+        raise ValueError("the draft shares the target's embedding, but their shapes differ")
+    draft.get_input_embeddings().weight = target.get_input_embeddings().weight
+    draft.get_output_embeddings().weight = target.get_input_embeddings().weight
+
+
 def read_vocabulary(folder: Path) -> list[int] | None:
     """The kept ids of a draft folder, or None when its head covers the whole vocabulary."""
     path = Path(folder) / VOCABULARY_FILE

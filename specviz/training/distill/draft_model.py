@@ -25,6 +25,8 @@ class DraftShape:
     ffn: int = 768
     heads: int = 4
     head_vocabulary: int = 8192  # 0: the target's whole vocabulary
+    share_embeddings: bool = False  # EAGLE's way: the target's width, its first layers to start from, and its
+    # embedding and head borrowed at load time (not shipped: the folder holds only the draft's own layers)
 
 
 def draft_config(target: PreTrainedModel, shape: DraftShape) -> LlamaConfig:
@@ -74,4 +76,24 @@ def build_draft(target: PreTrainedModel, shape: DraftShape, seed: int = 0) -> Ll
     projected = embedding @ directions[: shape.hidden].T  # (vocab, hidden)
     projected *= draft.get_input_embeddings().weight.std() / projected.std()
     draft.get_input_embeddings().weight.copy_(projected)
+    return draft
+
+
+@torch.no_grad()
+def build_sharing_draft(target: PreTrainedModel, shape: DraftShape) -> LlamaForCausalLM:
+    """A draft at the target's width that starts as the target's first layers and borrows its embedding and head.
+
+    Only the draft's own layers and final norm are trained and saved; the embedding (also the head: tied)
+    stays the target's, so the draft reads and writes tokens exactly as the target does.
+    """
+    config = target.config.to_dict()
+    config.update(num_hidden_layers=shape.layers, tie_word_embeddings=True)
+    config.pop("quantization_config", None)
+    draft = LlamaForCausalLM(LlamaConfig(**config)).float()
+    shared = torch.nn.Parameter(target.get_input_embeddings().weight.detach().float(), requires_grad=False)
+    draft.model.embed_tokens.weight = shared  # the target's, frozen
+    draft.lm_head.weight = shared  # tied, as in the target
+    for own, theirs in zip(draft.model.layers, target.model.layers):
+        own.load_state_dict({name: value.float() for name, value in theirs.state_dict().items()})
+    draft.model.norm.load_state_dict({name: value.float() for name, value in target.model.norm.state_dict().items()})
     return draft

@@ -121,11 +121,12 @@ def fit(
 ) -> FitLog:
     """Train the draft for settings.steps, resuming from `checkpoint` if it exists; keep the best validated weights."""
     rng = random.Random(settings.seed)
-    optimizer = torch.optim.AdamW(draft.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay)
+    trainable = [p for p in draft.parameters() if p.requires_grad]  # a draft sharing the target's embedding keeps it frozen
+    optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=settings.weight_decay)
     log, start, best = FitLog(), 0, None
     if checkpoint.exists():
         state = torch.load(checkpoint, weights_only=False)
-        draft.load_state_dict(state["draft"])
+        draft.load_state_dict(state["draft"], strict=False)
         optimizer.load_state_dict(state["optimizer"])
         log, start, best = state["log"], state["step"], state["best"]
         rng.setstate(state["rng"])
@@ -147,7 +148,7 @@ def fit(
         loss, _ = _losses(draft, head, _batch(rng.choice(chunks), head, pad_id), settings.greedy_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         optimizer.step()
         running.append(loss.item())
         if (step + 1) % settings.validate_every == 0 or step + 1 == settings.steps:
@@ -159,15 +160,21 @@ def fit(
             running = []
             tqdm.write(f"step {step + 1}: train {log.train_loss[-1]:.3f}  validation {validation_loss:.3f}  greedy agreement {agreement:.3f}")
             if best is None or agreement > best["agreement"]:
-                best = {"agreement": agreement, "step": step + 1, "draft": {k: v.clone() for k, v in draft.state_dict().items()}}
+                best = {"agreement": agreement, "step": step + 1, "draft": _own_state(draft)}
             log.seconds = time.perf_counter() - started
-            state = {"draft": draft.state_dict(), "optimizer": optimizer.state_dict(), "log": log, "step": step + 1, "best": best}
+            state = {"draft": _own_state(draft), "optimizer": optimizer.state_dict(), "log": log, "step": step + 1, "best": best}
             torch.save(state | {"rng": rng.getstate()}, checkpoint.with_suffix(".partial"))
             checkpoint.with_suffix(".partial").rename(checkpoint)
     if best is not None:
-        draft.load_state_dict(best["draft"])
+        draft.load_state_dict(best["draft"], strict=False)
     log.seconds = time.perf_counter() - started
     return log
+
+
+def _own_state(draft: LlamaForCausalLM) -> dict[str, torch.Tensor]:
+    """The draft's trained weights (a borrowed, frozen embedding is left out), copied."""
+    frozen = {name for name, p in draft.named_parameters() if not p.requires_grad}
+    return {name: value.clone() for name, value in draft.state_dict().items() if name not in frozen and "lm_head" not in name}
 
 
 @torch.no_grad()

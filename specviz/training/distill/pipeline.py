@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from specviz.models.reduced_head import save_vocabulary
+from specviz.models.reduced_head import mark_sharing, save_vocabulary
 from specviz.training.distill.collect import Example, collect, end_token_ids, load_examples
-from specviz.training.distill.draft_model import DraftShape, build_draft, kept_token_ids
+from specviz.training.distill.draft_model import DraftShape, build_draft, build_sharing_draft, kept_token_ids
 from specviz.training.distill.fit import FitSettings, KeptHead, evaluate, fit
 
 
@@ -96,7 +96,10 @@ def choose_vocabulary(recipe: Recipe, state: State) -> None:
 
 def fit_draft(recipe: Recipe, state: State) -> None:
     """3. A new draft, its embedding projected from the target's, fitted to p on the answers."""
-    state.draft = build_draft(state.target, recipe.shape, seed=recipe.fit.seed)
+    if recipe.shape.share_embeddings:
+        state.draft = build_sharing_draft(state.target, recipe.shape)
+    else:
+        state.draft = build_draft(state.target, recipe.shape, seed=recipe.fit.seed)
     examples = list(state.examples)
     random.Random(recipe.fit.seed).shuffle(examples)
     n_validation = max(1, int(len(examples) * recipe.validation_share))
@@ -120,11 +123,16 @@ def save_draft(recipe: Recipe, state: State) -> None:
     recipe.out.mkdir(parents=True, exist_ok=True)
     draft = state.draft.to(torch.bfloat16)
     draft.generation_config.eos_token_id = end_token_ids(state.target, state.tokenizer)
-    draft.save_pretrained(recipe.out)
+    if recipe.shape.share_embeddings:  # the embedding (and tied head) are the target's: not shipped
+        own = {name: value for name, value in draft.state_dict().items() if "embed_tokens" not in name and "lm_head" not in name}
+        draft.save_pretrained(recipe.out, state_dict=own)
+        mark_sharing(recipe.out)
+    else:
+        draft.save_pretrained(recipe.out)
     state.tokenizer.save_pretrained(recipe.out)
     if state.kept_ids is not None:
         save_vocabulary(recipe.out, state.kept_ids, state.target.config.vocab_size)
-    parameters = sum(p.numel() for p in draft.parameters())
+    parameters = sum(p.numel() for p in draft.parameters() if p.requires_grad or not recipe.shape.share_embeddings)
     state.report["draft"] = {"shape": asdict(recipe.shape), "parameters": parameters}
     (recipe.out / "distill_report.json").write_text(json.dumps(state.report, indent=2))
 
