@@ -65,7 +65,7 @@ def user_error(error: Exception) -> gr.Error:
     """One sentence for the user; only unexpected errors are logged with their traceback."""
     if type(error).__name__ == "OutOfMemoryError":
         return gr.Error("The device ran out of memory: try a smaller pair, fewer new tokens or a shorter prompt.")
-    if isinstance(error, (SettingsError, PromptError, PairError, CatalogueError)):
+    if isinstance(error, SettingsError | PromptError | PairError | CatalogueError):
         return gr.Error(str(error))
     log.exception("run failed")
     return gr.Error(f"Something went wrong: {type(error).__name__}: {error}")

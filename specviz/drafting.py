@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from specviz import engine  # its names load on first use (PEP 562): listing the strategies loads no torch
 from specviz.engine.settings import SettingsError
 
 if TYPE_CHECKING:  # the app lists the strategies before transformers is imported; the classes load on first build
@@ -42,22 +43,13 @@ class Strategy:
 STRATEGIES: dict[str, Strategy] = {}
 
 
-def _drafters():
-    """The drafter classes, imported on first build (they pull in torch and transformers)."""
-    from specviz.engine import drafters
-
-    return drafters
-
-
 def register(strategy: Strategy) -> Strategy:
     STRATEGIES[strategy.key] = strategy
     return strategy
 
 
 def draft_decoder(pair: LoadedPair) -> CachedDecoder:
-    from specviz.engine import CachedDecoder
-
-    return CachedDecoder(pair.draft.model, pair.shared_vocab_size)
+    return engine.CachedDecoder(pair.draft.model, pair.shared_vocab_size)
 
 
 def _assisted(gamma: int, schedule: str = "constant", threshold: float = 0.0) -> Twin:
@@ -74,7 +66,7 @@ register(
     Strategy(
         "model",
         "Draft model, fixed γ",
-        lambda pair: _drafters().ModelDrafter(draft_decoder(pair)),
+        lambda pair: engine.ModelDrafter(draft_decoder(pair)),
         transformers_twin=_assisted,
     )
 )
@@ -82,7 +74,7 @@ register(
     Strategy(
         "adaptive",
         "Draft model, adaptive γ (+2 after a full accept, −1 otherwise)",
-        lambda pair: _drafters().AdaptiveGamma(_drafters().ModelDrafter(draft_decoder(pair))),
+        lambda pair: engine.AdaptiveGamma(engine.ModelDrafter(draft_decoder(pair))),
         transformers_twin=lambda gamma: _assisted(gamma, schedule="heuristic_transient"),
     )
 )
@@ -90,7 +82,7 @@ register(
     Strategy(
         "dynamic",
         f"Draft model, dynamic (stop below q = {DYNAMIC_THRESHOLD}, at most {DYNAMIC_MAX_WINDOW})",
-        lambda pair: _drafters().DynamicDrafter(draft_decoder(pair), DYNAMIC_THRESHOLD, DYNAMIC_MAX_WINDOW),
+        lambda pair: engine.DynamicDrafter(draft_decoder(pair), DYNAMIC_THRESHOLD, DYNAMIC_MAX_WINDOW),
         transformers_twin=lambda gamma: _assisted(DYNAMIC_MAX_WINDOW, threshold=DYNAMIC_THRESHOLD),
     )
 )
@@ -98,7 +90,7 @@ register(
     Strategy(
         "lookup",
         "Prompt lookup (no draft model)",
-        lambda pair: _drafters().PromptLookupDrafter(),
+        lambda pair: engine.PromptLookupDrafter(),
         needs_draft_model=False,
         transformers_twin=lambda gamma: Twin(
             generate_kwargs={"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": 3}, uses_draft_model=False

@@ -18,9 +18,11 @@ import torch
 
 from specviz.analysis.measures import Measures, measures_of_steps
 from specviz.analysis.timing import StepTimes
-from specviz.engine.sampling import SamplingSettings, warp
+from specviz.engine.sampling import warp
+from specviz.engine.settings import DecodeSettings, SamplingSettings
 from specviz.engine.tally import alpha_analytic
 from specviz.models.loading import LoadedPair
+from specviz.runner import encode_prompt, run
 
 LOGIT_BUDGET = 2**25  # rows × vocabulary per forward: ~128 MB of fp32 logits for each model
 
@@ -174,9 +176,6 @@ def encode_text(pair: LoadedPair, text: str) -> list[int]:
 
 def own_continuation(pair: LoadedPair, prompt: str, sampling: SamplingSettings, n_tokens: int, seed: int = 0) -> ScoredText:
     """What the target itself writes after the prompt (n tokens, under the sampling settings), scored in context."""
-    from specviz.engine import DecodeSettings
-    from specviz.runner import encode_prompt, run
-
     settings = DecodeSettings(max_new_tokens=n_tokens, gamma=1, sampling=sampling, seed=seed)
     prompt_ids = encode_prompt(pair, prompt, n_tokens, 1)
     new_ids = list(list(run(pair, prompt, settings, mode="autoregressive"))[-1].new_token_ids)

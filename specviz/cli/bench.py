@@ -300,7 +300,6 @@ def add_parser(commands) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-
     try:
         gammas = [int(g) for g in str(args.gamma).split(",")]
     except ValueError:

@@ -32,7 +32,6 @@ def add_parser(commands) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-
     if args.alpha is not None and not (0 <= args.alpha <= 1):
         raise UsageError(f"--alpha must be in [0, 1] (got {args.alpha})")
     if args.repeats < 1:

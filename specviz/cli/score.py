@@ -44,7 +44,6 @@ def add_parser(commands) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-
     sampling = sampling_from(args)
     DecodeSettings(gamma=1 if args.gamma is None else args.gamma, sampling=sampling).validate()  # one line if bad
     if args.repeats < 1:
