@@ -25,6 +25,7 @@ class LoadedModel:
     model: PreTrainedModel
     parameters: int
     weight_bytes: int
+    load_s: float = 0.0  # from_pretrained and the move to the device, timed where it was loaded
 
 
 @dataclass
@@ -125,6 +126,7 @@ def check_same_tokenizer(
 
 
 def load_model(reference: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
+    started = time.perf_counter()
     try:
         model = AutoModelForCausalLM.from_pretrained(reference, dtype=dtype).to(device).eval()
     except torch.OutOfMemoryError:
@@ -133,7 +135,9 @@ def load_model(reference: str, device: torch.device, dtype: torch.dtype) -> Load
         raise PairError(f"Cannot load {reference}: {str(error).splitlines()[0]}") from None
     parameters = sum(p.numel() for p in model.parameters())
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return LoadedModel(reference, model, parameters, weight_bytes)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return LoadedModel(reference, model, parameters, weight_bytes, time.perf_counter() - started)
 
 
 def load_pair(name: str, pair: Pair, offline_pairs: list[str], device: torch.device | None = None) -> LoadedPair:
