@@ -33,6 +33,7 @@ CUDA_PEAK = "cuda max_memory_allocated"
 ESTIMATED = "estimated from tensors"
 COLD_SOURCE = "a fresh Python process, from disk: the target, then the draft (imports not counted)"
 FIRST_LOAD_SOURCE = "the first load in this process (--cold-start times a fresh process)"
+APP_LOAD_SOURCE = "the first load in the app's process"
 
 # Models loaded one after the other in a fresh interpreter, as a deployment starts: each one's from_pretrained and
 # move to the device, and the imports before them.
@@ -223,7 +224,7 @@ def deployment_report(
     log("scoring α teacher-forced…")
     alpha_scored = scored_alpha(pair, prompts, settings.sampling)
     log("loading each model cold and warm…")
-    times, _ = load_times(pair, cold_start)
+    times, load_json = load_times(pair, cold_start)
     rows: list[BatchRow] = []
     batch_alpha = m.alpha if m.alpha is not None else alpha_scored
     if batches and batch_alpha is not None:
@@ -250,5 +251,6 @@ def deployment_report(
         batch_alpha=batch_alpha if rows else None,
         batch_rows=tuple(rows),
         prompt_labels=tuple(prompt_labels),
+        load_source=load_json["cold_source"],
     )
     return report.with_verdict()

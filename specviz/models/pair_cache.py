@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # loading imports transformers: kept off the path to the app'
 log = logging.getLogger("specviz")
 
 _loaded: dict[str, LoadedPair] = {}
+_load_s: dict[str, dict] = {}  # each pair's load times (specviz.deployment.collect.load_times), taken once at loading
 _loading: dict[str, threading.Lock] = {}
 _registry_lock = threading.Lock()
 _catalogue: Catalogue | None = None
@@ -43,6 +44,7 @@ def get_pair(name: str) -> LoadedPair:
         if name not in _loaded:
             pair = load_pair(name, catalogue().get(name), catalogue().offline_pairs())
             warm_up(pair)
+            _load_s[name] = pair_load_times(pair)
             _loaded[name] = pair
     return _loaded[name]
 
@@ -70,6 +72,23 @@ def warm_up(pair: LoadedPair) -> None:
                 pass
 
 
+def pair_load_times(pair: LoadedPair) -> dict | None:
+    """Each model's first load in this process (the app's cold start) and a warm reload, timed once, after warm-up."""
+    from specviz.deployment.collect import APP_LOAD_SOURCE, load_times  # torch is loaded by now
+
+    try:
+        _, times = load_times(pair, cold_start=False)
+    except Exception:  # a missing number must never keep a pair from serving
+        log.exception("timing the loads of %s failed", pair.name)
+        return None
+    return {**times, "cold_source": APP_LOAD_SOURCE}
+
+
+def device_of(name: str) -> str | None:
+    """The device type a loaded pair runs on ("cpu", "cuda"); None before it is loaded."""
+    return _loaded[name].device.type if name in _loaded else None
+
+
 def is_loaded(name: str) -> bool:
     return name in _loaded
 
@@ -88,4 +107,5 @@ def pair_info(pair: LoadedPair) -> dict:
         "draft_weight_mb": pair.draft.weight_bytes / 2**20,
         "load_s": pair.load_s,
         "shared_vocab": pair.shared_vocab_size,
+        "model_load_s": _load_s.get(pair.name),  # cold (first load here) and warm, per model; None until timed
     }
