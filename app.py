@@ -13,7 +13,7 @@ import time
 
 import gradio as gr
 
-from specviz.analysis.hardware_cache import hardware_sentence
+from specviz.analysis.hardware_cache import hardware_sentence, saved_batch_curve
 from specviz.analysis.theory import Prediction
 from specviz.drafting import drafter_choices
 from specviz.engine.settings import MAX_GAMMA, SettingsError
@@ -23,6 +23,7 @@ from specviz.prompts import DOMAINS, PROMPTS
 from specviz.runner import PromptError
 from specviz.trace import Trace
 from specviz.ui import charts, runs, texts
+from specviz.ui.deployment_view import deployment_html
 from specviz.ui.lessons import lessons
 from specviz.ui.palette import CSS
 from specviz.ui.render import legend_html, stream_html
@@ -106,8 +107,15 @@ def page_updates(update) -> dict:
             out[narration_box] = frame.narration
         if frame.charts is not None:
             out[alpha_chart], out[tau_chart], out[speedup_chart] = frame.charts
+        if frame.race_chart is not None:
+            out[race_chart], out[race_numbers] = frame.race_chart, frame.race_numbers
         if frame.race is not None:
             out.update({race: frame.race, verdict: frame.verdict, inspector: gr.update(choices=frame.inspector, value=None)})
+        if frame.deployment is not None:
+            batch, memory = frame.deployment_charts
+            out[deployment_box] = frame.deployment
+            out[batch_chart] = gr.update(value=batch, visible=batch is not None)
+            out[memory_chart] = gr.update(value=memory, visible=memory is not None)
     if update.trace is not None and update.trace.pair:
         out[details] = texts.details_markdown(update.trace.pair)
     return out
@@ -119,6 +127,15 @@ def hardware_line(pair_name: str) -> str | None:
         return hardware_sentence(pair_name)
     except Exception:  # a missing or stale measurement must never break a run
         log.exception("reading the hardware measurements failed")
+        return None
+
+
+def saved_batches(pair_name: str, device: str | None) -> dict | None:
+    """This pair's batch curve, if `python -m specviz hardware --batch ... --save` measured one on this kind of device."""
+    try:
+        return saved_batch_curve(pair_name, device or "cpu")
+    except Exception:
+        log.exception("reading the saved batch curve failed")
         return None
 
 
@@ -137,7 +154,9 @@ def run_clicked(http: gr.Request, **values):
     ticket = sessions.start(session_of(http))
     try:
         request = RunRequest.from_values(values)
-        for update in runs.run_and_play(request, ticket, sessions, hardware_line(request.pair)):
+        device = pair_cache.device_of(request.pair)
+        updates = runs.run_and_play(request, ticket, sessions, hardware_line(request.pair), saved_batches(request.pair, device))
+        for update in updates:
             yield page_updates(update)
     except Exception as error:  # one user's bad input must not take the server down
         raise user_error(error) from None
@@ -325,18 +344,24 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
             stream = gr.HTML(stream_html(Trace()), elem_id="stream")
             narration_box = gr.Markdown("", elem_id="narration", elem_classes=["sv-narration"])
             summary = gr.Markdown("", elem_id="summary")
+            with gr.Column(elem_id="race"):  # the race, on the main view: arrivals as they are played back
+                race_chart = gr.Plot(elem_id="race-chart", show_label=False)
+                race_numbers = gr.HTML("", elem_id="race-numbers")
+                race = gr.HTML('<div class="sv-race"></div>', elem_id="race-lanes")
             with gr.Tabs():
                 with gr.Tab("Live charts"):
                     alpha_chart = gr.Plot(label="α", elem_id="alpha-chart")
                     tau_chart = gr.Plot(label="τ", elem_id="tau-chart")
                     speedup_chart = gr.Plot(label="speedup", elem_id="speedup-chart")
-                with gr.Tab("Race"):
-                    race = gr.HTML('<div class="sv-race"></div>', elem_id="race")
                 with gr.Tab("Token inspector"):
                     inspector = gr.Dropdown([], label="Pick a drafted token (or the target's own)", elem_id="inspector")
                     inspector_chart = gr.Plot(label="p, q and the residual", elem_id="inspector-chart")
                 with gr.Tab("Theory & verdict"):
                     verdict = gr.HTML(texts.verdict_html(None), elem_id="verdict")
+                    deployment_box = gr.HTML(deployment_html(None), elem_id="deployment")
+                    with gr.Row():
+                        batch_chart = gr.Plot(visible=False, elem_id="batch-chart", show_label=False)
+                        memory_chart = gr.Plot(visible=False, elem_id="memory-chart", show_label=False)
                     gr.Markdown(texts.FORMULAS, latex_delimiters=[{"left": "$", "right": "$", "display": False}])
                     with gr.Row():
                         theory_alpha = gr.Slider(0.0, 0.99, value=0.8, step=0.01, label="α")
@@ -404,7 +429,12 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
         tau_chart,
         speedup_chart,
         race,
+        race_chart,
+        race_numbers,
         verdict,
+        deployment_box,
+        batch_chart,
+        memory_chart,
         inspector,
         details,
         trace_state,

@@ -20,6 +20,7 @@ from specviz.runner import encode_prompt, run
 from specviz.trace import Trace
 
 if TYPE_CHECKING:
+    from specviz.deployment.collect import PeakTracker
     from specviz.models.loading import LoadedPair
 
 MEASURING_SLOT = threading.Lock()
@@ -69,21 +70,26 @@ def measure_run(
     Input is checked before the slot is taken, so a bad prompt never waits for another session.
     """
     settings.validate()
-    encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma)
+    from specviz.deployment import collect  # torch-side; the pair is loaded, so torch is too
+
+    prompt_tokens = len(encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma))
+    peaks = collect.PeakTracker(pair.device, pair.draft.weight_bytes)  # CUDA's peaks; empty on a CPU
     with MEASURING_SLOT:
         time.sleep(settle_s)
-        rounds = [_round(pair, prompt, settings, drafter, should_stop, baseline_first=False)]
+        rounds = [_round(pair, prompt, settings, drafter, should_stop, baseline_first=False, peaks=peaks)]
         if rounds[0].baseline is not None and 3 * rounds[0].seconds <= repeat_budget_s:
             for baseline_first in (True, False):
-                rounds.append(_round(pair, prompt, settings, drafter, should_stop, baseline_first))
+                rounds.append(_round(pair, prompt, settings, drafter, should_stop, baseline_first, peaks))
     complete = [r for r in rounds if r.speedup is not None]
     if len(complete) < len(rounds):  # stopped: show what was recorded of the first round
         chosen, speedups = rounds[0], ()
     else:
         chosen = sorted(complete, key=lambda r: r.speedup)[len(complete) // 2]
         speedups = tuple(r.speedup for r in complete)
+    new_tokens = chosen.summary.new_tokens if chosen.summary else settings.max_new_tokens
+    memory = collect.memory_report(pair, prompt_tokens + new_tokens, settings.gamma, peaks.peaks)
     return Trace(
-        pair=pair_info(pair),
+        pair=pair_info(pair) | {"memory": memory.to_json()},
         prompt=prompt,
         started=chosen.started,
         cycles=chosen.cycles or [],
@@ -95,13 +101,20 @@ def measure_run(
 
 
 def _round(
-    pair: LoadedPair, prompt: str, settings: DecodeSettings, drafter: str, should_stop: StopCheck, baseline_first: bool
+    pair: LoadedPair,
+    prompt: str,
+    settings: DecodeSettings,
+    drafter: str,
+    should_stop: StopCheck,
+    baseline_first: bool,
+    peaks: PeakTracker | None = None,
 ) -> Round:
     """The two runs in either order (alternating the order cancels a slow drift of the machine's speed)."""
     measured = Round()
     started = time.perf_counter()
     for mode in ("autoregressive", "speculative") if baseline_first else ("speculative", "autoregressive"):
-        events = list(run(pair, prompt, settings, mode=mode, drafter=drafter, should_stop=should_stop))
+        request = lambda mode=mode: list(run(pair, prompt, settings, mode=mode, drafter=drafter, should_stop=should_stop))  # noqa: E731
+        events = peaks.around(mode, request) if peaks else request()
         summary: Summary = events[-1]
         if mode == "speculative":
             measured.started = events[0]

@@ -120,6 +120,15 @@ def test_bench_json_compares_every_method(tmp_path):
             assert row["acceptance_by_position"][0] is not None
     dynamic = output["rows"][5]
     assert dynamic["gamma"] is None and dynamic["drafts_per_cycle"] > 0 and dynamic["alpha"] is not None
+    latency = ("latency_p50_s", "latency_p90_s", "latency_p99_s", "itl_p50_ms", "itl_p99_ms", "ttft_ms")
+    for row in output["rows"]:
+        if row["method"].startswith("transformers"):
+            assert all(row[key] is None for key in latency), "generate() gives no token arrival times: null, not made up"
+            continue
+        assert all(row[key] is not None for key in latency), f"{row['method']} must carry every latency key"
+        assert 0 < row["latency_p50_s"] <= row["latency_p90_s"] <= row["latency_p99_s"], "percentiles are ordered"
+        assert 0 <= row["itl_p50_ms"] <= row["itl_p99_ms"] and row["ttft_ms"] > 0
+        assert row["ttft_ms"] / 1000 <= row["latency_p99_s"], "the first token comes before the request ends"
 
 
 def test_run_json_carries_vllm_metrics_and_draft_stops():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 
 import pytest
 
@@ -72,11 +72,7 @@ def test_a_speculative_cycle_releases_its_burst_at_the_cycle_end():
 
 
 def test_released_s_when_the_engine_records_it_wins_over_the_cycle_end():
-    @dataclass(frozen=True)
-    class ReleasedCycle(Cycle):
-        released_s: float | None = None
-
-    events = [started(0.1), ReleasedCycle(**vars(cycle(0, 2, 0.04, 0.05, 0.01)), released_s=0.19), cycle(1, 1, 0.05, 0.04, 0.01)]
+    events = [started(0.1), replace(cycle(0, 2, 0.04, 0.05, 0.01), released_s=0.19), cycle(1, 1, 0.05, 0.04, 0.01)]
     assert arrival_times(events) == pytest.approx([0.19, 0.19, 0.3]), "the next cycle still starts at the previous one's end"
 
 
@@ -131,22 +127,31 @@ def test_tail_over_requests_pools_gaps_and_ranks_requests():
     assert list(tail.to_json()) == ["latency_p50_s", "latency_p90_s", "latency_p99_s", "itl_p50_ms", "itl_p99_ms", "ttft_ms"]
 
 
-def test_a_real_run_ends_its_last_arrival_at_wall_s():
+def test_a_real_run_releases_each_burst_inside_its_cycle():
+    """On the engine's clock: a step's token arrives as the step ends (the last at wall_s); a cycle's burst after its
+    draft and verify passes and no later than its end (released_s, taken before the rollback)."""
     from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, autoregressive_decode, speculative_decode
     from tests.tiny import fake_vocabulary, tiny_llama
 
     target, draft = tiny_llama(64, seed=0), tiny_llama(64, seed=1, layers=1)
     settings = DecodeSettings(max_new_tokens=12, gamma=3)
-    for events in (
-        list(
-            speculative_decode(
-                CachedDecoder(target, 64), ModelDrafter(CachedDecoder(draft, 64)), [5, 6, 7], settings, fake_vocabulary()
-            )
-        ),
-        list(autoregressive_decode(CachedDecoder(target, 64), [5, 6, 7], settings, fake_vocabulary())),
-    ):
+    speculative = list(
+        speculative_decode(
+            CachedDecoder(target, 64), ModelDrafter(CachedDecoder(draft, 64)), [5, 6, 7], settings, fake_vocabulary()
+        )
+    )
+    autoregressive = list(autoregressive_decode(CachedDecoder(target, 64), [5, 6, 7], settings, fake_vocabulary()))
+    for events in (speculative, autoregressive):
         stats = LatencyStats.of_events(events)
         assert stats.n_tokens == events[-1].new_tokens == 12
-        assert stats.arrivals_s[-1] == pytest.approx(events[-1].wall_s), "the engine's clock: the last token arrives at wall_s"
+        assert stats.arrivals_s[-1] <= events[-1].wall_s + 1e-9, "no token arrives after the request ends"
         assert stats.ttft_s > events[0].prefill_s
         assert list(stats.arrivals_s) == sorted(stats.arrivals_s)
+    assert LatencyStats.of_events(autoregressive).arrivals_s[-1] == pytest.approx(autoregressive[-1].wall_s)
+
+    clock = speculative[0].prefill_s
+    cycles = [e for e in speculative if isinstance(e, Cycle)]
+    assert cycles and all(c.released_s is not None for c in cycles), "every cycle records when its tokens were fixed"
+    for c in cycles:
+        assert clock + c.draft_s + c.verify_s <= c.released_s <= clock + c.draft_s + c.verify_s + c.overhead_s + 1e-9
+        clock += c.draft_s + c.verify_s + c.overhead_s

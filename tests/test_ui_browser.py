@@ -98,15 +98,43 @@ def test_page_contract_measure_then_play(app_url, browser):
     speedup = f"{float(done['speedup']):.2f}×"
     assert speedup in page.locator("#summary").inner_text(), "the summary shows the page's measured speedup"
     page.screenshot(path=str(SHOTS / "run-1280x800.png"), full_page=True)
-    page.get_by_role("tab", name="Race", exact=True).click()
-    race = page.locator("#race")
+    race = page.locator("#race")  # on the main view: no tab to click
+    assert race.is_visible() and race.locator(".js-plotly-plot").count() == 1, "the race's arrival curves are drawn"
     assert race.locator(".sv-lane").count() == 2 and speedup in race.inner_text(), "the race shows the same speedup"
+    assert "ITL P99" in race.inner_text() and "the whole run" in race.inner_text(), "TTFT, TPOT and ITL of both runs"
     assert "identical" in race.inner_text(), "under greedy the race must say whether the two texts are identical"
     page.get_by_role("tab", name="Theory & verdict", exact=True).click()
     verdict = page.locator("#verdict").inner_text()
     assert speedup in verdict and "**" not in verdict, "the verdict is formatted and built from the measurement"
+    deployment = page.locator("#deployment").inner_text()
+    for section in ("P99 latency", "Memory", "Cold start", "Batch size"):
+        assert section in deployment, f"Theory & verdict shows the report's {section!r} for this prompt"
     page.wait_for_timeout(500)
     page.screenshot(path=str(SHOTS / "race.png"), full_page=True)
+    page.close()
+
+
+RACE_POINTS = """() => { const plot = document.querySelector('#race .js-plotly-plot');
+    return plot && plot.data ? plot.data.map(trace => trace.y[trace.y.length - 1]) : null; }"""
+
+
+def test_the_race_on_the_main_view_fills_in_during_playback(app_url, browser):
+    page = open_app(browser, app_url)
+    assert page.locator("#race").is_visible(), "the race is on the main view, not behind a tab"
+    choose(page, "playback", "50× slower")
+    page.click("#run")
+    wait_state(page, "playing")
+    page.wait_for_function(f"({RACE_POINTS})() !== null", timeout=120_000)
+    first = page.evaluate(RACE_POINTS)
+    assert len(first) == 2, "two arrival curves: speculative and the target alone"
+    page.wait_for_function(
+        f"(first) => {{ const now = ({RACE_POINTS})(); return now && now[1] > first[1]; }}", arg=first, timeout=180_000
+    )  # the speculative curve gains tokens as the playback's clock advances
+    assert "so far" in page.locator("#race-numbers").inner_text(), "the numbers are cut at the playback's clock too"
+    wait_state(page, "done")
+    page.wait_for_selector("#race-numbers :text('the whole run')", timeout=60_000)
+    final = page.evaluate(RACE_POINTS)
+    assert final[0] == final[1] > first[1], "at the end both curves reach the run's tokens (greedy: the same text)"
     page.close()
 
 

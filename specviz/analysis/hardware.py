@@ -1,8 +1,8 @@
-"""Hardware what-if: τ and ν of a pair's real architectures on this device, with random weights.
+"""Hardware what-if: τ and ν of a pair's real architectures on this device (random weights for hub models).
 
-The cost of a forward pass depends on a model's shape, dtype and device, not on its weights, so each
-model is built from its recorded configuration (models.yaml, `architectures:`; a local folder's own
-config.json) with random weights, and timed as the engine runs it (specviz.analysis.timing). Combined with an α
+The cost of a forward pass depends on a model's shape, dtype and device, not on its weights, so a hub
+model is built from its recorded configuration (models.yaml, `architectures:`) with random weights; a local
+folder (a bundled pair) is loaded with its own weights. Each is timed as the engine runs it (specviz.analysis.timing). Combined with an α
 (given, or scored on local weights) it predicts the speedup on this machine.
 """
 
@@ -18,11 +18,13 @@ from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
 from specviz.analysis.hardware_cache import cache_path, hardware_sentence, load_saved, save
 from specviz.analysis.timing import StepTimes, measure_step_times, predicted
+from specviz.deployment.memory import forward_activation_bytes, kv_bytes_per_token
 from specviz.models.catalogue import Catalogue, Pair
 from specviz.models.footprint import count_parameters, needed_bytes, recorded_config, too_big_sentence
-from specviz.models.loading import choose_device, choose_dtype
+from specviz.models.loading import choose_device, choose_dtype, is_local
 
 ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)  # what a report predicts at, when no α is given
+CONTEXT = 64  # tokens in the cache when a step is timed
 
 
 class HardwareError(RuntimeError):
@@ -78,20 +80,55 @@ def plan(name: str, pair: Pair, catalogue: Catalogue, device: torch.device | Non
     )
 
 
-def check_fits(p: Plan, available: int | None = None) -> None:
-    """Refuse, in one sentence, when both models would not fit in memory here."""
-    refusal = too_big_sentence(p.pair, p.target_parameters, p.draft_parameters, p.dtype, p.device, available)
+def batch_bytes(p: Plan, batch: int, gamma: int, context: int = CONTEXT) -> int:
+    """What timing at this batch size holds beyond the weights: both KV caches over context + γ + 1 tokens for every
+    sequence, and the verify pass's activations over B·(γ + 1) positions (specviz.deployment.memory)."""
+    length = context + gamma + 1
+    kv = batch * length * (kv_bytes_per_token(p.target_config, p.dtype) + kv_bytes_per_token(p.draft_config, p.dtype))
+    return kv + batch * forward_activation_bytes(p.target_config, p.dtype, gamma + 1, length)
+
+
+def check_fits(p: Plan, available: int | None = None, extra_bytes: int = 0, extra_what: str = "") -> None:
+    """Refuse, in one sentence, when both models (and `extra_bytes` of KV cache and activations) would not fit here."""
+    refusal = too_big_sentence(p.pair, p.target_parameters, p.draft_parameters, p.dtype, p.device, available, extra_bytes, extra_what)
     if refusal:
         raise HardwareError(refusal)
 
 
-def measure(p: Plan, gamma: int, repeats: int = 10, context: int = 64) -> StepTimes:
-    """Build both models with random weights and time a draft step, a target step and a verify pass."""
-    target = build_random(p.target_config, p.dtype, p.device)
-    draft = build_random(p.draft_config, p.dtype, p.device, seed=1)
-    vocab = min(p.target_config.vocab_size, p.draft_config.vocab_size)
+def build_models(p: Plan) -> tuple[PreTrainedModel, PreTrainedModel]:
+    """Target and draft as timed: a local folder's own weights (a bundled pair), else the architecture with random weights."""
+
+    def build(reference: str, config: PretrainedConfig, seed: int) -> PreTrainedModel:
+        if is_local(reference):
+            return AutoModelForCausalLM.from_pretrained(reference, dtype=p.dtype).to(p.device).eval()
+        return build_random(config, p.dtype, p.device, seed=seed)
+
+    return build(p.target, p.target_config, 0), build(p.draft, p.draft_config, 1)
+
+
+def weights_of(p: Plan) -> str:
+    """What `build_models` times: the real weights, random weights of the real architectures, or one of each."""
+    local = [is_local(reference) for reference in (p.target, p.draft)]
+    if all(local):
+        return "real (local folders)"
+    return "random (real architectures)" if not any(local) else "real where a local folder, else random"
+
+
+def vocab_of(p: Plan) -> int:
+    return min(p.target_config.vocab_size, p.draft_config.vocab_size)
+
+
+def measure(
+    p: Plan,
+    gamma: int,
+    repeats: int = 10,
+    context: int = CONTEXT,
+    models: tuple[PreTrainedModel, PreTrainedModel] | None = None,
+) -> StepTimes:
+    """Time a draft step, a target step and a verify pass (on `models`, else on models built for this plan)."""
+    target, draft = models or build_models(p)
     try:
-        return measure_step_times(target, draft, vocab, gamma, context=context, repeats=repeats)
+        return measure_step_times(target, draft, vocab_of(p), gamma, context=context, repeats=repeats)
     finally:
         del target, draft
 
@@ -107,7 +144,7 @@ def report(p: Plan, times: StepTimes, alpha: float | None, alpha_source: str | N
         "device_name": device_name(p.device),
         "threads": torch.get_num_threads() if p.device.type == "cpu" else None,
         "dtype": str(p.dtype).replace("torch.", ""),
-        "weights": "random (real architectures)",
+        "weights": weights_of(p),
         "target_parameters": p.target_parameters,
         "draft_parameters": p.draft_parameters,
         "gamma": times.gamma,

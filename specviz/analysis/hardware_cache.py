@@ -51,7 +51,7 @@ def hardware_sentence(pair_name: str, path: Path | None = None, device: str | No
         sizes = f"{_short(e['draft'])} ({_size(e['draft_parameters'])}) → {_short(e['target'])} ({_size(e['target_parameters'])})"
         threads = f", {e['threads']} thread{'s' if e['threads'] != 1 else ''}" if e.get("threads") else ""
         sentence = (
-            f"On this machine ({e['device_name']}{threads}, {e['dtype']}, random weights of the real architectures), "
+            f"On this machine ({e['device_name']}{threads}, {e['dtype']}, {_weights(e)}), "
             f"{sizes} costs τ = {e['tau']:.3f} per draft step and ν = {e['verify_cost']:.2f} target steps per verify pass "
             f"over γ + 1 = {e['gamma'] + 1} tokens"
         )
@@ -68,6 +68,21 @@ def hardware_sentence(pair_name: str, path: Path | None = None, device: str | No
         return sentence + "."
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _weights(entry: dict) -> str:
+    weights = entry.get("weights", "random (real architectures)")
+    return "the models' own weights" if weights.startswith("real (") else "random weights of the real architectures"
+
+
+def saved_batch_curve(pair_name: str, device: str, path: Path | None = None) -> dict | None:
+    """The newest `hardware --batch --save` measurement of this pair on this device type, or None (never times anything)."""
+    entries = [
+        e
+        for e in load_saved(path).values()
+        if e.get("pair") == pair_name and str(e.get("device", "")).startswith(device) and e.get("batches")
+    ]
+    return max(entries, key=lambda entry: entry.get("measured_at", "")) if entries else None
 
 
 def _size(parameters: int) -> str:

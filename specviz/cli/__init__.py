@@ -1,6 +1,6 @@
-"""`python -m specviz run | bench | score | hardware | theory`: the command-line face of the engine.
+"""`python -m specviz run | bench | score | hardware | theory | report`: the command-line face of the engine.
 
-One module per command (run, bench, score, hardware, theory), each with `add_parser` and `command`; a
+One module per command (run, bench, score, hardware, theory, report), each with `add_parser` and `command`; a
 command validates everything it can before loading a model, and bad input becomes one line on stderr with
 exit status 2. Every flag and JSON key is documented in the README, "Command line".
 """
@@ -15,7 +15,7 @@ import torch
 from transformers.utils import logging
 
 from specviz.analysis.hardware import HardwareError
-from specviz.cli import bench, distill, fetch, hardware, run, score, theory
+from specviz.cli import bench, distill, fetch, hardware, report, run, score, theory
 from specviz.cli.options import UsageError, resolve_pair, settings_from
 from specviz.cli.run import run_to_dict
 from specviz.engine import SettingsError
@@ -24,7 +24,7 @@ from specviz.models.loading import PairError
 from specviz.runner import PromptError
 
 __all__ = ["UsageError", "main", "resolve_pair", "run_to_dict", "settings_from"]
-COMMANDS = (run, bench, score, hardware, theory, distill, fetch)  # in --help's order
+COMMANDS = (run, bench, score, hardware, theory, report, distill, fetch)  # in --help's order
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -21,6 +21,7 @@ from specviz.cli.options import (
     resolve_pair,
     settings_from,
 )
+from specviz.deployment.latency import LatencyStats, latency_tail
 from specviz.drafting import Twin, strategy
 from specviz.engine import DecodeSettings, Summary, Tally
 from specviz.engine.kv_cache import synchronize
@@ -28,6 +29,7 @@ from specviz.models.loading import LoadedPair
 from specviz.prompts import load_prompt_set
 from specviz.runner import encode_prompt, run
 
+NO_LATENCY = latency_tail([]).to_json()  # the latency keys, every one None
 TRANSFORMERS_DEFAULT = Twin(  # None: transformers fills in its own defaults (20 drafts, constant, confidence 0.4)
     assistant_config={"num_assistant_tokens": None, "num_assistant_tokens_schedule": None, "assistant_confidence_threshold": None}
 )
@@ -43,6 +45,7 @@ class MethodResult:
     decode_tokens_per_s: list[float] = field(default_factory=list)  # decoding alone, what the theory models
     outputs: list[list[int]] = field(default_factory=list)  # first repeat, per prompt
     summaries: list[Summary] = field(default_factory=list)  # every repeat, per prompt
+    latencies: list[LatencyStats] = field(default_factory=list)  # every request (repeat × prompt), from its events
 
     @property
     def median_tokens_per_s(self) -> float:
@@ -60,6 +63,7 @@ def run_ours(
     for prompt in prompts:
         events = list(run(pair, prompt, settings, mode=mode, drafter=drafter))
         summary: Summary = events[-1]
+        result.latencies.append(LatencyStats.of_events(events))
         tokens += summary.new_tokens
         wall += summary.wall_s
         prefill += summary.prefill_s
@@ -164,6 +168,7 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
         "other_ms_per_cycle": tally.overhead_s * per_cycle_ms,
         "verify_cost": m.verify_cost,
         "predicted_with_verify_cost": m.predicted_with_verify_cost,
+        **latency_tail(result.latencies).to_json(),
     }
 
 
@@ -178,6 +183,7 @@ def transformers_row(result: MethodResult, baseline: MethodResult) -> dict:
         "alpha": None,
         "tau": None,
         "predicted_speedup": None,
+        **NO_LATENCY,  # generate() returns the whole output at once: no token arrival times to read
     }
 
 
@@ -239,6 +245,7 @@ def bench(
             "tau": None,
             "predicted_speedup": None,
             "target_step_ms": 1000 * step_s,
+            **latency_tail(baseline.latencies).to_json(),
         }
     ]
     compared = [*ours.values()]
@@ -277,6 +284,12 @@ def format_table(rows: list[dict]) -> str:
         ("draft_ms_per_cycle", "{:.2f}"),
         ("verify_ms_per_cycle", "{:.2f}"),
         ("other_ms_per_cycle", "{:.2f}"),
+        ("latency_p50_s", "{:.3f}"),
+        ("latency_p90_s", "{:.3f}"),
+        ("latency_p99_s", "{:.3f}"),
+        ("itl_p50_ms", "{:.1f}"),
+        ("itl_p99_ms", "{:.1f}"),
+        ("ttft_ms", "{:.1f}"),
     ]
     header = [name for name, _ in columns]
     body = [[("-" if row.get(name) is None else fmt.format(row[name])) for name, fmt in columns] for row in rows]

@@ -1,4 +1,5 @@
-"""`python -m specviz hardware`: τ and ν of a pair's real architectures on this machine, with random weights."""
+"""`python -m specviz hardware`: τ and ν of a pair on this machine (hub architectures with random weights), and with
+--batch the speedup each batch size predicts from step costs measured at that size."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 from specviz.analysis import hardware
 from specviz.analysis.score import encode_text, score_token_ids
 from specviz.cli.options import NA, UsageError, add_pair_arguments, add_threads_argument, pair_from
+from specviz.deployment.batch import PREDICTED_LABEL, batch_rows, stops_paying, stops_paying_sentence
+from specviz.deployment.device import measure_batch_costs
 from specviz.engine import DecodeSettings, SamplingSettings
 from specviz.engine.tally import alpha_analytic
 from specviz.models.catalogue import load_catalogue
@@ -15,14 +18,17 @@ from specviz.models.loading import load_pair
 from specviz.numbers import number
 from specviz.prompts import load_prompt_set
 
+ASSUMED_ALPHA = 0.7  # the batch curve's α when none is given or scored (a hub pair without --alpha)
+
 
 def add_parser(commands) -> None:
-    parser = commands.add_parser("hardware", help="τ and ν of a pair's real architectures here, random weights")
+    parser = commands.add_parser("hardware", help="τ and ν of a pair's real architectures here; --batch: by batch size")
     add_pair_arguments(parser)
     parser.add_argument("--alpha", type=float, help="α to predict the speedup with (default: scored, if the weights are local)")
     parser.add_argument("--gamma", type=int, help="γ for the verify pass and the prediction (default: the pair's)")
     parser.add_argument("--repeats", type=int, default=10)
     add_threads_argument(parser)
+    parser.add_argument("--batch", help="comma list of batch sizes, e.g. 1,4,16,64: time each and predict the speedup at each")
     parser.add_argument("--memory-gib", type=float, help="memory to plan with instead of what is available")
     parser.add_argument(
         "--save", action="store_true", help="keep the result for the app (see specviz.analysis.hardware.cache_path)"
@@ -40,16 +46,24 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError(f"--memory-gib must be positive (got {args.memory_gib})")
     if args.gamma is not None:
         DecodeSettings(gamma=args.gamma).validate()
+    batches = parse_batches(args.batch)
     name, entry = pair_from(args)
     gamma = entry.gamma if args.gamma is None else args.gamma
     catalogue = load_catalogue()
     plan = hardware.plan(name, entry, catalogue, dtype=args.dtype)
-    hardware.check_fits(plan, None if args.memory_gib is None else int(args.memory_gib * 2**30))
+    largest = max(batches, default=1)
+    extra = hardware.batch_bytes(plan, largest, gamma) if batches else 0
+    memory = None if args.memory_gib is None else int(args.memory_gib * 2**30)
+    hardware.check_fits(plan, memory, extra, f" with the KV cache at batch {largest}" if batches else "")
     alpha, alpha_source = args.alpha, "given" if args.alpha is not None else None
     if alpha is None and entry.bundled:
         alpha, alpha_source = scored_alpha(name, entry, catalogue)
-    times = hardware.measure(plan, gamma, repeats=args.repeats)
+    models = hardware.build_models(plan)
+    times = hardware.measure(plan, gamma, repeats=args.repeats, models=models)
     result = hardware.report(plan, times, alpha, alpha_source)
+    if batches:
+        result.update(batch_result(plan, models, gamma, batches, alpha, alpha_source, args.repeats))
+    del models
     if args.save:
         result["saved_to"] = str(hardware.save(result))
     if args.json:
@@ -57,7 +71,7 @@ def command(args: argparse.Namespace) -> int:
         return 0
     print(
         f"{name}: draft {result['draft']} ({result['draft_parameters'] / 1e6:,.1f}M) → target {result['target']} "
-        f"({result['target_parameters'] / 1e6:,.1f}M), {result['dtype']} on {result['device']} ({result['device_name']}), random weights"
+        f"({result['target_parameters'] / 1e6:,.1f}M), {result['dtype']} on {result['device']} ({result['device_name']}), weights: {result['weights']}"
     )
     print(
         f"  draft step {result['draft_step_ms']:.2f} ms, target step {result['target_step_ms']:.2f} ms, "
@@ -74,9 +88,55 @@ def command(args: argparse.Namespace) -> int:
             f"  if α = {row['alpha']:.1f}: {row['predicted_speedup']:.2f}x at γ = {gamma}, "
             f"best γ = {row['best_gamma']}: {row['best_speedup']:.2f}x"
         )
+    if batches:
+        print(f"  by batch size, at α = {result['batch_alpha']:.3f} ({result['batch_alpha_source']}), {PREDICTED_LABEL}:")
+        for row in result["batches"]:
+            print(
+                f"    batch {row['batch']:>4}: draft step {row['draft_step_ms']:.2f} ms, target step {row['target_step_ms']:.2f} ms, "
+                f"verify {row['verify_ms']:.2f} ms · τ = {row['tau']:.3f}, ν = {row['verify_cost']:.2f} · {row['predicted_speedup']:.2f}x"
+            )
+        print(f"  {result['batch_sentence']}")
     if args.save:
         print(f"  saved to {result['saved_to']}")
     return 0
+
+
+def parse_batches(text: str | None) -> list[int]:
+    """`--batch 1,4,16,64` as sorted distinct sizes; none given: no batch curve."""
+    if text is None:
+        return []
+    try:
+        batches = sorted({int(part) for part in text.split(",")})
+    except ValueError:
+        raise UsageError(f"--batch takes a comma-separated list of batch sizes, e.g. 1,4,16,64 (got {text!r})") from None
+    if batches[0] < 1:
+        raise UsageError(f"--batch sizes must be at least 1 (got {text!r})")
+    return batches
+
+
+def batch_result(plan, models, gamma: int, batches: list[int], alpha, alpha_source, repeats: int) -> dict:
+    """Step costs timed at each batch size on this device, and the speedup they predict at the given or scored α."""
+    if alpha is None:
+        alpha, alpha_source = ASSUMED_ALPHA, "assumed: give --alpha"
+    costs = measure_batch_costs(*models, hardware.vocab_of(plan), gamma, batches, context=hardware.CONTEXT, repeats=repeats)
+    rows = batch_rows(costs, alpha, gamma)
+    by_batch = {c.batch: c for c in costs}
+    return {
+        "batch_alpha": alpha,
+        "batch_alpha_source": alpha_source,
+        "batch_prediction": PREDICTED_LABEL,
+        "batches": [
+            {
+                **row.to_json(),
+                "draft_step_ms": 1000 * by_batch[row.batch].draft_step_s,
+                "target_step_ms": 1000 * by_batch[row.batch].target_step_s,
+                "verify_ms": 1000 * by_batch[row.batch].verify_s,
+            }
+            for row in rows
+        ],
+        "stops_paying_at": stops_paying(rows),
+        "batch_sentence": stops_paying_sentence(rows),
+    }
 
 
 def scored_alpha(name: str, entry, catalogue) -> tuple[float | None, str | None]:

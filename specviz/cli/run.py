@@ -7,9 +7,10 @@ import json
 
 from specviz.analysis.measures import measures_of
 from specviz.cli.options import NA, UsageError, add_decoding_arguments, add_pair_arguments, resolve_pair, settings_from
+from specviz.deployment import collect
 from specviz.engine import Cycle, Summary
 from specviz.numbers import number
-from specviz.runner import check_prompt_text, run
+from specviz.runner import check_prompt_text, encode_prompt, run
 
 
 def add_parser(commands) -> None:
@@ -20,6 +21,11 @@ def add_parser(commands) -> None:
     parser.add_argument("--gamma", type=int, default=4)
     parser.add_argument("--mode", choices=["speculative", "autoregressive"], default="speculative")
     parser.add_argument("--samples", type=int, default=1, help="N continuations with seeds S..S+N-1")
+    parser.add_argument(
+        "--cold-start",
+        action="store_true",
+        help="with --json: time each model's cold load in a fresh process (default: its first load in this process)",
+    )
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(handler=command)
 
@@ -74,17 +80,37 @@ def command(args: argparse.Namespace) -> int:
     check_prompt_text(args.prompt)
     pair = resolve_pair(args)
     results = []
+    peaks = collect.PeakTracker(pair.device, pair.draft.weight_bytes)
     for sample in range(args.samples):
         sample_settings = settings_from(args, args.gamma, seed=args.seed + sample)
-        events = list(run(pair, args.prompt, sample_settings, mode=args.mode, drafter=args.drafter))
+        request = lambda s=sample_settings: list(run(pair, args.prompt, s, mode=args.mode, drafter=args.drafter))  # noqa: E731
+        events = peaks.around(args.mode, request)
         results.append(run_to_dict(events))
     if args.json:
-        print(json.dumps(results[0] if args.samples == 1 else {"samples": results}))
+        output = results[0] if args.samples == 1 else {"samples": results}
+        output.update(deployment_json(pair, args, peaks, max(len(r["new_token_ids"]) for r in results)))
+        print(json.dumps(output))
         return 0
     for result in results:
         print(args.prompt + result["text"])
         print(format_run_summary(result))
     return 0
+
+
+def deployment_json(pair, args: argparse.Namespace, peaks, new_tokens: int) -> dict:
+    """`memory` (weights, KV bytes per token, the peak both ways, what speculation adds) and `load_s` (cold and warm).
+
+    On a GPU the peak of the other method comes from one more run of it (untimed, after the timed ones); on a CPU
+    both peaks are estimated from the tensors. Loads are timed after decoding, never inside it.
+    """
+    other = "autoregressive" if args.mode == "speculative" else "speculative"
+    if pair.device.type == "cuda":
+        settings = settings_from(args, args.gamma)
+        peaks.around(other, lambda: list(run(pair, args.prompt, settings, mode=other, drafter=args.drafter)))
+    longest = len(encode_prompt(pair, args.prompt, args.max_new_tokens, args.gamma)) + new_tokens
+    memory = collect.memory_report(pair, longest, args.gamma, peaks.peaks)
+    _, load_s = collect.load_times(pair, cold_start=args.cold_start)
+    return {"memory": memory.to_json(), "load_s": load_s}
 
 
 def format_run_summary(result: dict) -> str:

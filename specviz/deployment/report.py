@@ -48,6 +48,7 @@ class DeploymentReport:
     batch_rows: tuple[BatchRow, ...] = ()
     verdict: Verdict | None = None
     prompt_labels: tuple[str, ...] = field(default=())
+    load_source: str = "a fresh process, from disk"  # how the cold loads were timed
 
     @property
     def speculative_tail(self) -> LatencyTail:
@@ -102,6 +103,7 @@ class DeploymentReport:
             batch_rows=tuple(BatchRow(**row) for row in data.get("batch_rows", ())),
             verdict=Verdict.from_json(data["verdict"]) if data.get("verdict") else None,
             prompt_labels=tuple(data.get("prompt_labels", ())),
+            load_source=data.get("load_source", cls.load_source),
         )
 
 
@@ -136,7 +138,7 @@ def _verdict_section(verdict: Verdict) -> str:
     )
 
 
-def _latency_section(report: DeploymentReport) -> str:
+def _latency_section(report: DeploymentReport, with_figures: bool = True) -> str:
     rows = []
     for name, requests in (("autoregressive", report.autoregressive), ("speculative", report.speculative)):
         tail = latency_tail(requests)
@@ -163,6 +165,8 @@ def _latency_section(report: DeploymentReport) -> str:
     spec_itls = [gap for r in report.speculative for gap in r.itls_s]
     ar_itls = [gap for r in report.autoregressive for gap in r.itls_s]
     labels = list(report.prompt_labels) or None
+    if not with_figures:
+        return table
     return (
         table
         + _figure(figures.race_figure(spec_first, ar_first), "race")
@@ -178,7 +182,7 @@ def _latency_section(report: DeploymentReport) -> str:
     )
 
 
-def _memory_section(memory: MemoryReport | None) -> str:
+def _memory_section(memory: MemoryReport | None, with_figures: bool = True) -> str:
     if memory is None:
         return "<p>Memory was not measured.</p>"
     mib = lambda b: f"{b / 2**20:,.1f}"
@@ -201,21 +205,21 @@ def _memory_section(memory: MemoryReport | None) -> str:
         _table(["model", "reference", "parameters", "weights (MiB)", "KV cache per token (KiB)"], models)
         + f"<p>Peak memory of a run, {html.escape(memory.peak_source)}:</p>"
         + _table(["run", "peak (MiB)"], peaks)
-        + _figure(figures.memory_figure(memory.peak_parts()), "memory")
+        + (_figure(figures.memory_figure(memory.peak_parts()), "memory") if with_figures else "")
     )
 
 
-def _cold_start_section(load_times: PairLoadTimes | None) -> str:
+def _cold_start_section(load_times: PairLoadTimes | None, source: str) -> str:
     if load_times is None:
         return "<p>Load times were not measured.</p>"
     rows = [
         [role, f"{t.cold_s:.2f}", f"{t.warm_s:.2f}"] for role, t in (("target", load_times.target), ("draft", load_times.draft))
     ]
     rows.append(["both (speculative deployment)", f"{load_times.speculative_cold_s:.2f}", "–"])
-    return _table(["model", "cold: fresh process, from disk (s)", "warm (s)"], rows)
+    return _table(["model", f"cold: {html.escape(source)} (s)", "warm: loaded again (s)"], rows)
 
 
-def _batch_section(report: DeploymentReport) -> str:
+def _batch_section(report: DeploymentReport, with_figures: bool = True) -> str:
     if not report.batch_rows:
         return "<p>No batch sizes were measured.</p>"
     rows = [[str(r.batch), f"{r.tau:.3f}", f"{r.verify_cost:.2f}", f"{r.predicted_speedup:.2f}×"] for r in report.batch_rows]
@@ -223,7 +227,7 @@ def _batch_section(report: DeploymentReport) -> str:
     return (
         f"<p>{html.escape(stops_paying_sentence(report.batch_rows))} Predicted{alpha}.</p>"
         + _table(["batch", "τ", "ν (verify cost)", "predicted speedup"], rows)
-        + _figure(figures.batch_figure(report.batch_rows), "batch")
+        + (_figure(figures.batch_figure(report.batch_rows), "batch") if with_figures else "")
     )
 
 
@@ -261,20 +265,26 @@ activations); on a GPU it is CUDA's allocator peak.</li>
 </ul>"""
 
 
-def render_html(report: DeploymentReport) -> str:
-    """The report as one self-contained HTML page."""
+def sections(report: DeploymentReport, with_figures: bool = True) -> list[tuple[str, str]]:
+    """(title, HTML) of every section; without figures for a page that draws them itself (the app)."""
     verdict = report.verdict or report.with_verdict().verdict
-    title = f"Is speculative decoding worth it? {report.pair} on {report.device}"
-    sections = [
+    return [
         ("Verdict", _verdict_section(verdict)),
         ("α, τ, ν and the speedup", _summary_section(report)),
-        ("Latency: distribution and tail, both methods", _latency_section(report)),
-        ("Memory", _memory_section(report.memory)),
-        ("Cold start", _cold_start_section(report.load_times)),
-        ("Batch size", _batch_section(report)),
-        ("How these numbers are measured", NOTES),
+        ("Latency: distribution and tail, both methods", _latency_section(report, with_figures)),
+        ("Memory", _memory_section(report.memory, with_figures)),
+        ("Cold start", _cold_start_section(report.load_times, report.load_source)),
+        ("Batch size", _batch_section(report, with_figures)),
     ]
-    body = "".join(f"<h2>{html.escape(name)}</h2>{content}" for name, content in sections)
+
+
+def render_html(report: DeploymentReport) -> str:
+    """The report as one self-contained HTML page."""
+    title = f"Is speculative decoding worth it? {report.pair} on {report.device}"
+    body = "".join(
+        f"<h2>{html.escape(name)}</h2>{content}"
+        for name, content in [*sections(report), ("How these numbers are measured", NOTES)]
+    )
     setup = f"{report.prompts} prompts, γ = {report.gamma}, {html.escape(report.dtype)}"
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'

@@ -70,6 +70,7 @@ class Cycle:
     draft_stop: str | None = (
         None  # why drafting stopped: "window full", "confidence 0.31 < 0.40", "token limit", "no earlier match"
     )
+    released_s: float | None = None  # engine seconds since the request started when the emitted tokens were fixed
 
     @property
     def draft_token_ids(self) -> tuple[int, ...]:

@@ -52,7 +52,8 @@ def speculative_decode(
             stop_reason = "stopped"
             break
         remaining = settings.max_new_tokens - tally.emitted
-        cycle = speculative_cycle(target, drafter, committed, remaining, settings, vocabulary, generator, tally.cycles)
+        clock_s = prefill_s + tally.draft_s + tally.verify_s + tally.overhead_s  # the request's engine time so far
+        cycle = speculative_cycle(target, drafter, committed, remaining, settings, vocabulary, generator, tally.cycles, clock_s)
         tally = tally.add(cycle)
         yield cycle
         if vocabulary.ends_run(cycle.emitted_token_ids) is not None:
@@ -81,8 +82,13 @@ def speculative_cycle(
     vocabulary: Vocabulary,
     generator: torch.Generator,
     index: int,
+    clock_s: float = 0.0,
 ) -> Cycle:
-    """Draft, verify, accept, roll back, learn: one target forward. `committed` grows by the emitted tokens."""
+    """Draft, verify, accept, roll back, learn: one target forward. `committed` grows by the emitted tokens.
+
+    `clock_s` is the request's engine time before this cycle; the event's `released_s` adds the time into the cycle
+    at which its tokens were fixed.
+    """
     cycle_start = time.perf_counter()
     scheduled = drafter.window(settings.gamma)
     window = min(scheduled, remaining - 1)  # never draft past the token limit
@@ -111,6 +117,7 @@ def speculative_cycle(
     emitted = emitted_tokens(proposal.token_ids, acceptance, remaining, vocabulary)
     context = list(committed)  # what the text so far was, for each token's piece
     committed += emitted
+    released_s = clock_s + time.perf_counter() - cycle_start  # the burst is known here, before the rollback
 
     # 4. roll both KV caches back to the accepted prefix
     rollback_to_accepted(target, committed)
@@ -121,7 +128,7 @@ def speculative_cycle(
     drafter.update(Feedback(window, n_drafted, acceptance.n_accepted, tuple(committed), hidden_states))
 
     draft_stop = "token limit" if n_drafted == window < scheduled else proposal.stop_reason
-    timings = {"draft_s": draft_done - cycle_start, "verify_s": verify_done - draft_done}
+    timings = {"draft_s": draft_done - cycle_start, "verify_s": verify_done - draft_done, "released_s": released_s}
     cycle = cycle_event(index, window, proposal, acceptance, emitted, vocabulary, settings, draft_stop, timings, context)
     # overhead: acceptance, rollback, the strategy's update and this event
     return replace(cycle, overhead_s=time.perf_counter() - verify_done)

@@ -84,16 +84,23 @@ def needed_bytes(parameters: int, dtype: torch.dtype) -> int:
 
 
 def too_big_sentence(
-    name: str, target_parameters: int, draft_parameters: int, dtype: torch.dtype, device: torch.device, available: int | None = None
+    name: str,
+    target_parameters: int,
+    draft_parameters: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    available: int | None = None,
+    extra_bytes: int = 0,
+    extra_what: str = "",
 ) -> str | None:
-    """The one-sentence refusal when both models would not fit in memory here; None when they fit."""
+    """The one-sentence refusal when both models (and `extra_bytes` of caches and activations) would not fit here."""
     available = available_bytes(device) if available is None else available
-    needed = needed_bytes(target_parameters + draft_parameters, dtype)
+    needed = needed_bytes(target_parameters + draft_parameters, dtype) + extra_bytes
     if needed <= MEMORY_SHARE * available:
         return None
     dtype_name = str(dtype).replace("torch.", "")
     hint = " Try --dtype bfloat16, or a machine with more memory." if dtype == torch.float32 else " Try a machine with more memory."
     return (
         f"{name} will not fit here: {target_parameters / 1e9:.2f}B + {draft_parameters / 1e9:.2f}B parameters in "
-        f"{dtype_name} need about {needed / 2**30:.1f} GiB, and {device.type} has {available / 2**30:.1f} GiB available.{hint}"
+        f"{dtype_name}{extra_what} need about {needed / 2**30:.1f} GiB, and {device.type} has {available / 2**30:.1f} GiB available.{hint}"
     )

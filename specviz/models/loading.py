@@ -32,6 +32,7 @@ class LoadedModel:
     model: PreTrainedModel
     parameters: int
     weight_bytes: int
+    load_s: float = 0.0  # from_pretrained and the move to the device, timed where it was loaded
 
 
 @dataclass
@@ -149,6 +150,7 @@ def check_same_tokenizer(
 def load_model(reference: str, device: torch.device, dtype: torch.dtype, target: PreTrainedModel | None = None) -> LoadedModel:
     """The model on the device, in the dtype. A draft folder may borrow the target's embedding
     (`shares_target_embeddings.json`) and cut its head to `draft_vocabulary.json`'s ids."""
+    started = time.perf_counter()
     try:
         model = AutoModelForCausalLM.from_pretrained(reference, dtype=dtype).to(device).eval()
         if target is not None and is_local(reference) and shares_target_embeddings(Path(reference)):
@@ -162,7 +164,9 @@ def load_model(reference: str, device: torch.device, dtype: torch.dtype, target:
         raise PairError(f"Cannot load {reference}: {str(error).splitlines()[0]}") from None
     parameters = sum(p.numel() for p in model.parameters())
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return LoadedModel(reference, model, parameters, weight_bytes)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return LoadedModel(reference, model, parameters, weight_bytes, time.perf_counter() - started)
 
 
 def check_fits(name: str, target_ref: str, draft_ref: str, device: torch.device, dtype: torch.dtype) -> None:

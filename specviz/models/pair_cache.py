@@ -25,6 +25,7 @@ log = logging.getLogger("specviz")
 _loaded: OrderedDict[str, LoadedPair] = OrderedDict()  # least recently used first
 _status: dict[str, str] = {}  # what a pair being fetched or loaded is doing now, for the page's status line
 _budget_bytes: int | None = None
+_load_s: dict[str, dict] = {}  # each pair's load times (specviz.deployment.collect.load_times), taken once at loading
 _loading: dict[str, threading.Lock] = {}
 _registry_lock = threading.Lock()
 _catalogue: Catalogue | None = None
@@ -56,6 +57,7 @@ def get_pair(name: str) -> LoadedPair:
                 pair = load_pair(name, catalogue().get(name), catalogue().offline_pairs(), progress=lambda m: _set_status(name, m))
                 _set_status(name, f"Warming up {name}…")
                 warm_up(pair)
+                _load_s[name] = pair_load_times(pair)
             except Exception as error:
                 _set_status(name, f"{name} could not be loaded: {error}")
                 raise
@@ -138,6 +140,23 @@ def warm_up(pair: LoadedPair) -> None:
                 pass
 
 
+def pair_load_times(pair: LoadedPair) -> dict | None:
+    """Each model's first load in this process (the app's cold start) and a warm reload, timed once, after warm-up."""
+    from specviz.deployment.collect import APP_LOAD_SOURCE, load_times  # torch is loaded by now
+
+    try:
+        _, times = load_times(pair, cold_start=False)
+    except Exception:  # a missing number must never keep a pair from serving
+        log.exception("timing the loads of %s failed", pair.name)
+        return None
+    return {**times, "cold_source": APP_LOAD_SOURCE}
+
+
+def device_of(name: str) -> str | None:
+    """The device type a loaded pair runs on ("cpu", "cuda"); None before it is loaded."""
+    return _loaded[name].device.type if name in _loaded else None
+
+
 def is_loaded(name: str) -> bool:
     return name in _loaded
 
@@ -157,4 +176,5 @@ def pair_info(pair: LoadedPair) -> dict:
         "load_s": pair.load_s,
         "shared_vocab": pair.shared_vocab_size,
         "chat_template": bool(pair.chat_template and pair.tokenizer.chat_template),
+        "model_load_s": _load_s.get(pair.name),  # cold (first load here) and warm, per model; None until timed
     }

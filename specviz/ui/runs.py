@@ -80,7 +80,13 @@ def where(trace: Trace) -> str:
     )
 
 
-def run_and_play(request: RunRequest, ticket: Ticket, sessions: Sessions, hardware_line: str | None = None) -> Iterator[Update]:
+def run_and_play(
+    request: RunRequest,
+    ticket: Ticket,
+    sessions: Sessions,
+    hardware_line: str | None = None,
+    saved_batches: dict | None = None,
+) -> Iterator[Update]:
     """The whole Run: measure, then play back at the chosen pace; stops quietly when a newer run or Stop retires it."""
     trace = None
     for item in measure_request(request, ticket, sessions):
@@ -90,10 +96,17 @@ def run_and_play(request: RunRequest, ticket: Ticket, sessions: Sessions, hardwa
             yield item
     if not sessions.is_current(ticket):
         return
-    yield from play(trace, request.slowdown, ticket, sessions, hardware_line)
+    yield from play(trace, request.slowdown, ticket, sessions, hardware_line, saved_batches)
 
 
-def play(trace: Trace, slowdown: float, ticket: Ticket, sessions: Sessions, hardware_line: str | None = None) -> Iterator[Update]:
+def play(
+    trace: Trace,
+    slowdown: float,
+    ticket: Ticket,
+    sessions: Sessions,
+    hardware_line: str | None = None,
+    saved_batches: dict | None = None,
+) -> Iterator[Update]:
     """Animate a recorded trace: frames at its measured pace × slowdown, charts about once a second, everything at the end."""
     keep_going = lambda: sessions.is_current(ticket)  # noqa: E731
     recording = Recording.of(trace)
@@ -119,7 +132,7 @@ def play(trace: Trace, slowdown: float, ticket: Ticket, sessions: Sessions, hard
     yield Update(
         status=f"Done. · run {ticket.number} · {where(trace)}",
         numbers=texts.run_numbers_html(recording.final, "done", ticket.number, trace),
-        frame=frame(recording, len(trace.cycles), "decide", slowdown, True, hardware_line),
+        frame=frame(recording, len(trace.cycles), "decide", slowdown, True, hardware_line, saved_batches),
         cursor=(0, "decide"),  # Step now walks this run from cycle 1
     )
 

@@ -115,9 +115,34 @@ def details_markdown(info: dict) -> str:
         f"| | target | draft |\n| --- | --- | --- |\n"
         f"| model | `{info['target']}` | `{info['draft']}` |\n"
         f"| parameters | {info['target_parameters'] / 1e6:,.1f} M | {info['draft_parameters'] / 1e6:,.1f} M |\n"
-        f"| weights in memory | {info['target_weight_mb']:,.1f} MiB | {info['draft_weight_mb']:,.1f} MiB |\n\n"
+        f"| weights in memory | {info['target_weight_mb']:,.1f} MiB | {info['draft_weight_mb']:,.1f} MiB |\n"
+        f"{_deployment_rows(info)}\n"
         f"Device **{info['device']}**, dtype **{info['dtype']}**, shared vocabulary {info['shared_vocab']:,} tokens, "
-        f"cold load {info['load_s']:.2f} s (tokenizers + both models)."
+        f"cold load {info['load_s']:.2f} s (tokenizers + both models)." + _peak_line(info.get("memory"))
+    )
+
+
+def _deployment_rows(info: dict) -> str:
+    """KV cache per token and each model's load times, when the run recorded them."""
+    rows = ""
+    memory, loads = info.get("memory"), info.get("model_load_s")
+    if memory:
+        kv = [memory[role]["kv_bytes_per_token"] / 1024 for role in ("target", "draft")]
+        rows += f"| KV cache per token | {kv[0]:,.1f} KiB | {kv[1]:,.1f} KiB |\n"
+    if loads:
+        rows += f"| load: first in this process | {loads['target']['cold_s']:.2f} s | {loads['draft']['cold_s']:.2f} s |\n"
+        rows += f"| load: again (warm) | {loads['target']['warm_s']:.2f} s | {loads['draft']['warm_s']:.2f} s |\n"
+    return rows
+
+
+def _peak_line(memory: dict | None) -> str:
+    if not memory:
+        return ""
+    mib = lambda b: f"{b / 2**20:,.1f} MiB"  # noqa: E731
+    added = "" if memory["added_fraction"] is None else f" ({100 * memory['added_fraction']:.1f} %)"
+    return (
+        f"\n\nPeak memory of this run ({memory['peak_source']}): target alone {mib(memory['autoregressive_peak_bytes'])}, "
+        f"speculative {mib(memory['speculative_peak_bytes'])}: speculation adds {mib(memory['added_bytes'])}{added}."
     )
 
 

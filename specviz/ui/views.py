@@ -10,6 +10,7 @@ from specviz.engine.events import Cycle
 from specviz.engine.tally import Tally
 from specviz.trace import Trace
 from specviz.ui import charts, texts
+from specviz.ui.deployment_view import deployment_figures, deployment_html, race_view, trace_report
 from specviz.ui.render import Phase, narration, race_html, stream_html
 
 
@@ -38,15 +39,25 @@ class Frame:
     summary: str
     narration: str | None
     charts: tuple[Any, Any, Any] | None  # α, τ, speedup figures; None: leave the charts as they are
-    race: str | None = None  # the race, verdict and inspector choices come with the last frame
+    race: str | None = None  # the race's text lanes, verdict and inspector choices come with the last frame
     verdict: str | None = None
     inspector: list[tuple[str, str]] | None = None
+    race_chart: Any = None  # the arrival curves up to the playback's clock, with the charts (and at the end)
+    race_numbers: str | None = None
+    deployment: str | None = None  # the report's sections for this prompt, with the last frame
+    deployment_charts: tuple[Any, Any] | None = None  # batch curve (None unless saved), memory bars
 
 
 def frame(
-    recording: Recording, shown: int, phase: Phase, slowdown: float, with_charts: bool, hardware_line: str | None = None
+    recording: Recording,
+    shown: int,
+    phase: Phase,
+    slowdown: float,
+    with_charts: bool,
+    hardware_line: str | None = None,
+    saved_batches: dict | None = None,
 ) -> Frame:
-    """The views at `shown` cycles (the last one at `phase`); the end of the run adds the race and the verdict."""
+    """The views at `shown` cycles (the last one at `phase`); the end of the run adds the verdict and the deployment."""
     trace = recording.trace
     m = recording.measures_at(shown)
     figures = None
@@ -62,8 +73,14 @@ def frame(
         narration=narration(trace, shown - 1, phase) if shown else None,
         charts=figures,
     )
-    if shown >= len(trace.cycles) and phase == "decide" and trace.summary is not None:
+    finished = shown >= len(trace.cycles) and phase == "decide" and trace.summary is not None
+    if (with_charts or finished) and trace.summary is not None and trace.baseline is not None:
+        result.race_chart, result.race_numbers = race_view(trace, shown, finished)
+    if finished:
         result.race = race_html(trace, m, slowdown)
+        report = trace_report(trace, m, saved_batches)
+        result.deployment = deployment_html(report)
+        result.deployment_charts = deployment_figures(report)
         result.verdict = texts.verdict_html(m, trace.pair.get("name", ""), hardware_line)
         result.inspector = inspector_choices(trace.cycles)
     return result

@@ -1,0 +1,91 @@
+"""`python -m specviz report`: is speculation worth it for this deployment? One offline HTML file to share."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from specviz.cli.hardware import parse_batches
+from specviz.cli.options import (
+    UsageError,
+    add_decoding_arguments,
+    add_pair_arguments,
+    add_threads_argument,
+    pair_from,
+    resolve_pair,
+    settings_from,
+)
+from specviz.deployment.batch import BATCH_SIZES
+from specviz.deployment.collect import deployment_report
+from specviz.deployment.report import write_report
+from specviz.numbers import number
+from specviz.prompts import load_prompt_set
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("report", help="both methods over a prompt set: latency, memory, cold start, batch, verdict")
+    add_pair_arguments(parser)
+    add_decoding_arguments(parser)
+    parser.add_argument("--prompts", default="heldout", help="code|prose|repetitive|arithmetic|all|heldout|FILE")
+    parser.add_argument("--out", required=True, help="the HTML file to write (self-contained, works offline)")
+    parser.add_argument("--gamma", type=int, help="drafts per cycle (default: the pair's)")
+    parser.add_argument("--repeats", type=int, default=3, help="each prompt this many times by each method")
+    parser.add_argument(
+        "--batch",
+        default=",".join(map(str, BATCH_SIZES)),
+        help="batch sizes to time for the batch curve (default %(default)s; 'none' skips it)",
+    )
+    parser.add_argument("--no-cold-start", action="store_true", help="skip the fresh process that times cold loads")
+    add_threads_argument(parser)
+    parser.add_argument("--json", action="store_true", help="also print the report's numbers as JSON")
+    parser.set_defaults(handler=command)
+
+
+def command(args: argparse.Namespace) -> int:
+    if args.repeats < 1:
+        raise UsageError(f"--repeats must be at least 1 (got {args.repeats})")
+    batches = [] if args.batch.strip().lower() == "none" else parse_batches(args.batch)
+    out = Path(args.out)
+    if out.is_dir() or not out.parent.is_dir():
+        raise UsageError(f"--out must be a file in an existing folder (got {args.out})")
+    _, entry = pair_from(args)
+    gamma = entry.gamma if args.gamma is None else args.gamma
+    settings = settings_from(args, gamma)  # validates before any model is loaded
+    prompts = load_prompt_set(args.prompts)
+    pair = resolve_pair(args)
+    log = (lambda line: None) if args.json else print
+    log(f"pair {pair.name} on {pair.device} ({report_dtype(pair)}), {len(prompts)} prompts × {args.repeats}, γ = {gamma}")
+    report = deployment_report(
+        pair,
+        prompts,
+        settings,
+        args.repeats,
+        batches=batches,
+        cold_start=not args.no_cold_start,
+        prompt_labels=[
+            prompt.strip().splitlines()[0][:24] if prompt.strip() else f"#{i + 1}" for i, prompt in enumerate(prompts)
+        ],
+        log=log,
+    )
+    write_report(report, out)
+    if args.json:
+        print(json.dumps({**report.to_json(), "out": str(out)}))
+        return 0
+    spec, base = report.speculative_tail, report.autoregressive_tail
+    verdict = report.verdict
+    print(f"{verdict.answer}: {verdict.reason}")
+    for name, tail in (("speculative", spec), ("autoregressive", base)):
+        print(
+            f"  {name:>14}: request P50 {number(tail.latency_p50_s, 3)} s, P99 {number(tail.latency_p99_s, 3)} s · "
+            f"ITL P50 {number(tail.itl_p50_ms, 1)} ms, P99 {number(tail.itl_p99_ms, 1)} ms · TTFT {number(tail.ttft_ms, 1)} ms"
+        )
+    for check in verdict.checks:
+        mark = {True: "holds", False: "does not hold", None: "not measured"}[check.holds]
+        print(f"  {check.rule}: {mark}. {check.reason}")
+    print(f"wrote {out}")
+    return 0
+
+
+def report_dtype(pair) -> str:
+    return str(pair.dtype).removeprefix("torch.")

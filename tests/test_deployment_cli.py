@@ -1,0 +1,100 @@
+"""The deployment numbers on the command line: run --json's memory and load_s, hardware --batch, the report command."""
+
+import json
+import math
+
+import pytest
+
+from specviz.analysis.theory import expected_speedup_with_verify_cost
+from tests.test_cli import specviz
+
+PROMPTS = "def main():\n    return\n---\nimport os\nimport sys\n\n\ndef run("
+
+
+def test_run_json_carries_memory_and_load_times():
+    result = specviz("run", "--prompt", "def main():\n", "--max-new-tokens", "12", "--json")
+    assert result.returncode == 0, result.stderr
+    output = json.loads(result.stdout)
+    memory, load = output["memory"], output["load_s"]
+    for role in ("target", "draft"):
+        model = memory[role]
+        assert model["weight_bytes"] == 4 * model["parameters"], "float32 on a CPU: 4 bytes per parameter"
+        assert model["kv_bytes_per_token"] > 0
+        assert load[role]["cold_s"] > 0 and load[role]["warm_s"] > 0, f"{role}: cold and warm load, separately"
+    assert memory["target"]["parameters"] > memory["draft"]["parameters"]
+    assert memory["peak_source"] == "estimated from tensors", "a CPU has no allocator peak: the tensors' estimate"
+    assert memory["speculative_peak_bytes"] - memory["autoregressive_peak_bytes"] == memory["added_bytes"]
+    assert memory["added_bytes"] >= memory["draft"]["weight_bytes"], "speculation adds at least the draft's weights"
+    assert memory["added_fraction"] == pytest.approx(memory["added_bytes"] / memory["autoregressive_peak_bytes"])
+    assert load["speculative_cold_s"] == pytest.approx(load["target"]["cold_s"] + load["draft"]["cold_s"])
+    assert "first load" in load["cold_source"], "without --cold-start, cold is this process's first load, and says so"
+
+
+def test_hardware_batch_json_on_the_bundled_pair():
+    result = specviz("hardware", "--pair", "pycode-distilled", "--alpha", "0.8", "--batch", "4,1", "--repeats", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    output = json.loads(result.stdout)
+    assert output["weights"] == "real (local folders)", "a bundled pair is timed on its own weights"
+    assert output["batch_alpha"] == 0.8 and output["batch_alpha_source"] == "given"
+    assert output["batch_prediction"] == "predicted from measured step costs"
+    batches = output["batches"]
+    assert [row["batch"] for row in batches] == [1, 4], "one row per batch size, smallest first"
+    for row in batches:
+        assert {"batch", "tau", "verify_cost", "predicted_speedup"} <= row.keys()
+        assert row["tau"] == pytest.approx(row["draft_step_ms"] / row["target_step_ms"])
+        assert row["verify_cost"] == pytest.approx(row["verify_ms"] / row["target_step_ms"])
+        expected = expected_speedup_with_verify_cost(0.8, output["gamma"], row["tau"], row["verify_cost"])
+        assert row["predicted_speedup"] == pytest.approx(expected), "the prediction is the theory's, from these costs"
+    paying = [row["batch"] for row in batches if row["predicted_speedup"] < 1]
+    assert output["stops_paying_at"] == (paying[0] if paying else None)
+    assert output["batch_sentence"].startswith("Predicted from measured step costs")
+
+
+def test_report_writes_one_offline_html_file(tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text(PROMPTS)
+    out = tmp_path / "report.html"
+    args = ("--prompts", str(prompts), "--out", str(out), "--repeats", "1", "--max-new-tokens", "8", "--batch", "1,2")
+    result = specviz("report", *args, "--no-cold-start", "--threads", "1", "--json", timeout=600)
+    assert result.returncode == 0, result.stderr
+    output = json.loads(result.stdout)
+    html = out.read_text()
+    assert html.startswith("<!DOCTYPE html>") and "Verdict" in html and "Batch size" in html
+    assert "<script src=" not in html and "<link" not in html, "plotly.js is inline, nothing is fetched: the file works offline"
+    assert len(output["speculative"]) == len(output["autoregressive"]) == 2, "one request per prompt × repeat"
+    assert all(len(r["arrivals_s"]) == 8 for r in output["speculative"] + output["autoregressive"])
+    assert output["alpha_run"] is not None and output["alpha_scored"] is not None
+    assert output["speedup"] > 0 and output["tau"] > 0 and output["verify_cost"] > 0
+    assert [row["batch"] for row in output["batch_rows"]] == [1, 2] and output["batch_alpha"] == output["alpha_run"]
+    assert output["memory"]["added_bytes"] > 0 and output["load_times"]["target"]["warm_s"] > 0
+    checks = output["verdict"]["checks"]
+    assert [c["rule"] for c in checks] == [
+        "target > 30B",
+        "batch > 8",
+        "acceptance > 2.0",
+        "P99 latency",
+        "memory +15–25 %",
+        "cold start ×2",
+    ]
+    assert checks[1]["holds"] is None, "no batch above 8 was timed: not measured, not guessed"
+    tail = output["speculative_tail"]
+    assert not math.isnan(tail["latency_p99_s"]) and tail["latency_p99_s"] >= tail["latency_p50_s"]
+
+
+@pytest.mark.parametrize(
+    "args,complaint",
+    [
+        (["report", "--out", "/no/such/folder/report.html"], "--out"),
+        (["report", "--out", "r.html", "--batch", "1,x"], "--batch"),
+        (["report", "--out", "r.html", "--repeats", "0"], "--repeats"),
+        (["report", "--out", "r.html", "--gamma", "0"], "γ"),
+        (["report", "--out", "r.html", "--prompts", "/no/such/prompts.txt"], "prompts"),
+        (["hardware", "--batch", "0,4"], "--batch"),
+        (["report"], "--out"),
+    ],
+)
+def test_bad_report_and_batch_arguments_are_one_line(args, complaint):
+    result = specviz(*args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and complaint in lines[0], result.stderr
