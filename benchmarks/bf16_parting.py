@@ -2,8 +2,9 @@
 
     python benchmarks/bf16_parting.py --pair smollm2-135m-distilled --prompts chat-heldout --max-new-tokens 96
 
-For each prompt: both greedy decodings in bfloat16 and in float32; prints whether they are identical, and
-where they part, the target's top two tokens there and their logit gap (a near-tie).
+For each prompt: both greedy decodings in each dtype; prints whether they are identical, and where they part,
+the target's top two tokens there and their logit gap (a near-tie); also the run's α and its speedup
+(tokens/s of the speculative run over the plain one, end to end).
 """
 
 from __future__ import annotations
@@ -31,7 +32,14 @@ def parting(pair, prompt: str, max_new_tokens: int, gamma: int) -> dict:
     where = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
     if where is None and len(a) != len(b):
         where = min(len(a), len(b))
-    result = {"prompt": prompt, "identical": where is None, "tokens": len(a)}
+    spec_summary, plain_summary = speculative[-1], plain[-1]
+    result = {
+        "prompt": prompt,
+        "identical": where is None,
+        "tokens": len(a),
+        "alpha": round(spec_summary.tally.alpha, 3) if spec_summary.tally.alpha is not None else None,
+        "speedup": round(plain_summary.wall_s / spec_summary.wall_s * len(a) / max(1, len(b)), 3),
+    }
     if where is not None:
         result["parts_at_token"] = where + 1
         emitted = 0

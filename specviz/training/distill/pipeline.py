@@ -133,7 +133,11 @@ def save_draft(recipe: Recipe, state: State) -> None:
     if state.kept_ids is not None:
         save_vocabulary(recipe.out, state.kept_ids, state.target.config.vocab_size)
     parameters = sum(p.numel() for p in draft.parameters() if p.requires_grad or not recipe.shape.share_embeddings)
-    state.report["draft"] = {"shape": asdict(recipe.shape), "parameters": parameters}
+    shape = asdict(recipe.shape)
+    if recipe.shape.share_embeddings:  # the target's width and heads; only the layer count is the recipe's
+        config = draft.config
+        shape.update(hidden=config.hidden_size, ffn=config.intermediate_size, heads=config.num_attention_heads)
+    state.report["draft"] = {"shape": shape, "parameters": parameters, "bytes": (recipe.out / "model.safetensors").stat().st_size}
     (recipe.out / "distill_report.json").write_text(json.dumps(state.report, indent=2))
 
 

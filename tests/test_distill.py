@@ -1,0 +1,63 @@
+"""`python -m specviz distill`'s stages end to end on a tiny target: answers, vocabulary, fit, save, resume, load.
+
+The saved draft must load through specviz's own loading (reduced head, borrowed embedding) and keep greedy
+speculative decoding identical to the target's greedy decoding.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, speculative_decode
+from specviz.engine.vocabulary import Vocabulary
+from specviz.models.loading import load_model
+from specviz.models.reduced_head import ReducedHead
+from specviz.training.distill.draft_model import DraftShape
+from specviz.training.distill.fit import FitSettings
+from specviz.training.distill.pipeline import Recipe, distill
+from tests.test_greedy_exact import transformers_greedy
+from tests.tiny import tiny_llama
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+PROMPTS = ["def add(a, b):", "import os", "class Stack:", "for i in range(10):", "x = [", "while True:"]
+
+
+@pytest.mark.parametrize("share_embeddings", [False, True])
+def test_distill_writes_a_draft_that_loads_and_stays_exact(tmp_path, share_embeddings):
+    tokenizer = AutoTokenizer.from_pretrained(ASSETS / "pycode-target")
+    target = tiny_llama(len(tokenizer), seed=0, hidden=64, layers=2)
+    target.generation_config.eos_token_id = tokenizer.eos_token_id
+    recipe = Recipe(
+        out=tmp_path / "draft",
+        prompts=PROMPTS,
+        max_new_tokens=6,
+        answer_batch_size=4,
+        chat_template=False,
+        shape=DraftShape(hidden=64, layers=1, ffn=128, heads=1, head_vocabulary=256, share_embeddings=share_embeddings),
+        fit=FitSettings(steps=4, batch_size=2, validate_every=2),
+    )
+    report = distill(recipe, target, tokenizer, "tiny")
+    assert report["data"]["prompts"] == len(PROMPTS) and report["data"]["answer_tokens"] > 0
+    assert report["vocabulary"]["head"] == 256 and len(report["fit"]["log"]["steps"]) == 2
+    saved = json.loads((recipe.out / "distill_report.json").read_text())
+    assert saved["draft"]["parameters"] == report["draft"]["parameters"]
+    assert len(list((recipe.work / "answers").glob("shard-*.pt"))) == 2, "answers are kept in shards, for resuming"
+
+    again = distill(recipe, target, tokenizer, "tiny")  # resumes: answers from the shards, the fit from its checkpoint
+    assert again["data"]["collect_s_this_run"] < report["data"]["collect_s_this_run"] + 5
+    assert again["fit"]["log"]["steps"] == report["fit"]["log"]["steps"], "a finished fit is resumed, not redone"
+
+    draft = load_model(str(recipe.out), torch.device("cpu"), torch.float32, target=target).model
+    assert isinstance(draft.get_output_embeddings(), ReducedHead)
+    if share_embeddings:
+        assert draft.get_input_embeddings().weight is target.get_input_embeddings().weight, "the embedding is borrowed, not copied"
+    vocabulary = Vocabulary(tokenizer)
+    prompt = tokenizer("def main():").input_ids
+    settings = DecodeSettings(max_new_tokens=20, gamma=3)
+    decoders = CachedDecoder(target, len(tokenizer)), ModelDrafter(CachedDecoder(draft, len(tokenizer)))
+    summary = list(speculative_decode(*decoders, prompt, settings, vocabulary))[-1]
+    reference = transformers_greedy(target, prompt, 20)
+    assert list(summary.new_token_ids) == reference[: len(summary.new_token_ids)], "the distilled draft must not change greedy output"
