@@ -73,7 +73,7 @@ def stops_paying_sentence(rows: Sequence[BatchRow]) -> str:
     batch = stops_paying(rows)
     label = PREDICTED_LABEL[0].upper() + PREDICTED_LABEL[1:]
     dips = [row.batch for row in rows if row.predicted_speedup < 1.0 and (batch is None or row.batch < batch)]
-    dipped = f" (below 1× at batch {', '.join(map(str, sorted(dips)))} in between)" if dips else ""
+    dipped = f" (though below 1× at batch {', '.join(map(str, sorted(dips)))})" if dips else ""
     if batch is None:
         every = "every batch size measured" if not dips else "the largest batch size measured"
         return f"{label}: speculation pays at {every}, up to {largest}{dipped}."
