@@ -41,6 +41,14 @@ def test_rows_are_sorted_and_show_where_speculation_stops_paying():
     )
 
 
+def test_a_dip_between_batch_sizes_that_pay_is_not_where_it_stops():
+    noisy = [BatchRow(1, 0.1, 1.8, 0.99), BatchRow(4, 0.1, 1.2, 1.16), BatchRow(16, 0.1, 1.4, 1.28), BatchRow(64, 0.1, 2.5, 0.74)]
+    assert stops_paying(noisy) == 64, "it stops past the largest batch that pays, not at an earlier dip"
+    sentence = stops_paying_sentence(noisy)
+    assert "stops paying at batch 64" in sentence and "though below 1× at batch 1" in sentence, sentence
+    assert stops_paying(noisy[:3]) is None and "the largest batch size measured" in stops_paying_sentence(noisy[:3])
+
+
 def test_timing_routine_on_tiny_models():
     from specviz.deployment.device import cuda_peak_bytes, measure_batch_costs
     from tests.tiny import tiny_llama

@@ -45,8 +45,9 @@ def test_hardware_batch_json_on_the_bundled_pair():
         assert row["verify_cost"] == pytest.approx(row["verify_ms"] / row["target_step_ms"])
         expected = expected_speedup_with_verify_cost(0.8, output["gamma"], row["tau"], row["verify_cost"])
         assert row["predicted_speedup"] == pytest.approx(expected), "the prediction is the theory's, from these costs"
-    paying = [row["batch"] for row in batches if row["predicted_speedup"] < 1]
-    assert output["stops_paying_at"] == (paying[0] if paying else None)
+    paying = [row["batch"] for row in batches if row["predicted_speedup"] >= 1]
+    past = [row["batch"] for row in batches if not paying or row["batch"] > paying[-1]]
+    assert output["stops_paying_at"] == (past[0] if past else None), "the first batch past the largest that pays"
     assert output["batch_sentence"].startswith("Predicted from measured step costs")
 
 

@@ -55,8 +55,14 @@ def batch_rows(costs: Sequence[BatchStepCosts], alpha: float, gamma: int) -> lis
 
 
 def stops_paying(rows: Sequence[BatchRow]) -> int | None:
-    """The smallest batch size whose predicted speedup is below 1, or None if speculation pays at every one measured."""
-    return next((row.batch for row in sorted(rows, key=lambda r: r.batch) if row.predicted_speedup < 1.0), None)
+    """The batch size from which speculation no longer pays: the first one measured past the largest that pays (the
+    smallest one if none pays), or None if the largest measured still pays. A dip below 1× between batch sizes that
+    pay (timing noise, on a shared machine) does not count as stopping."""
+    rows = sorted(rows, key=lambda r: r.batch)
+    paying = [row.batch for row in rows if row.predicted_speedup >= 1.0]
+    if not paying:
+        return rows[0].batch if rows else None
+    return next((row.batch for row in rows if row.batch > paying[-1]), None)
 
 
 def stops_paying_sentence(rows: Sequence[BatchRow]) -> str:
@@ -66,8 +72,11 @@ def stops_paying_sentence(rows: Sequence[BatchRow]) -> str:
     largest = max(row.batch for row in rows)
     batch = stops_paying(rows)
     label = PREDICTED_LABEL[0].upper() + PREDICTED_LABEL[1:]
+    dips = [row.batch for row in rows if row.predicted_speedup < 1.0 and (batch is None or row.batch < batch)]
+    dipped = f" (though below 1× at batch {', '.join(map(str, sorted(dips)))})" if dips else ""
     if batch is None:
-        return f"{label}: speculation pays at every batch size measured, up to {largest}."
+        every = "every batch size measured" if not dips else "the largest batch size measured"
+        return f"{label}: speculation pays at {every}, up to {largest}{dipped}."
     if batch == min(row.batch for row in rows):
         return f"{label}: speculation does not pay even at batch {batch}."
-    return f"{label}: speculation stops paying at batch {batch}."
+    return f"{label}: speculation stops paying at batch {batch}{dipped}."
