@@ -9,6 +9,11 @@ the target's top two tokens there and their logit gap (a near-tie); also the run
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
+
 import argparse
 import json
 import math
