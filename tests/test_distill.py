@@ -53,11 +53,15 @@ def test_distill_writes_a_draft_that_loads_and_stays_exact(tmp_path, share_embed
     draft = load_model(str(recipe.out), torch.device("cpu"), torch.float32, target=target).model
     assert isinstance(draft.get_output_embeddings(), ReducedHead)
     if share_embeddings:
-        assert draft.get_input_embeddings().weight is target.get_input_embeddings().weight, "the embedding is borrowed, not copied"
+        assert draft.get_input_embeddings().weight is target.get_input_embeddings().weight, (
+            "the embedding is borrowed, not copied"
+        )
     vocabulary = Vocabulary(tokenizer)
     prompt = tokenizer("def main():").input_ids
     settings = DecodeSettings(max_new_tokens=20, gamma=3)
     decoders = CachedDecoder(target, len(tokenizer)), ModelDrafter(CachedDecoder(draft, len(tokenizer)))
     summary = list(speculative_decode(*decoders, prompt, settings, vocabulary))[-1]
     reference = transformers_greedy(target, prompt, 20)
-    assert list(summary.new_token_ids) == reference[: len(summary.new_token_ids)], "the distilled draft must not change greedy output"
+    assert list(summary.new_token_ids) == reference[: len(summary.new_token_ids)], (
+        "the distilled draft must not change greedy output"
+    )

@@ -83,7 +83,9 @@ def test_a_pair_too_big_for_memory_is_refused_before_loading(tmp_path, monkeypat
     folder.mkdir()
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(ASSETS / "pycode-target" / name, folder / name)
-    LlamaConfig(vocab_size=4096, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32).save_pretrained(folder)
+    LlamaConfig(
+        vocab_size=4096, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32
+    ).save_pretrained(folder)
     monkeypatch.setattr("specviz.models.footprint.available_bytes", lambda device: 8 * 2**30)
     loaded = []
     monkeypatch.setattr("specviz.models.loading.load_model", lambda *args: loaded.append(args))

@@ -28,7 +28,9 @@ def events_of(pair, prompt: str, settings: DecodeSettings, mode: str = "speculat
 
 def test_chat_template_wraps_the_prompt_as_the_targets_user_message(real_pair):
     ids = encode_prompt(real_pair, QUESTION, max_new_tokens=8, gamma=4)
-    expected = real_pair.tokenizer.apply_chat_template([{"role": "user", "content": QUESTION}], add_generation_prompt=True, tokenize=False)
+    expected = real_pair.tokenizer.apply_chat_template(
+        [{"role": "user", "content": QUESTION}], add_generation_prompt=True, tokenize=False
+    )
     text = real_pair.tokenizer.decode(ids)
     assert text == expected, f"the prompt must be exactly the target's chat template:\n{text!r}\nvs\n{expected!r}"
     assert text.endswith(f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n"), text
@@ -70,7 +72,11 @@ def test_greedy_speculative_equals_transformers_generate_in_float32(real_pair):
     summary = list(speculative_decode(target, drafter, prompt_ids, settings, real_pair.vocabulary))[-1]
     ids = torch.tensor([prompt_ids])
     reference = real_pair.target.model.generate(
-        ids, attention_mask=torch.ones_like(ids), max_new_tokens=40, do_sample=False, eos_token_id=sorted(real_pair.vocabulary.end_token_ids)
+        ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=40,
+        do_sample=False,
+        eos_token_id=sorted(real_pair.vocabulary.end_token_ids),
     )[0, len(prompt_ids) :].tolist()
     assert list(summary.new_token_ids) == reference, "greedy speculative output must equal generate() token for token"
     assert summary.tally.accepted > 0, "the distilled draft should have some drafts accepted"
@@ -87,7 +93,12 @@ def test_split_characters_show_once_and_whole(real_pair):
 
 @pytest.mark.parametrize("mode", ["speculative", "autoregressive"])
 def test_streamed_pieces_join_to_the_decoded_text(real_pair, mode):
-    events = events_of(real_pair, "Write the French word for coffee, with its accent, and a coffee emoji.", DecodeSettings(max_new_tokens=40, gamma=4), mode)
+    events = events_of(
+        real_pair,
+        "Write the French word for coffee, with its accent, and a coffee emoji.",
+        DecodeSettings(max_new_tokens=40, gamma=4),
+        mode,
+    )
     pieces = []
     for event in events:
         if isinstance(event, Step):

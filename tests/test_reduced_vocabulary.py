@@ -61,7 +61,11 @@ def test_greedy_with_a_reduced_head_equals_target_greedy(gamma):
     target = tiny_llama(64, seed=0)
     draft = reduce_head(copy.deepcopy(target), list(range(0, 64, 2)))  # agrees with the target wherever its argmax is even
     settings = DecodeSettings(max_new_tokens=40, gamma=gamma)
-    summary = final(speculative_decode(CachedDecoder(target, 64), ModelDrafter(CachedDecoder(draft, 64)), GREEDY_PROMPT, settings, fake_vocabulary()))
+    summary = final(
+        speculative_decode(
+            CachedDecoder(target, 64), ModelDrafter(CachedDecoder(draft, 64)), GREEDY_PROMPT, settings, fake_vocabulary()
+        )
+    )
     assert list(summary.new_token_ids) == transformers_greedy(target, GREEDY_PROMPT, 40), "greedy output must be the target's"
     assert summary.tally.accepted > 0 and summary.tally.rejections > 0, "the test needs both accepted and rejected drafts"
 

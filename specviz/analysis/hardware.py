@@ -90,7 +90,9 @@ def batch_bytes(p: Plan, batch: int, gamma: int, context: int = CONTEXT) -> int:
 
 def check_fits(p: Plan, available: int | None = None, extra_bytes: int = 0, extra_what: str = "") -> None:
     """Refuse, in one sentence, when both models (and `extra_bytes` of KV cache and activations) would not fit here."""
-    refusal = too_big_sentence(p.pair, p.target_parameters, p.draft_parameters, p.dtype, p.device, available, extra_bytes, extra_what)
+    refusal = too_big_sentence(
+        p.pair, p.target_parameters, p.draft_parameters, p.dtype, p.device, available, extra_bytes, extra_what
+    )
     if refusal:
         raise HardwareError(refusal)
 

@@ -40,7 +40,9 @@ def add_parser(commands) -> None:
     parser.add_argument("--validate-every", type=int, default=100, help="steps between validations (the best is kept)")
     parser.add_argument("--learning-rate", type=float, default=2e-3)
     parser.add_argument("--work", help="folder for answer shards and the checkpoint (default: OUT/.work)")
-    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="the target's dtype while answering (default: fp32 on CPU)")
+    parser.add_argument(
+        "--dtype", choices=["float32", "bfloat16", "float16"], help="the target's dtype while answering (default: fp32 on CPU)"
+    )
     parser.add_argument("--threads", type=int, help="CPU threads for torch")
     parser.set_defaults(handler=command)
 
@@ -109,5 +111,8 @@ def command(args: argparse.Namespace) -> int:
     )
     report = distill(recipe, target, tokenizer, args.pair or args.target)
     print(json.dumps({key: report[key] for key in ("data", "vocabulary", "draft")}, indent=2))
-    print(f"draft saved in {args.out}; measure it with: python -m specviz bench --target {reference} --draft {args.out}", file=sys.stderr)
+    print(
+        f"draft saved in {args.out}; measure it with: python -m specviz bench --target {reference} --draft {args.out}",
+        file=sys.stderr,
+    )
     return 0

@@ -43,5 +43,9 @@ def command(args: argparse.Namespace) -> int:
                 raise UsageError(f"cannot download the {role} {reference}: {str(error).splitlines()[0]}") from None
         load_tokenizer(references[role])  # proves the files are usable
     result = {"pair": args.pair, **references, "seconds": round(time.perf_counter() - started, 1)}
-    print(json.dumps(result) if args.json else f"{args.pair}: target {references['target']}, draft {references['draft']} ({result['seconds']} s)")
+    print(
+        json.dumps(result)
+        if args.json
+        else f"{args.pair}: target {references['target']}, draft {references['draft']} ({result['seconds']} s)"
+    )
     return 0

@@ -99,7 +99,9 @@ def too_big_sentence(
     if needed <= MEMORY_SHARE * available:
         return None
     dtype_name = str(dtype).replace("torch.", "")
-    hint = " Try --dtype bfloat16, or a machine with more memory." if dtype == torch.float32 else " Try a machine with more memory."
+    hint = (
+        " Try --dtype bfloat16, or a machine with more memory." if dtype == torch.float32 else " Try a machine with more memory."
+    )
     return (
         f"{name} will not fit here: {target_parameters / 1e9:.2f}B + {draft_parameters / 1e9:.2f}B parameters in "
         f"{dtype_name}{extra_what} need about {needed / 2**30:.1f} GiB, and {device.type} has {available / 2**30:.1f} GiB available.{hint}"

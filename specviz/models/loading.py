@@ -19,6 +19,8 @@ from specviz.models.reduced_head import borrow_embeddings, read_vocabulary, redu
 from specviz.models.sources import Progress, SourceError, WheelFile, local_folder
 
 __all__ = ["LoadedModel", "LoadedPair", "PairError", "choose_device", "choose_dtype", "load_pair"]
+
+
 def _quiet(message: str) -> None:
     """Progress goes nowhere unless a caller asks to hear it."""
 

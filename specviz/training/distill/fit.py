@@ -158,7 +158,9 @@ def fit(
             log.validation_loss.append(validation_loss)
             log.validation_agreement.append(agreement)
             running = []
-            tqdm.write(f"step {step + 1}: train {log.train_loss[-1]:.3f}  validation {validation_loss:.3f}  greedy agreement {agreement:.3f}")
+            tqdm.write(
+                f"step {step + 1}: train {log.train_loss[-1]:.3f}  validation {validation_loss:.3f}  greedy agreement {agreement:.3f}"
+            )
             if best is None or agreement > best["agreement"]:
                 best = {"agreement": agreement, "step": step + 1, "draft": _own_state(draft)}
             log.seconds = time.perf_counter() - started
@@ -178,7 +180,9 @@ def _own_state(draft: LlamaForCausalLM) -> dict[str, torch.Tensor]:
 
 
 @torch.no_grad()
-def evaluate(draft: LlamaForCausalLM, head: KeptHead, examples: list[Example], pad_id: int, settings: FitSettings) -> tuple[float, float]:
+def evaluate(
+    draft: LlamaForCausalLM, head: KeptHead, examples: list[Example], pad_id: int, settings: FitSettings
+) -> tuple[float, float]:
     """Mean validation loss, and the fraction of answer positions where the draft's argmax is the target's token."""
     draft.eval()
     losses, agreements, weights = [], [], []

@@ -58,7 +58,13 @@ def collect_answers(recipe: Recipe, state: State) -> None:
     started = time.perf_counter()
     prompts = recipe.prompts[: recipe.max_prompts] if recipe.max_prompts else recipe.prompts
     shards = collect(
-        state.target, state.tokenizer, prompts, recipe.work / "answers", recipe.max_new_tokens, recipe.answer_batch_size, recipe.chat_template
+        state.target,
+        state.tokenizer,
+        prompts,
+        recipe.work / "answers",
+        recipe.max_new_tokens,
+        recipe.answer_batch_size,
+        recipe.chat_template,
     )
     state.examples = load_examples(shards)
     ended = sum(example.answer_ids[-1] in end_token_ids(state.target, state.tokenizer) for example in state.examples)
