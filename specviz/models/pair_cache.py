@@ -27,6 +27,9 @@ _status: dict[str, str] = {}  # what a pair being fetched or loaded is doing now
 _budget_bytes: int | None = None
 _load_s: dict[str, dict] = {}  # each pair's load times (specviz.deployment.collect.load_times), taken once at loading
 _loading: dict[str, threading.Lock] = {}
+_one_load_at_a_time = (
+    threading.Lock()
+)  # transformers builds models under process-wide patches: two loads at once break each other
 _registry_lock = threading.Lock()
 _catalogue: Catalogue | None = None
 
@@ -54,12 +57,13 @@ def get_pair(name: str) -> LoadedPair:
     with lock:
         if name not in _loaded:
             try:
-                pair = load_pair(
-                    name, catalogue().get(name), catalogue().offline_pairs(), progress=lambda m: _set_status(name, m)
-                )
-                _set_status(name, f"Warming up {name}…")
-                warm_up(pair)
-                _load_s[name] = pair_load_times(pair)
+                with _one_load_at_a_time:
+                    pair = load_pair(
+                        name, catalogue().get(name), catalogue().offline_pairs(), progress=lambda m: _set_status(name, m)
+                    )
+                    _set_status(name, f"Warming up {name}…")
+                    warm_up(pair)
+                    _load_s[name] = pair_load_times(pair)
             except Exception as error:
                 _set_status(name, f"{name} could not be loaded: {error}")
                 raise
