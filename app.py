@@ -62,6 +62,11 @@ def real_pairs() -> list[str]:
     return [name for name, pair in catalogue().pairs.items() if pair.offline and not pair.bundled]
 
 
+def background_pairs() -> list[str]:
+    """What loads in the background after the default pair: the real pairs, unless SPECVIZ_BACKGROUND_PAIRS=0."""
+    return real_pairs() if os.environ.get("SPECVIZ_BACKGROUND_PAIRS", "1") != "0" else []
+
+
 def user_error(error: Exception) -> gr.Error:
     """One sentence for the user; only unexpected errors are logged with their traceback."""
     if type(error).__name__ == "OutOfMemoryError":
@@ -203,7 +208,7 @@ def page_loaded():
             time.sleep(0.25)
     ready = "Ready. Press **Run**, or pick a lesson." if pair_cache.is_loaded(default_pair) else "Ready."
     yield ready
-    for name in real_pairs():
+    for name in background_pairs():
         deadline, shown = time.monotonic() + 600, None
         while not pair_cache.is_loaded(name) and time.monotonic() < deadline:
             message = pair_cache.status(name)
@@ -479,5 +484,5 @@ if __name__ == "__main__":
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         prevent_thread_lock=True,
     )
-    pair_cache.preload(default_pair, then=real_pairs())  # after the page serves: the default pair, then the real ones
+    pair_cache.preload(default_pair, then=background_pairs())  # after the page serves: the default pair, then the real ones
     demo.block_thread()

@@ -43,6 +43,7 @@ def start_app(port: int, log: Path | None = None) -> tuple[subprocess.Popen, flo
     RuntimeError, with the app's output when it was logged, if it exits early or does not serve in time.
     """
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False"}
+    env.setdefault("SPECVIZ_BACKGROUND_PAIRS", "0")  # timings and tests of the default pair: no real pair loading beside them
     output = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (the app keeps writing to it)
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)

@@ -6,6 +6,7 @@ the page. The real pair's lessons wait for the pair to load in the background fi
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from benchmarks.browser import CHROMIUM, FLAGS, free_port, start_app, stop_app, 
 
 
 def main(lesson: str, out: Path) -> None:
+    os.environ["SPECVIZ_BACKGROUND_PAIRS"] = "1"  # the real pair's lessons need it
     port = free_port()
     process, _ = start_app(port, log=Path("/tmp/specviz-screenshot.log"))
     try:
