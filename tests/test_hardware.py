@@ -52,7 +52,7 @@ def random_model(architecture: Architecture, seed: int):
 
 def test_the_catalogue_records_every_hub_model():
     catalogue = load_catalogue()
-    hub = {ref for pair in catalogue.pairs.values() if not pair.bundled for ref in (pair.target, pair.draft)}
+    hub = {ref for pair in catalogue.pairs.values() for ref in (pair.target, pair.draft) if not Path(pair.resolve(ref)).exists()}
     assert hub <= set(catalogue.architectures), f"no architecture for {sorted(hub - set(catalogue.architectures))}"
     assert {a.family for a in catalogue.architectures.values()} == set(FAMILIES)
 
