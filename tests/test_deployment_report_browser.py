@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
+from benchmarks.browser import CHROMIUM, FLAGS
 from specviz.deployment.report import write_report
 from tests.test_deployment_report import FIGURES, sample_report
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 LOCAL_SCHEMES = ("file:", "data:", "about:", "blob:")
 
 
