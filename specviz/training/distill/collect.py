@@ -16,6 +16,8 @@ import torch
 from tqdm import tqdm
 from transformers import LogitsProcessor, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
+from specviz.models.loading import end_token_ids as configured_end_token_ids
+
 TOP_K = 32
 
 
@@ -53,8 +55,7 @@ def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, prompt: str, chat_templa
 
 def end_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:
     """Every token that ends an answer: the generation config's eos ids, and the tokenizer's."""
-    configured = model.generation_config.eos_token_id
-    ids = set(configured if isinstance(configured, list) else [configured] if configured is not None else [])
+    ids = set(configured_end_token_ids(model))
     if tokenizer.eos_token_id is not None:
         ids.add(tokenizer.eos_token_id)
     return sorted(ids)
