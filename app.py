@@ -161,8 +161,7 @@ def run_clicked(http: gr.Request, **values):
         request = RunRequest.from_values(values)
         device = pair_cache.device_of(request.pair)
         updates = runs.run_and_play(request, ticket, sessions, hardware_line(request.pair), saved_batches(request.pair, device))
-        for update in updates:
-            yield page_updates(update)
+        yield from updates_until_stopped(updates, ticket)
     except Exception as error:  # one user's bad input must not take the server down
         raise user_error(error) from None
 
@@ -171,15 +170,31 @@ def run_clicked(http: gr.Request, **values):
 def step_clicked(trace: Trace | None, cursor, http: gr.Request, **values):
     ticket = sessions.start(session_of(http))
     try:
-        for update in runs.step(trace, tuple(cursor or (0, "decide")), RunRequest.from_values(values), ticket, sessions):
-            yield page_updates(update)
+        updates = runs.step(trace, tuple(cursor or (0, "decide")), RunRequest.from_values(values), ticket, sessions)
+        yield from updates_until_stopped(updates, ticket)
     except Exception as error:
         raise user_error(error) from None
 
 
+def stopped_page() -> dict:
+    return {status: "Stopped.", run_numbers: texts.run_numbers_html(None, "stopped")}
+
+
 def stop_clicked(http: gr.Request):
     sessions.stop(session_of(http))
-    return {status: "Stopped.", run_numbers: texts.run_numbers_html(None, "stopped")}
+    return stopped_page()
+
+
+def updates_until_stopped(updates, ticket):
+    """The run's updates for the page; when Stop retired the run, its last word is the stopped page.
+
+    Stop does not cancel the run's event (a cancelled stream can leave its last output on the page after
+    Stop's own); the run's generator notices Stop within 50 ms, or one cycle while measuring, and ends here.
+    """
+    for update in updates:
+        yield page_updates(update)
+    if sessions.was_stopped(ticket):
+        yield stopped_page()
 
 
 def lesson_handler(lesson):
@@ -191,8 +206,7 @@ def lesson_handler(lesson):
             lesson_chart: gr.update(visible=False)
         }
         try:
-            for update in runs.run_lesson(lesson, playback_choice, ticket, sessions):
-                yield page_updates(update)
+            yield from updates_until_stopped(runs.run_lesson(lesson, playback_choice, ticket, sessions), ticket)
         except Exception as error:
             raise user_error(error) from None
 
@@ -252,8 +266,7 @@ def import_trace(path: str | None, http: gr.Request):
         raise gr.Error(f"Cannot replay that file: {error}") from None
     ticket = sessions.start(session_of(http))
     yield {prompt: trace.prompt}
-    for update in runs.play(trace, PLAYBACK[DEFAULT_PLAYBACK], ticket, sessions):
-        yield page_updates(update)
+    yield from updates_until_stopped(runs.play(trace, PLAYBACK[DEFAULT_PLAYBACK], ticket, sessions), ticket)
 
 
 def pair_defaults(name: str):
@@ -451,13 +464,11 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
         concurrency_limit=None, concurrency_id="play", trigger_mode="multiple"
     )  # the measuring slot, not the queue, serialises timings
 
-    run_event = run_button.click(run_clicked, inputs_kwargs=run_inputs, outputs=page, **playing)
-    step_event = step_button.click(step_clicked, [trace_state, cursor_state], page, inputs_kwargs=run_inputs, **playing)
-    lesson_events = [
+    run_button.click(run_clicked, inputs_kwargs=run_inputs, outputs=page, **playing)
+    step_button.click(step_clicked, [trace_state, cursor_state], page, inputs_kwargs=run_inputs, **playing)
+    for button, lesson in lesson_buttons:
         button.click(lesson_handler(lesson), [playback], page | set(run_inputs.values()), **playing)
-        for button, lesson in lesson_buttons
-    ]
-    stop_button.click(stop_clicked, None, {status, run_numbers}, cancels=[run_event, step_event, *lesson_events], queue=False)
+    stop_button.click(stop_clicked, None, {status, run_numbers}, queue=False)  # the runs end themselves: updates_until_stopped
     preset.change(lambda value: value or gr.update(), preset, prompt)
     pair_box.input(pair_defaults, pair_box, [gamma, temperature])
     verification.change(lambda mode: gr.update(visible=mode == "lenient"), verification, lenience)

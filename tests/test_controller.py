@@ -39,8 +39,12 @@ def test_sessions_retire_older_runs_and_forget_idle_sessions():
     first = sessions.start("a")
     second = sessions.start("a")
     assert not sessions.is_current(first) and sessions.is_current(second), "a newer run retires the older one"
+    assert not sessions.was_stopped(first), "a run retired by a newer run ends quietly"
     sessions.stop("a")
     assert not sessions.is_current(second), "Stop retires the current run"
+    assert sessions.was_stopped(second), "a run retired by Stop says so last"
+    third = sessions.start("a")
+    assert not sessions.was_stopped(second) and not sessions.was_stopped(third), "after Stop, a new run takes over again"
     for name in "bcde":
         sessions.start(name)
     assert len(sessions) == 3, "the table is pruned, oldest first"
