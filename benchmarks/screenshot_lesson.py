@@ -12,9 +12,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
-import sys
-from pathlib import Path
-
 from playwright.sync_api import sync_playwright
 
 from benchmarks.browser import CHROMIUM, FLAGS, free_port, start_app, stop_app, wait_state

@@ -38,6 +38,9 @@ def test_distill_writes_a_draft_that_loads_and_stays_exact(tmp_path, share_embed
         chat_template=False,
         shape=DraftShape(hidden=64, layers=1, ffn=128, heads=1, head_vocabulary=256, share_embeddings=share_embeddings),
         fit=FitSettings(steps=4, batch_size=2, validate_every=2),
+        measure_prompts=["def main():", "import sys"],
+        measure_gammas=(2,),
+        measure_new_tokens=8,
     )
     report = distill(recipe, target, tokenizer, "tiny")
     assert report["data"]["prompts"] == len(PROMPTS) and report["data"]["answer_tokens"] > 0
@@ -45,6 +48,11 @@ def test_distill_writes_a_draft_that_loads_and_stays_exact(tmp_path, share_embed
     saved = json.loads((recipe.out / "distill_report.json").read_text())
     assert saved["draft"]["parameters"] == report["draft"]["parameters"]
     assert len(list((recipe.work / "answers").glob("shard-*.pt"))) == 2, "answers are kept in shards, for resuming"
+    measured = saved["measured"]  # the last stage: bench's own numbers for the saved draft on held-out prompts
+    assert measured["greedy_identical"] is True and measured["prompts"] == 2
+    target_alone, speculative = measured["rows"]
+    assert target_alone["method"] == "autoregressive" and speculative["gamma"] == 2
+    assert 0 <= speculative["alpha"] <= 1 and speculative["tau"] > 0 and speculative["verify_cost"] > 0
 
     again = distill(recipe, target, tokenizer, "tiny")  # resumes: answers from the shards, the fit from its checkpoint
     assert again["data"]["collect_s_this_run"] < report["data"]["collect_s_this_run"] + 5

@@ -44,6 +44,12 @@ def add_parser(commands) -> None:
         "--dtype", choices=["float32", "bfloat16", "float16"], help="the target's dtype while answering (default: fp32 on CPU)"
     )
     parser.add_argument("--threads", type=int, help="CPU threads for torch")
+    parser.add_argument(
+        "--measure-prompts",
+        default="chat-heldout",
+        help="held-out prompts the finished draft is measured on (a bench prompt set or file; none: skip)",
+    )
+    parser.add_argument("--measure-count", type=int, default=6, help="measure on the first N of them")
     parser.set_defaults(handler=command)
 
 
@@ -62,6 +68,18 @@ def read_prompts(name: str) -> list[str]:
     return prompts
 
 
+def held_out_prompts(name: str, count: int) -> list[str]:
+    """The prompts the finished draft is measured on (bench's prompt sets), or none."""
+    if name == "none" or count < 1:
+        return []
+    from specviz.prompts import load_prompt_set
+
+    try:
+        return load_prompt_set(name)[:count]
+    except ValueError as error:
+        raise UsageError(f"--measure-prompts: {error}") from None
+
+
 def command(args: argparse.Namespace) -> int:
     for flag in ("max_new_tokens", "answer_batch", "layers", "hidden", "steps", "batch_size", "validate_every"):
         if getattr(args, flag) < 1:
@@ -71,6 +89,7 @@ def command(args: argparse.Namespace) -> int:
     if args.head_vocabulary < 0 or not args.learning_rate > 0:
         raise UsageError("--head-vocabulary must be ≥ 0 and --learning-rate > 0")
     prompts = read_prompts(args.prompts)
+    measure_prompts = held_out_prompts(args.measure_prompts, args.measure_count)
 
     from transformers import AutoModelForCausalLM
 
@@ -108,9 +127,10 @@ def command(args: argparse.Namespace) -> int:
         fit=FitSettings(args.steps, args.batch_size, args.learning_rate, validate_every=args.validate_every),
         max_prompts=args.max_prompts,
         work_folder=Path(args.work) if args.work else None,
+        measure_prompts=measure_prompts,
     )
     report = distill(recipe, target, tokenizer, args.pair or args.target)
-    print(json.dumps({key: report[key] for key in ("data", "vocabulary", "draft")}, indent=2))
+    print(json.dumps({key: report[key] for key in ("data", "vocabulary", "draft", "measured") if key in report}, indent=2))
     print(
         f"draft saved in {args.out}; measure it with: python -m specviz bench --target {reference} --draft {args.out}",
         file=sys.stderr,

@@ -35,6 +35,9 @@ class Recipe:
     fit: FitSettings = field(default_factory=FitSettings)
     max_prompts: int | None = None  # stop collecting after this many (None: all); the rest can be added later
     work_folder: Path | None = None  # answer shards and the fit checkpoint; default <out>/.work
+    measure_prompts: list[str] = field(default_factory=list)  # held-out prompts for the last stage (none: skipped)
+    measure_gammas: tuple[int, ...] = (1, 2, 3)
+    measure_new_tokens: int = 96
 
     @property
     def work(self) -> Path:
@@ -147,7 +150,47 @@ def save_draft(recipe: Recipe, state: State) -> None:
     (recipe.out / "distill_report.json").write_text(json.dumps(state.report, indent=2))
 
 
-STAGES = (collect_answers, choose_vocabulary, fit_draft, save_draft)
+def measure_draft(recipe: Recipe, state: State) -> None:
+    """5. The saved draft against the target alone on held-out prompts, greedy: bench's own α, τ, ν and speedups."""
+    if not recipe.measure_prompts:
+        return
+    from specviz.cli.bench import bench  # the numbers have one home: the same code as `python -m specviz bench`
+    from specviz.engine import DecodeSettings
+    from specviz.engine.vocabulary import Vocabulary
+    from specviz.models.loading import LoadedModel, LoadedPair, load_model
+
+    started = time.perf_counter()
+    target = state.target
+    device, dtype = target.device, target.dtype
+    draft = load_model(str(recipe.out), device, dtype, target=target)  # as specviz will load it: shared embedding, cut head
+    pair = LoadedPair(
+        name=recipe.out.name,
+        target=LoadedModel("target", target, sum(p.numel() for p in target.parameters()), 0),
+        draft=draft,
+        tokenizer=state.tokenizer,
+        shared_vocab_size=min(target.config.vocab_size, draft.model.config.vocab_size),
+        device=device,
+        dtype=dtype,
+        load_s=0.0,
+        chat_template=recipe.chat_template,
+        vocabulary=Vocabulary(state.tokenizer, end_token_ids(target, state.tokenizer)),
+    )
+    settings = DecodeSettings(max_new_tokens=recipe.measure_new_tokens)  # greedy
+    result = bench(pair, recipe.measure_prompts, settings, list(recipe.measure_gammas), repeats=1, with_transformers=False, with_dynamic=False)
+    keys = ("method", "gamma", "tokens_per_s", "speedup", "decode_speedup", "alpha", "tau", "verify_cost", "tokens_per_cycle")
+    state.report["measured"] = {
+        "prompts": len(recipe.measure_prompts),
+        "max_new_tokens": recipe.measure_new_tokens,
+        "dtype": str(dtype).removeprefix("torch."),
+        "device": str(device),
+        "greedy_identical": result["greedy_identical"],
+        "rows": [{key: row.get(key) for key in keys} for row in result["rows"]],
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    (recipe.out / "distill_report.json").write_text(json.dumps(state.report, indent=2))
+
+
+STAGES = (collect_answers, choose_vocabulary, fit_draft, save_draft, measure_draft)
 
 
 def distill(recipe: Recipe, target: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target_reference: str) -> dict:
