@@ -50,6 +50,9 @@ def test_distill_writes_a_draft_that_loads_and_stays_exact(tmp_path, share_embed
     assert len(list((recipe.work / "answers").glob("shard-*.pt"))) == 2, "answers are kept in shards, for resuming"
     measured = saved["measured"]  # the last stage: bench's own numbers for the saved draft on held-out prompts
     assert measured["greedy_identical"] is True and measured["prompts"] == 2
+    assert len(measured["samples"]) == 2 and all(sample["answer"] for sample in measured["samples"])
+    card = (recipe.out / "MODEL_CARD.md").read_text()  # written from the report: the card's numbers are the report's
+    assert f"{measured['rows'][1]['alpha']:.3f}" in card and f"**{report['data']['answer_tokens']:,} answer tokens**" in card
     target_alone, speculative = measured["rows"]
     assert target_alone["method"] == "autoregressive" and speculative["gamma"] == 2
     assert 0 <= speculative["alpha"] <= 1 and speculative["tau"] > 0 and speculative["verify_cost"] > 0

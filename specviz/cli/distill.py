@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -50,6 +51,11 @@ def add_parser(commands) -> None:
         help="held-out prompts the finished draft is measured on (a bench prompt set or file; none: skip)",
     )
     parser.add_argument("--measure-count", type=int, default=6, help="measure on the first N of them")
+    parser.add_argument(
+        "--measure-dtype",
+        choices=["float32", "bfloat16", "float16"],
+        help="the dtype the draft is measured in (default: the pair's; with --target, the target's while answering)",
+    )
     parser.set_defaults(handler=command)
 
 
@@ -101,8 +107,8 @@ def command(args: argparse.Namespace) -> int:
     from specviz.training.distill.pipeline import Recipe, distill
 
     progress = lambda message: print(message, file=sys.stderr)  # noqa: E731
-    if args.pair:
-        pair = load_catalogue().get(args.pair)
+    pair = load_catalogue().get(args.pair) if args.pair else None
+    if pair:
         reference, chat_template = target_reference(pair, progress), pair.chat_template and not args.no_chat_template
     else:
         reference, chat_template = local_folder(args.target, progress), not args.no_chat_template
@@ -110,6 +116,7 @@ def command(args: argparse.Namespace) -> int:
     dtype = choose_dtype(device, args.dtype) if args.dtype or device.type != "cpu" else choose_dtype(device)
     tokenizer = load_tokenizer(reference)
     target = AutoModelForCausalLM.from_pretrained(reference, dtype=dtype).to(device).eval()
+    measure_dtype = args.measure_dtype or (pair.dtype if pair else None)  # as the pair will run, where there is one
     recipe = Recipe(
         out=Path(args.out),
         prompts=prompts,
@@ -128,6 +135,8 @@ def command(args: argparse.Namespace) -> int:
         max_prompts=args.max_prompts,
         work_folder=Path(args.work) if args.work else None,
         measure_prompts=measure_prompts,
+        measure_dtype=choose_dtype(device, measure_dtype) if measure_dtype else None,
+        command="python -m specviz distill " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["distill"] else sys.argv[1:]),
     )
     report = distill(recipe, target, tokenizer, args.pair or args.target)
     print(json.dumps({key: report[key] for key in ("data", "vocabulary", "draft", "measured") if key in report}, indent=2))

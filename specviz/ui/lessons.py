@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import difflib
 import html
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from specviz.analysis.measures import Measures
 from specviz.numbers import number
@@ -200,10 +202,22 @@ def _explain_real_model(main: Measured, extra: list[Measured]) -> str:
         f"<p>α = <b>{number(m.alpha, 2)}</b>, {number(m.tokens_per_cycle, 2)} tokens per target forward, τ = {number(m.tau, 3)}, "
         f"ν = {number(m.verify_cost, 2)}: <b>{_speed(m)}</b>. "
         + ("The answer is identical, token for token, to the target decoding alone." if same else _parting(main))
-        + "</p><p><b>Question:</b> this draft was distilled in 12 minutes on 55 thousand answer tokens, and it agrees with "
-        "the target about one time in four. What would more of the target's answers buy, and when would a 2-layer "
+        + f"</p><p><b>Question:</b> this draft {_distillation(info.get('name'))}, and on this question its guess is the "
+        f"target's {number(m.alpha, 2)} of the time. What would more of the target's answers buy, and when would a 2-layer "
         "draft for a 7B target on a GPU pay for itself?</p>"
     )
+
+
+def _distillation(pair_name: str | None) -> str:
+    """How the pair's draft was distilled, from its own distill_report.json (the one home of those numbers)."""
+    from specviz.models.catalogue import CatalogueError, load_catalogue
+
+    try:
+        report = json.loads((Path(load_catalogue().get(pair_name or "").draft_ref) / "distill_report.json").read_text())
+        minutes, tokens = report["fit"]["seconds"] / 60, report["data"]["answer_tokens"]
+    except (CatalogueError, OSError, KeyError, ValueError):
+        return "was distilled by specviz"
+    return f"was distilled in {minutes:.0f} minutes of training on {tokens / 1000:.0f} thousand of the target's answer tokens"
 
 
 def near_tie_at(trace: Trace, index: int) -> tuple[str, str, float] | None:

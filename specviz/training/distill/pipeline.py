@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from specviz.models.reduced_head import mark_sharing, save_vocabulary
+from specviz.training.distill.card import write_card
 from specviz.training.distill.collect import Example, collect, end_token_ids, load_examples
 from specviz.training.distill.draft_model import DraftShape, build_draft, build_sharing_draft, kept_token_ids
 from specviz.training.distill.fit import FitSettings, KeptHead, evaluate, fit
@@ -38,6 +39,8 @@ class Recipe:
     measure_prompts: list[str] = field(default_factory=list)  # held-out prompts for the last stage (none: skipped)
     measure_gammas: tuple[int, ...] = (1, 2, 3)
     measure_new_tokens: int = 96
+    measure_dtype: torch.dtype | None = None  # the dtype the pair will run in (None: the target's as loaded)
+    command: str | None = None  # the command line that ran the recipe, for the card
 
     @property
     def work(self) -> Path:
@@ -147,7 +150,13 @@ def save_draft(recipe: Recipe, state: State) -> None:
         config = draft.config
         shape.update(hidden=config.hidden_size, ffn=config.intermediate_size, heads=config.num_attention_heads)
     state.report["draft"] = {"shape": shape, "parameters": parameters, "bytes": (recipe.out / "model.safetensors").stat().st_size}
+    write_report(recipe, state)
+
+
+def write_report(recipe: Recipe, state: State) -> None:
+    """distill_report.json, and the model card written from it."""
     (recipe.out / "distill_report.json").write_text(json.dumps(state.report, indent=2))
+    write_card(recipe.out, state.report)
 
 
 def measure_draft(recipe: Recipe, state: State) -> None:
@@ -158,9 +167,10 @@ def measure_draft(recipe: Recipe, state: State) -> None:
     from specviz.engine import DecodeSettings
     from specviz.engine.vocabulary import Vocabulary
     from specviz.models.loading import LoadedModel, LoadedPair, load_model
+    from specviz.runner import run
 
     started = time.perf_counter()
-    target = state.target
+    target = state.target.to(recipe.measure_dtype) if recipe.measure_dtype else state.target  # the last stage: no cast back
     device, dtype = target.device, target.dtype
     draft = load_model(str(recipe.out), device, dtype, target=target)  # as specviz will load it: shared embedding, cut head
     pair = LoadedPair(
@@ -178,6 +188,8 @@ def measure_draft(recipe: Recipe, state: State) -> None:
     settings = DecodeSettings(max_new_tokens=recipe.measure_new_tokens)  # greedy
     result = bench(pair, recipe.measure_prompts, settings, list(recipe.measure_gammas), repeats=1, with_transformers=False, with_dynamic=False)
     keys = ("method", "gamma", "tokens_per_s", "speedup", "decode_speedup", "alpha", "tau", "verify_cost", "tokens_per_cycle")
+    sampled = replace(settings, gamma=recipe.measure_gammas[0])
+    samples = [{"prompt": prompt, "answer": list(run(pair, prompt, sampled))[-1].text} for prompt in recipe.measure_prompts[:2]]
     state.report["measured"] = {
         "prompts": len(recipe.measure_prompts),
         "max_new_tokens": recipe.measure_new_tokens,
@@ -185,9 +197,10 @@ def measure_draft(recipe: Recipe, state: State) -> None:
         "device": str(device),
         "greedy_identical": result["greedy_identical"],
         "rows": [{key: row.get(key) for key in keys} for row in result["rows"]],
+        "samples": samples,
         "seconds": round(time.perf_counter() - started, 1),
     }
-    (recipe.out / "distill_report.json").write_text(json.dumps(state.report, indent=2))
+    write_report(recipe, state)
 
 
 STAGES = (collect_answers, choose_vocabulary, fit_draft, save_draft, measure_draft)
@@ -195,7 +208,8 @@ STAGES = (collect_answers, choose_vocabulary, fit_draft, save_draft, measure_dra
 
 def distill(recipe: Recipe, target: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target_reference: str) -> dict:
     """Run every stage; return the report (also written to <out>/distill_report.json)."""
-    state = State(target.eval(), tokenizer, report={"target": target_reference, "recipe_prompts": len(recipe.prompts)})
+    report = {"target": target_reference, "recipe_prompts": len(recipe.prompts), "command": recipe.command}
+    state = State(target.eval(), tokenizer, report=report)
     for stage in STAGES:
         stage(recipe, state)
     return state.report

@@ -1,0 +1,119 @@
+"""The model card beside a distilled draft, written from its distill_report.json (the one home of its numbers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def _fmt(value, spec: str, suffix: str = "") -> str:
+    return "" if value is None else format(value, spec) + suffix
+
+
+def _what_it_is(report: dict) -> str:
+    draft, vocabulary = report["draft"], report["vocabulary"]
+    shape = draft["shape"]
+    lines = [
+        f"- **Architecture**: Llama, width {shape['hidden']}, {shape['heads']} heads, FFN {shape['ffn']:,}, "
+        f"**{shape['layers']} layers**; {draft['parameters']:,} parameters of its own, {draft.get('bytes', 0) / 1e6:.1f} MB.",
+    ]
+    if shape.get("share_embeddings"):
+        lines.append(
+            "- **Borrowed, not shipped**: the input embedding and the tied head are the target's (EAGLE's design), "
+            "shared at load time (`shares_target_embeddings.json`); it started from the target's first layers."
+        )
+    if vocabulary.get("kept") != "all":
+        lines.append(
+            f"- **Head over {vocabulary['head']:,} of {vocabulary['of']:,} tokens** (`draft_vocabulary.json`): they cover "
+            f"{100 * vocabulary['answer_tokens_covered']:.2f} % of the answer tokens and "
+            f"{100 * vocabulary['probability_mass_covered']:.2f} % of the target's top-k probability mass. q is 0 outside them; "
+            "speculative decoding stays exact (the residual is taken over the whole vocabulary)."
+        )
+    lines.append("- **Tokenizer**: the target's (its files are in this folder).")
+    return "\n".join(lines)
+
+
+def _data(report: dict) -> str:
+    data = report["data"]
+    return (
+        f"The target's own greedy answers to {data['prompts']:,} of {report.get('recipe_prompts', data['prompts']):,} prompts "
+        f"(chat template {'applied' if data['chat_template'] else 'not applied'}), up to {data['max_new_tokens']} new tokens: "
+        f"**{data['answer_tokens']:,} answer tokens**, {data['answers_ended_by_the_target']:,} answers ended by the target. "
+        "At each answer token the target's top-32 probabilities were kept."
+    )
+
+
+def _training(report: dict) -> str:
+    fit = report["fit"]
+    settings, log = fit["settings"], fit["log"]
+    rows = [
+        [str(step), f"{train:.3f}", f"{validation:.3f}", f"{agreement:.3f}"]
+        for step, train, validation, agreement in zip(
+            log["steps"], log["train_loss"], log["validation_loss"], log["validation_agreement"]
+        )
+    ]
+    return (
+        f"Cross-entropy of q against the target's top-k plus {settings['greedy_weight']} × cross-entropy on the token the "
+        f"target wrote; AdamW, learning rate {settings['learning_rate']:g}, {settings['warmup_steps']} warm-up steps, cosine "
+        f"to a tenth, batches of {settings['batch_size']} answers, **{settings['steps']:,} steps**, "
+        f"{fit['seconds'] / 60:.1f} min; {fit['train_examples']:,} answers to train on, {fit['validation_examples']:,} held out. "
+        f"The best validated weights were kept: greedy agreement **{fit['best_validation_greedy_agreement']:.3f}** "
+        "(how often the draft's top token is the target's, at positions of the target's own answers).\n\n"
+        + _table(["step", "train loss", "validation loss", "greedy agreement (validation)"], rows)
+    )
+
+
+def _measured(report: dict) -> str:
+    measured = report.get("measured")
+    if not measured:
+        return "Not measured (the run skipped `--measure-prompts`)."
+    rows = []
+    for row in measured["rows"]:
+        alone = row["method"] == "autoregressive"
+        rows.append(
+            [
+                "target alone" if alone else "speculative",
+                "—" if alone else str(row["gamma"]),
+                _fmt(row["tokens_per_s"], ".1f"),
+                _fmt(row["speedup"], ".2f", "×"),
+                _fmt(row["decode_speedup"], ".2f", "×"),
+                _fmt(row["alpha"], ".3f"),
+                _fmt(row["tau"], ".3f"),
+                _fmt(row["verify_cost"], ".2f"),
+                _fmt(row["tokens_per_cycle"], ".2f"),
+            ]
+        )
+    identical = {True: "identical to the target alone", False: "not all identical to the target alone", None: ""}
+    text = (
+        f"On {measured['prompts']} held-out prompts, greedy, {measured['max_new_tokens']} new tokens, {measured['dtype']} on "
+        f"{measured['device']}, measured by `bench`'s own code at the end of the run ({measured['seconds']:.0f} s); outputs "
+        f"{identical[measured['greedy_identical']]}. τ is a draft step over a target step and ν a verify pass over a target "
+        "step, both measured in the same run.\n\n"
+        + _table(["method", "γ", "tokens/s", "speedup (end to end)", "decode speedup", "α", "τ", "ν", "tokens / cycle"], rows)
+    )
+    for sample in measured.get("samples", []):
+        text += f"\n\n**Prompt:** {sample['prompt']}\n\n> " + sample["answer"].strip().replace("\n", "\n> ")
+    return text
+
+
+def model_card(report: dict, name: str) -> str:
+    """The card's markdown: what the draft is, its data, its training and its measured numbers, all from `report`."""
+    command = report.get("command")
+    made_by = f"\n\nMade by\n\n```bash\n{command}\n```" if command else ""
+    sections = [
+        f"# {name}: a draft distilled by specviz for {report['target']}{made_by}\n\n"
+        "Every number below comes from `distill_report.json`, written by the same run.",
+        "## What it is\n\n" + _what_it_is(report),
+        "## Data\n\n" + _data(report),
+        "## Training\n\n" + _training(report),
+        "## Measured\n\n" + _measured(report),
+    ]
+    return "\n\n".join(sections) + "\n"
+
+
+def write_card(folder: Path, report: dict) -> None:
+    (folder / "MODEL_CARD.md").write_text(model_card(report, folder.name))
