@@ -39,3 +39,16 @@ def test_lessons_have_button_ids_and_distinct_scenarios():
     all_lessons = lessons("pycode-distilled", "pycode-plain")
     assert len(all_lessons) >= 6 and all(lesson.key.startswith("lesson-") for lesson in all_lessons)
     assert len({lesson.request for lesson in all_lessons}) == len(all_lessons)
+
+
+def test_the_real_model_lesson_quotes_its_drafts_own_report():
+    import json
+    from pathlib import Path
+
+    from specviz.models.catalogue import load_catalogue
+    from specviz.ui.lessons import _distillation
+
+    report = json.loads((Path(load_catalogue().get("smollm2-135m-distilled").draft_ref) / "distill_report.json").read_text())
+    said = _distillation("smollm2-135m-distilled")
+    assert f"{report['fit']['seconds'] / 60:.0f} minutes" in said and f"{report['data']['answer_tokens'] / 1000:.0f} thousand" in said
+    assert _distillation("no-such-pair") == "was distilled by specviz", "no report: no numbers made up"
