@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 
 from playwright.sync_api import sync_playwright
 
-from benchmarks.browser import CHROMIUM, FLAGS, free_port, start_app, stop_app, wait_state
+from benchmarks.browser import CHROMIUM, FLAGS, free_port, start_app, stop_app
 
 
 def main(lesson: str, out: Path) -> None:
@@ -27,7 +27,7 @@ def main(lesson: str, out: Path) -> None:
             page = browser.new_page(viewport={"width": 1500, "height": 1400})
             page.goto(f"http://127.0.0.1:{port}")
             page.locator(f"#{lesson}").click(timeout=300_000)
-            wait_state(page, "done", timeout=900_000, polling=1000)
+            page.wait_for_selector("#lesson :text('A real pretrained chat model')", timeout=900_000)  # the lesson's explanation: its runs are done
             page.wait_for_timeout(1500)
             page.screenshot(path=str(out), full_page=False)
             browser.close()
