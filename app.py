@@ -461,7 +461,7 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
         lesson_chart,
     }
     playing = dict(
-        concurrency_limit=None, concurrency_id="play", trigger_mode="multiple"
+        concurrency_limit=None, concurrency_id="play", trigger_mode="multiple", show_progress="hidden"
     )  # the measuring slot, not the queue, serialises timings
 
     run_button.click(run_clicked, inputs_kwargs=run_inputs, outputs=page, **playing)

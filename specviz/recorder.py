@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from specviz.analysis.machine_load import LoadMeter, settle
 from specviz.analysis.measures import measures_of
 from specviz.engine.events import Cycle, RunStarted, Step, Summary
 from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 
 MEASURING_SLOT = threading.Lock()
 REPEAT_BUDGET_S = 2.0  # measure three times when three rounds fit in this, else once
-SETTLE_S = 0.5  # in the app: inside the slot, let the pages (ours and others', now frozen) finish drawing before timing
+SETTLE_S = 0.5  # in the app: inside the slot, let the pages (ours and others', now frozen) finish drawing before timing…
+SETTLE_MAX_S = 8.0  # …and then wait for the other programs to be quiet, at most this long
 
 
 @dataclass
@@ -75,11 +77,12 @@ def measure_run(
     prompt_tokens = len(encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma))
     peaks = collect.PeakTracker(pair.device, pair.draft.weight_bytes)  # CUDA's peaks; empty on a CPU
     with MEASURING_SLOT:
-        time.sleep(settle_s)
-        rounds = [_round(pair, prompt, settings, drafter, should_stop, baseline_first=False, peaks=peaks)]
-        if rounds[0].baseline is not None and 3 * rounds[0].seconds <= repeat_budget_s:
-            for baseline_first in (True, False):
-                rounds.append(_round(pair, prompt, settings, drafter, should_stop, baseline_first, peaks))
+        waited = settle(settle_s, max(settle_s, SETTLE_MAX_S)) if settle_s else 0.0
+        with LoadMeter(waited) as others:
+            rounds = [_round(pair, prompt, settings, drafter, should_stop, baseline_first=False, peaks=peaks)]
+            if rounds[0].baseline is not None and 3 * rounds[0].seconds <= repeat_budget_s:
+                for baseline_first in (True, False):
+                    rounds.append(_round(pair, prompt, settings, drafter, should_stop, baseline_first, peaks))
     complete = [r for r in rounds if r.speedup is not None]
     if len(complete) < len(rounds):  # stopped: show what was recorded of the first round
         chosen, speedups = rounds[0], ()
@@ -97,6 +100,7 @@ def measure_run(
         baseline_steps=chosen.baseline_steps or [],
         baseline=chosen.baseline,
         round_speedups=speedups,
+        other_load=others.result.to_json(),
     )
 
 

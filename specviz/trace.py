@@ -25,6 +25,7 @@ class Trace:
     baseline_steps: list[Step] = field(default_factory=list)
     baseline: Summary | None = None
     round_speedups: tuple[float, ...] = ()  # every back-to-back measurement; the trace is the median one
+    other_load: dict | None = None  # other programs' use of the processor while this was timed (machine_load.OtherLoad)
 
     @property
     def complete(self) -> bool:
@@ -42,6 +43,7 @@ class Trace:
                 "baseline_steps": [asdict(step) for step in self.baseline_steps],
                 "baseline": asdict(self.baseline) if self.baseline else None,
                 "round_speedups": list(self.round_speedups),
+                "other_load": self.other_load,
             }
         )
 
@@ -64,6 +66,7 @@ class Trace:
                 baseline_steps=[_build(Step, s) for s in raw.get("baseline_steps", [])],
                 baseline=_summary(raw["baseline"]) if raw.get("baseline") else None,
                 round_speedups=tuple(raw.get("round_speedups", ())),
+                other_load=raw.get("other_load"),
             )
         except (KeyError, TypeError) as error:
             raise ValueError(f"damaged specviz trace: {error}") from None

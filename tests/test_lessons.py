@@ -50,5 +50,8 @@ def test_the_real_model_lesson_quotes_its_drafts_own_report():
 
     report = json.loads((Path(load_catalogue().get("smollm2-135m-distilled").draft_ref) / "distill_report.json").read_text())
     said = _distillation("smollm2-135m-distilled")
-    assert f"{report['fit']['seconds'] / 60:.0f} minutes" in said and f"{report['data']['answer_tokens'] / 1000:.0f} thousand" in said
+    assert (
+        f"{report['fit']['seconds'] / 60:.0f} minutes" in said
+        and f"{report['data']['answer_tokens'] / 1000:.0f} thousand" in said
+    )
     assert _distillation("no-such-pair") == "was distilled by specviz", "no report: no numbers made up"

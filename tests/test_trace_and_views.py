@@ -27,9 +27,14 @@ VOCAB = 32
 
 @pytest.fixture(scope="module")
 def trace() -> Trace:
+    return record_tiny_trace()
+
+
+def record_tiny_trace() -> Trace:
+    """A sampled speculative run of two tiny models and its baseline, recorded as the app records one."""
     target, draft = tiny_llama(VOCAB, seed=0), tiny_llama(VOCAB, seed=1, layers=1)
     settings = DecodeSettings(max_new_tokens=20, gamma=3, sampling=SamplingSettings(temperature=1.0), seed=2)
-    recorded = Trace(pair={"name": "tiny"}, prompt="<1><2><3>")
+    recorded = Trace(pair={"name": "tiny"}, prompt="<1><2><3>", other_load={"other_cores": 0.12, "settle_s": 0.5})
     for event in speculative_decode(
         CachedDecoder(target, VOCAB), ModelDrafter(CachedDecoder(draft, VOCAB)), [1, 2, 3], settings, fake_vocabulary()
     ):

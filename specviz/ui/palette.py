@@ -87,6 +87,7 @@ CSS = """
               border: 1px solid var(--border-color-primary); min-height: 2.2em; }
 .sv-numbers[data-state=measuring], .sv-numbers[data-state=waiting] { border-style: dashed; color: var(--body-text-color-subdued); }
 .sv-numbers .sv-big { font-size: 1.5rem; font-weight: 800; color: var(--sv-accepted); margin-right: 4px; }
+.sv-numbers .sv-busy { color: var(--sv-rejected); font-size: .9rem; }
 .sv-lesson-text:empty { display: none; }
 .sv-lesson-text { font-size: 1rem; padding: 4px 12px; border-left: 5px solid var(--sv-predicted, #E69F00); }
 .sv-lesson-text table { font-size: .9rem; margin: 6px 0; }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 
 from specviz.analysis import theory
+from specviz.analysis.machine_load import OtherLoad
 from specviz.analysis.measures import Measures
 from specviz.numbers import number
 
@@ -86,6 +87,9 @@ def run_numbers_html(m: Measures | None, state: str, run_id: int | None = None, 
                 "tokens-per-cycle": number(m.tokens_per_cycle, 4),
             }
         )
+    others = OtherLoad.from_json(getattr(trace, "other_load", None))
+    if others is not None and others.cores is not None and "speedup" in data:
+        data["other-load"] = f"{others.cores:.2f}"
     attributes = "".join(f' data-{key}="{html.escape(str(value))}"' for key, value in data.items() if value is not None)
     if state == "measuring":
         body = "<b>Measuring</b> the speculative run, then the target alone… nothing is drawn until both are timed."
@@ -104,8 +108,18 @@ def run_numbers_html(m: Measures | None, state: str, run_id: int | None = None, 
             f'<span class="sv-big">{m.measured_speedup:.2f}×</span> speed of the target alone · '
             f"{m.tokens_per_s:.0f} vs {m.baseline_tokens_per_s:.0f} tokens/s · α = {number(m.alpha, 2)} · τ = {number(m.tau)} · "
             f"ν = {number(m.verify_cost, 2)} · {number(m.tokens_per_cycle, 2)} tokens per target forward{repeat}"
+            f"{_busy_warning(others)}"
         )
     return f'<div id="run-numbers" class="sv-numbers"{attributes}>{body}</div>'
+
+
+def _busy_warning(others: OtherLoad | None) -> str:
+    if others is None or not others.busy:
+        return ""
+    return (
+        f'<br><span class="sv-busy">⚠ Other programs on this machine used {others.cores:.1f} cores while this was timed, '
+        "so both speeds may be slowed and the ratios skewed: run it again when the machine is quiet.</span>"
+    )
 
 
 def details_markdown(info: dict) -> str:

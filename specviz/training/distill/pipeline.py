@@ -186,7 +186,15 @@ def measure_draft(recipe: Recipe, state: State) -> None:
         vocabulary=Vocabulary(state.tokenizer, end_token_ids(target, state.tokenizer)),
     )
     settings = DecodeSettings(max_new_tokens=recipe.measure_new_tokens)  # greedy
-    result = bench(pair, recipe.measure_prompts, settings, list(recipe.measure_gammas), repeats=1, with_transformers=False, with_dynamic=False)
+    result = bench(
+        pair,
+        recipe.measure_prompts,
+        settings,
+        list(recipe.measure_gammas),
+        repeats=1,
+        with_transformers=False,
+        with_dynamic=False,
+    )
     keys = ("method", "gamma", "tokens_per_s", "speedup", "decode_speedup", "alpha", "tau", "verify_cost", "tokens_per_cycle")
     sampled = replace(settings, gamma=recipe.measure_gammas[0])
     samples = [{"prompt": prompt, "answer": list(run(pair, prompt, sampled))[-1].text} for prompt in recipe.measure_prompts[:2]]
