@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from specviz.analysis.machine_load import LoadMeter
 from specviz.analysis.measures import measures_of
 from specviz.cli.options import (
     UsageError,
@@ -327,21 +328,26 @@ def command(args: argparse.Namespace) -> int:
         f"pair {pair.name} on {pair.device} ({pair.dtype}), {len(prompts)} prompts, {args.max_new_tokens} new tokens, "
         f"temperature {args.temperature}, {args.repeats} repeats"
     )
-    result = bench(
-        pair,
-        prompts,
-        settings[gammas[0]],
-        gammas,
-        drafter=args.drafter,
-        repeats=args.repeats,
-        with_transformers=not args.no_hf,
-        with_dynamic=not args.no_dynamic,
-        log=log,
-    )
+    with LoadMeter() as others:
+        result = bench(
+            pair,
+            prompts,
+            settings[gammas[0]],
+            gammas,
+            drafter=args.drafter,
+            repeats=args.repeats,
+            with_transformers=not args.no_hf,
+            with_dynamic=not args.no_dynamic,
+            log=log,
+        )
+    result["other_load_cores"] = others.result.cores
     if args.json:
         print(json.dumps(result))
     else:
         print(format_table(result["rows"]))
         if result["greedy_identical"] is not None:
             print(f"greedy outputs identical across methods: {result['greedy_identical']}")
+        if others.result.cores is not None:
+            warning = " (busy: these timings are slowed; run again on a quiet machine)" if others.result.busy else ""
+            print(f"other programs used {others.result.cores:.2f} cores while this ran{warning}")
     return 0
