@@ -27,7 +27,9 @@ def main(lesson: str, out: Path) -> None:
             page = browser.new_page(viewport={"width": 1500, "height": 1400})
             page.goto(f"http://127.0.0.1:{port}")
             page.locator(f"#{lesson}").click(timeout=300_000)
-            page.wait_for_selector("#lesson :text('A real pretrained chat model')", timeout=900_000)  # the lesson's explanation: its runs are done
+            page.wait_for_selector(
+                "#lesson :text('A real pretrained chat model')", timeout=900_000
+            )  # the lesson's explanation: its runs are done
             page.wait_for_timeout(1500)
             page.screenshot(path=str(out), full_page=False)
             browser.close()
