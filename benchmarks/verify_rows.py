@@ -1,0 +1,99 @@
+"""Why a verify pass can cost several target steps on a CPU: the matrix products, timed by the rows they multiply.
+
+    python benchmarks/verify_rows.py [--pair smollm2-135m-distilled] [--threads 2]
+
+A verify pass multiplies each weight matrix by γ + 1 rows (one per token) where a plain step multiplies it
+by one. On hardware with a real matrix kernel for the dtype, a few more rows cost little more than one, because
+reading the weights dominates: that is the paper's assumption ν ≈ 1. Where the CPU lacks one (torch's bf16 on a
+processor without AVX-512 bf16 or AMX computes row by row), k rows cost about k times one row, and so does the
+verify pass. This prints the CPU's capability as torch sees it, then, for the target's own matrix shapes and
+for whole forwards of the target, the time of k rows over the time of one row, in float32 and bfloat16.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
+
+import torch  # noqa: E402
+from transformers import AutoModelForCausalLM, DynamicCache  # noqa: E402
+
+from specviz.models.loading import load_pair  # noqa: E402
+from specviz.models.pair_cache import catalogue  # noqa: E402
+
+ROWS = (1, 2, 3, 5, 8)
+
+
+def median_s(call, repeats: int) -> float:
+    for _ in range(3):
+        call()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+@torch.inference_mode()
+def matrix_rows(shapes: dict[str, tuple[int, int]], dtype: torch.dtype) -> list[str]:
+    """For each weight shape (in, out): the time of k rows over one row."""
+    lines = []
+    for name, (n_in, n_out) in shapes.items():
+        weight = torch.randn(n_out, n_in, dtype=dtype)
+        one = None
+        cells = []
+        for rows in ROWS:
+            x = torch.randn(rows, n_in, dtype=dtype)
+            seconds = median_s(lambda x=x, weight=weight: torch.nn.functional.linear(x, weight), 20 if n_out > 8192 else 100)
+            one = one or seconds
+            cells.append(f"{seconds / one:5.2f}")
+        lines.append(f"  {name:28s} {one * 1e6:8.0f} µs  " + "  ".join(cells))
+    return lines
+
+
+@torch.inference_mode()
+def forward_rows(folder: str, dtype: torch.dtype, context: int = 40) -> str:
+    """A whole target forward over k new tokens after a `context`-token prefix, over a forward over one."""
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
+    cache = DynamicCache(config=model.config)
+    model(input_ids=torch.arange(100, 100 + context).view(1, -1), cache=cache, use_cache=True, logits_to_keep=1)
+
+    def forward(rows: int) -> None:
+        model(input_ids=torch.arange(5, 5 + rows).view(1, -1), cache=cache, use_cache=True, logits_to_keep=rows)
+        cache.crop(-rows)
+
+    one = median_s(lambda: forward(1), 20)
+    cells = [f"{median_s(lambda rows=rows: forward(rows), 20) / one:5.2f}" for rows in ROWS]
+    return f"  {'whole forward (verify pass)':28s} {one * 1e3:8.1f} ms  " + "  ".join(cells)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pair", default="smollm2-135m-distilled")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    pair = load_pair(args.pair, catalogue().get(args.pair), catalogue().offline_pairs())
+    config = pair.target.model.config
+    shapes = {
+        "attention q/o (h → h)": (config.hidden_size, config.hidden_size),
+        "MLP up/gate (h → ffn)": (config.hidden_size, config.intermediate_size),
+        "MLP down (ffn → h)": (config.intermediate_size, config.hidden_size),
+        "LM head (h → vocabulary)": (config.hidden_size, config.vocab_size),
+    }
+    print(f"CPU capability as torch sees it: {torch.backends.cpu.get_cpu_capability()}, {args.threads} threads")
+    print(f"target {pair.target.reference}: time of k rows / time of 1 row, k = {', '.join(map(str, ROWS))}")
+    for dtype in (torch.float32, torch.bfloat16):
+        print(f"{str(dtype).replace('torch.', '')}:")
+        print("\n".join(matrix_rows(shapes, dtype)))
+        print(forward_rows(pair.target.reference, dtype))
+
+
+if __name__ == "__main__":
+    main()
