@@ -126,6 +126,16 @@ def test_verdict_follows_the_measured_speedup_not_only_the_theory():
     assert f"{slow_m.measured_speedup:.2f}×" in texts.verdict_html(slow_m)
 
 
+def test_the_verdict_names_a_cpu_that_multiplies_half_precision_row_by_row():
+    m = replace(measure(code_trace()), verify_cost=2.6)
+    avx2_bf16 = texts.verdict_html(m, info={"cpu_capability": "AVX2", "dtype": "bfloat16"})
+    assert "reports AVX2, with no bfloat16 matrix kernel" in avx2_bf16
+    for info in ({"cpu_capability": "AVX2", "dtype": "float32"}, {"cpu_capability": "AVX512", "dtype": "bfloat16"}, {}):
+        assert "matrix kernel" not in texts.verdict_html(m, info=info), f"no such reason is known for {info}"
+    cheap = replace(m, verify_cost=1.1)
+    assert "matrix kernel" not in texts.verdict_html(cheap, info={"cpu_capability": "AVX2", "dtype": "bfloat16"})
+
+
 def test_run_numbers_expose_the_same_numbers_as_the_measures():
     trace = code_trace()
     m = measure(trace)

@@ -167,6 +167,13 @@ def is_loaded(name: str) -> bool:
     return name in _loaded
 
 
+def _cpu_capability() -> str:
+    """The vector instructions torch's CPU kernels use here ("AVX2", "AVX512", ...): they decide what a verify pass costs."""
+    import torch  # loaded with the pair
+
+    return torch.backends.cpu.get_cpu_capability()
+
+
 def pair_info(pair: LoadedPair) -> dict:
     """What the run-details panel shows, as plain data (it travels inside exported traces)."""
     return {
@@ -174,6 +181,7 @@ def pair_info(pair: LoadedPair) -> dict:
         "target": pair.target.reference.split("/assets/")[-1],
         "draft": pair.draft.reference.split("/assets/")[-1],
         "device": str(pair.device),
+        "cpu_capability": _cpu_capability() if pair.device.type == "cpu" else None,
         "dtype": str(pair.dtype).replace("torch.", ""),
         "target_parameters": pair.target.parameters,
         "draft_parameters": pair.draft.parameters,

@@ -42,13 +42,13 @@ CLAIMS = f"""
 """
 
 
-def verdict_html(m: Measures | None, pair_name: str = "", hardware_line: str | None = None) -> str:
+def verdict_html(m: Measures | None, pair_name: str = "", hardware_line: str | None = None, info: dict | None = None) -> str:
     """Is speculative decoding worth it for this pair and prompt? Measured speedup first, then why, from α, τ and ν."""
     if m is None or m.alpha is None or m.tau is None:
         return '<div class="sv-verdict">Run a prompt to get a verdict for your pair from what it measures.</div>'
     why = f"α = {m.alpha:.2f} against τ = {m.tau:.3f}"
     if m.verify_cost is not None:
-        why += f", and a verify pass costs ν = {m.verify_cost:.2f} target steps (the theory's ideal is 1)"
+        why += f", and a verify pass costs ν = {m.verify_cost:.2f} target steps (the theory's ideal is 1){row_by_row(m, info)}"
     advice = ""
     if m.best_gamma is not None and m.best_speedup is not None:
         if not m.prediction.speedup_possible:
@@ -70,6 +70,26 @@ def verdict_html(m: Measures | None, pair_name: str = "", hardware_line: str | N
     hardware = f"<br><small>{html.escape(hardware_line)}</small>" if hardware_line else ""
     name = f" for {html.escape(pair_name)}" if pair_name else ""
     return f'<div class="sv-verdict{css}">{head}{name}: {why}.{predicted}{advice}{hardware}</div>'
+
+
+NO_HALF_MATRIX_KERNEL = ("DEFAULT", "NO AVX", "AVX2")  # torch's capabilities with no bf16/fp16 matrix kernel
+
+
+def row_by_row(m: Measures, info: dict | None) -> str:
+    """Why ν is high, where the reason is known: half precision on a CPU whose kernels multiply it row by row."""
+    info = info or {}
+    capability, dtype = info.get("cpu_capability"), info.get("dtype")
+    if (
+        m.verify_cost is None
+        or m.verify_cost < 1.3
+        or capability not in NO_HALF_MATRIX_KERNEL
+        or dtype not in ("bfloat16", "float16")
+    ):
+        return ""
+    return (
+        f"; this CPU reports {capability}, with no {dtype} matrix kernel, so torch multiplies the γ + 1 rows of a verify "
+        "pass one by one (benchmarks/verify_rows.py shows it)"
+    )
 
 
 def run_numbers_html(m: Measures | None, state: str, run_id: int | None = None, trace=None) -> str:
@@ -131,9 +151,14 @@ def details_markdown(info: dict) -> str:
         f"| parameters | {info['target_parameters'] / 1e6:,.1f} M | {info['draft_parameters'] / 1e6:,.1f} M |\n"
         f"| weights in memory | {info['target_weight_mb']:,.1f} MiB | {info['draft_weight_mb']:,.1f} MiB |\n"
         f"{_deployment_rows(info)}\n"
-        f"Device **{info['device']}**, dtype **{info['dtype']}**, shared vocabulary {info['shared_vocab']:,} tokens, "
+        f"Device **{info['device']}**{_capability(info)}, dtype **{info['dtype']}**, shared vocabulary {info['shared_vocab']:,} tokens, "
         f"cold load {info['load_s']:.2f} s (tokenizers + both models)." + _peak_line(info.get("memory"))
     )
+
+
+def _capability(info: dict) -> str:
+    capability = info.get("cpu_capability")
+    return f" ({capability})" if capability else ""
 
 
 def _deployment_rows(info: dict) -> str:
