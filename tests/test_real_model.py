@@ -118,3 +118,16 @@ def test_run_json_carries_prompt_ids_and_the_decoded_text(real_pair):
     result = json.loads(done.stdout)
     assert result["prompt_token_ids"] == encode_prompt(real_pair, QUESTION, max_new_tokens=12, gamma=4)
     assert result["text"] == real_pair.tokenizer.decode(result["new_token_ids"], skip_special_tokens=True)
+
+
+def test_the_draft_counts_only_its_own_weights_not_the_embedding_it_borrows(real_pair):
+    target_tensors = {p.data_ptr() for p in real_pair.target.model.parameters()}
+    draft = real_pair.draft.model
+    embedding = draft.get_input_embeddings().weight
+    assert embedding.data_ptr() in target_tensors, "this draft shares the target's embedding: one tensor, no copy"
+    layers_and_norms = sum(p.numel() for p in draft.parameters() if p.data_ptr() not in target_tensors)
+    head_rows = draft.get_output_embeddings().weight.numel()  # the kept rows, copied into the reduced head
+    assert real_pair.draft.parameters == layers_and_norms + head_rows, (
+        f"expected {layers_and_norms:,} + {head_rows:,} parameters of the draft's own, got {real_pair.draft.parameters:,}"
+    )
+    assert real_pair.draft.parameters < embedding.numel(), "the borrowed 28M-parameter embedding is the target's, not the draft's"

@@ -15,7 +15,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from specviz.engine import Vocabulary
 from specviz.models.catalogue import Pair, PairError, load_catalogue
 from specviz.models.footprint import config_before_loading, count_parameters, too_big_sentence
-from specviz.models.reduced_head import borrow_embeddings, read_vocabulary, reduce_head, shares_target_embeddings
+from specviz.models.reduced_head import (
+    ReducedHead,
+    borrow_embeddings,
+    read_vocabulary,
+    reduce_head,
+    shares_target_embeddings,
+)
 from specviz.models.sources import Progress, SourceError, WheelFile, local_folder
 
 __all__ = ["LoadedModel", "LoadedPair", "PairError", "choose_device", "choose_dtype", "load_pair"]
@@ -164,8 +170,13 @@ def load_model(reference: str, device: torch.device, dtype: torch.dtype, target:
         raise PairError(f"Out of memory while loading {reference} on {device}; choose a smaller pair.") from None
     except (OSError, ValueError, KeyError) as error:
         raise PairError(f"Cannot load {reference}: {str(error).splitlines()[0]}") from None
-    parameters = sum(p.numel() for p in model.parameters())
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    borrowed = {p.data_ptr() for p in target.parameters()} if target is not None else set()
+    own = [p for p in model.parameters() if p.data_ptr() not in borrowed]  # a borrowed embedding is the target's memory
+    head = model.get_output_embeddings()
+    if isinstance(head, ReducedHead):
+        own.append(head.weight)  # the kept rows, copied: a buffer, not a parameter, but weights all the same
+    parameters = sum(p.numel() for p in own)
+    weight_bytes = sum(p.numel() * p.element_size() for p in own)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return LoadedModel(reference, model, parameters, weight_bytes, time.perf_counter() - started)

@@ -197,7 +197,7 @@ def _explain_real_model(main: Measured, extra: list[Measured]) -> str:
     return (
         f"<p>A real pretrained chat model: <b>SmolLM2-135M-Instruct</b> ({params / 1e6:.0f}M parameters, {info.get('dtype', '')}) "
         f"answers the question above, wrapped in its own chat template (the grey bubble is the user's message). Its draft, "
-        f"{(info.get('draft_parameters') or 0) / 1e6:.0f}M parameters, was distilled for it by <code>python -m specviz distill</code> "
+        f"{(info.get('draft_parameters') or 0) / 1e6:.1f}M parameters of its own (it borrows the target's embedding), was distilled for it by <code>python -m specviz distill</code> "
         f"from the target's own answers, and its head keeps only the tokens the target writes most.</p>"
         f"<p>α = <b>{number(m.alpha, 2)}</b>, {number(m.tokens_per_cycle, 2)} tokens per target forward, τ = {number(m.tau, 3)}, "
         f"ν = {number(m.verify_cost, 2)}: <b>{_speed(m)}</b>. "
