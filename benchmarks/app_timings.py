@@ -23,12 +23,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks.browser import CHROMIUM, COLOURED, FLAGS, choose, free_port, numbers, start_app, stop_app  # noqa: E402
+from benchmarks.browser import CHROMIUM, COLOURED, FLAGS, choose, free_port, numbers, start_app, stop_app, wait_state  # noqa: E402
 
 
 def wait(page, state: str, after: str | None = None, timeout: int = 300_000) -> dict:
     """wait_state, polled every 20 ms: the timings below are only as fine as the polling."""
-    return wait(page, state, after, timeout, polling=20)
+    return wait_state(page, state, after, timeout, polling=20)
 
 
 def timed_run(page, playback: str) -> dict:

@@ -76,9 +76,10 @@ CSS = """
 .sv-lane .sv-text { font-family: ui-monospace, Menlo, monospace; white-space: pre-wrap; word-break: break-word; font-size: .9rem; min-height: 6em; }
 .sv-lane .sv-text span { opacity: 0; animation: sv-appear 0.01s linear forwards; }
 .sv-bar { height: 6px; border-radius: 3px; background: var(--border-color-primary); overflow: hidden; margin-bottom: 6px; }
-.sv-bar > div { height: 100%; width: 0; animation-name: sv-grow; animation-timing-function: linear; animation-fill-mode: forwards; }
+.sv-bar > div { height: 100%; width: 100%; transform: scaleX(0); transform-origin: left; will-change: transform;
+                animation-name: sv-grow; animation-timing-function: linear; animation-fill-mode: forwards; }  /* transform, not width: no layout per frame */
 @keyframes sv-appear { to { opacity: 1; } }
-@keyframes sv-grow { to { width: 100%; } }
+@keyframes sv-grow { to { transform: scaleX(1); } }
 .sv-verdict { font-size: 1.05rem; padding: 8px 12px; border-radius: 8px; border-left: 5px solid var(--sv-accepted); background: var(--block-background-fill); }
 .sv-verdict.sv-no { border-left-color: var(--sv-rejected); }
 .sv-narration { font-size: 1.02rem; min-height: 2.6em; }
