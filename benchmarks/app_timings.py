@@ -85,9 +85,11 @@ def main() -> None:
             page.wait_for_function("document.querySelector('#status').innerText.includes('Ready')", timeout=300_000)
             report["pair_ready_s"] = time.perf_counter() - started  # from `python app.py` to "Ready" on the page
             first = timed_run(page, "10× slower")  # the very first run of the process, default playback
-            report["first_run"] = {k: first[k] for k in ("first_colour_s", "done_s", "speedup")}
+            report["first_run"] = {k: first.get(k) for k in ("first_colour_s", "done_s", "speedup", "otherLoad")}
             warm = [timed_run(page, "real pace") for _ in range(args.runs)]
-            report["warm_runs"] = [{k: run[k] for k in ("first_colour_s", "done_s", "speedup", "alpha", "tau")} for run in warm]
+            report["warm_runs"] = [
+                {k: run.get(k) for k in ("first_colour_s", "done_s", "speedup", "alpha", "tau", "otherLoad")} for run in warm
+            ]
             default = timed_run(page, "10× slower")
             report["default_run_done_s"] = default["done_s"]
             speedups = [float(run["speedup"]) for run in warm]
@@ -141,6 +143,7 @@ def main() -> None:
                 "all_done_s": time.perf_counter() - pressed,
                 "errors": sum(each.locator(".toast-body").count() for each in pages),
                 "speedups": [float(f["speedup"]) for f in finished],
+                "other_load_cores": [float(f["otherLoad"]) if f.get("otherLoad") else None for f in finished],
             }
             browser.close()
     finally:
