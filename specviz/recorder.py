@@ -77,7 +77,7 @@ def measure_run(
     prompt_tokens = len(encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma))
     peaks = collect.PeakTracker(pair.device, pair.draft.weight_bytes)  # CUDA's peaks; empty on a CPU
     with MEASURING_SLOT:
-        waited = settle(settle_s, max(settle_s, SETTLE_MAX_S)) if settle_s else 0.0
+        waited = settle(settle_s, max(settle_s, SETTLE_MAX_S), should_stop) if settle_s else 0.0
         with LoadMeter(waited) as others:
             rounds = [_round(pair, prompt, settings, drafter, should_stop, baseline_first=False, peaks=peaks)]
             if rounds[0].baseline is not None and 3 * rounds[0].seconds <= repeat_budget_s:
@@ -100,7 +100,7 @@ def measure_run(
         baseline_steps=chosen.baseline_steps or [],
         baseline=chosen.baseline,
         round_speedups=speedups,
-        other_load=others.result.to_json(),
+        other_load=others.result,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 
+from specviz.analysis.machine_load import OtherLoad
 from specviz.engine.events import Cycle, DraftPosition, RunStarted, Step, Summary
 from specviz.engine.tally import Tally
 
@@ -25,7 +26,7 @@ class Trace:
     baseline_steps: list[Step] = field(default_factory=list)
     baseline: Summary | None = None
     round_speedups: tuple[float, ...] = ()  # every back-to-back measurement; the trace is the median one
-    other_load: dict | None = None  # other programs' use of the processor while this was timed (machine_load.OtherLoad)
+    other_load: OtherLoad | None = None  # other programs' use of the processor while this was timed
 
     @property
     def complete(self) -> bool:
@@ -43,7 +44,7 @@ class Trace:
                 "baseline_steps": [asdict(step) for step in self.baseline_steps],
                 "baseline": asdict(self.baseline) if self.baseline else None,
                 "round_speedups": list(self.round_speedups),
-                "other_load": self.other_load,
+                "other_load": self.other_load.to_json() if self.other_load else None,
             }
         )
 
@@ -66,10 +67,19 @@ class Trace:
                 baseline_steps=[_build(Step, s) for s in raw.get("baseline_steps", [])],
                 baseline=_summary(raw["baseline"]) if raw.get("baseline") else None,
                 round_speedups=tuple(raw.get("round_speedups", ())),
-                other_load=raw.get("other_load"),
+                other_load=_other_load(raw.get("other_load")),
             )
-        except (KeyError, TypeError) as error:
+        except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"damaged specviz trace: {error}") from None
+
+
+def _other_load(value) -> OtherLoad | None:
+    """The recorded processor load; traces from before it was recorded have none."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(f"other_load is not a record: {value!r}")
+    return OtherLoad.from_json(value)
 
 
 def _tuples(value):

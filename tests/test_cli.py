@@ -108,7 +108,8 @@ def test_bench_json_compares_every_method(tmp_path):
         "transformers-assisted-default",
     ]
     assert output["greedy_identical"] is True, "every method, dynamic ones included, must reproduce greedy decoding"
-    assert output["other_load_cores"] is None or output["other_load_cores"] >= 0, "other programs' load: measured or null"
+    assert "other_load_cores" in output, "bench reports other programs' load (null where /proc is missing)"
+    assert output["other_load_cores"] is None or output["other_load_cores"] >= 0
     for row in output["rows"]:
         assert {"method", "tokens_per_s", "speedup", "alpha", "tau", "predicted_speedup"} <= row.keys()
         assert row["tokens_per_s"] > 0

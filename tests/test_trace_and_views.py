@@ -3,51 +3,18 @@
 import pytest
 
 from specviz.analysis.measures import TAU_OVER_STEP, measure
-from specviz.engine import (
-    CachedDecoder,
-    Cycle,
-    DecodeSettings,
-    ModelDrafter,
-    RunStarted,
-    SamplingSettings,
-    Summary,
-    autoregressive_decode,
-    speculative_decode,
-)
 from specviz.engine.tally import Tally
 from specviz.trace import Trace
 from specviz.ui import charts
 from specviz.ui.playback import next_cursor
 from specviz.ui.render import narration, race_html, stream_html
 from specviz.ui.views import inspector_choices
-from tests.tiny import fake_vocabulary, tiny_llama
-
-VOCAB = 32
+from tests.tiny import record_tiny_trace
 
 
 @pytest.fixture(scope="module")
 def trace() -> Trace:
     return record_tiny_trace()
-
-
-def record_tiny_trace() -> Trace:
-    """A sampled speculative run of two tiny models and its baseline, recorded as the app records one."""
-    target, draft = tiny_llama(VOCAB, seed=0), tiny_llama(VOCAB, seed=1, layers=1)
-    settings = DecodeSettings(max_new_tokens=20, gamma=3, sampling=SamplingSettings(temperature=1.0), seed=2)
-    recorded = Trace(pair={"name": "tiny"}, prompt="<1><2><3>", other_load={"other_cores": 0.12, "settle_s": 0.5})
-    for event in speculative_decode(
-        CachedDecoder(target, VOCAB), ModelDrafter(CachedDecoder(draft, VOCAB)), [1, 2, 3], settings, fake_vocabulary()
-    ):
-        if isinstance(event, RunStarted):
-            recorded.started = event
-        elif isinstance(event, Cycle):
-            recorded.cycles.append(event)
-        elif isinstance(event, Summary):
-            recorded.summary = event
-    events = list(autoregressive_decode(CachedDecoder(target, VOCAB), [1, 2, 3], settings, fake_vocabulary()))
-    recorded.baseline_steps = events[1:-1]
-    recorded.baseline = events[-1]
-    return recorded
 
 
 def test_json_round_trip_is_lossless(trace):

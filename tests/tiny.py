@@ -5,7 +5,20 @@ from __future__ import annotations
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specviz.engine import Vocabulary
+from specviz.analysis.machine_load import OtherLoad
+from specviz.engine import (
+    CachedDecoder,
+    Cycle,
+    DecodeSettings,
+    ModelDrafter,
+    RunStarted,
+    SamplingSettings,
+    Summary,
+    Vocabulary,
+    autoregressive_decode,
+    speculative_decode,
+)
+from specviz.trace import Trace
 
 
 def tiny_llama(
@@ -46,3 +59,30 @@ class FakeTokenizer:
 
 def fake_vocabulary(eos_token_id: int | None = None) -> Vocabulary:
     return Vocabulary(FakeTokenizer(eos_token_id))
+
+
+TRACE_VOCAB = 32
+
+
+def record_tiny_trace() -> Trace:
+    """A sampled speculative run of two tiny models and its baseline, recorded as the app records one."""
+    target, draft = tiny_llama(TRACE_VOCAB, seed=0), tiny_llama(TRACE_VOCAB, seed=1, layers=1)
+    settings = DecodeSettings(max_new_tokens=20, gamma=3, sampling=SamplingSettings(temperature=1.0), seed=2)
+    recorded = Trace(pair={"name": "tiny"}, prompt="<1><2><3>", other_load=OtherLoad(0.12, 0.5))
+    for event in speculative_decode(
+        CachedDecoder(target, TRACE_VOCAB),
+        ModelDrafter(CachedDecoder(draft, TRACE_VOCAB)),
+        [1, 2, 3],
+        settings,
+        fake_vocabulary(),
+    ):
+        if isinstance(event, RunStarted):
+            recorded.started = event
+        elif isinstance(event, Cycle):
+            recorded.cycles.append(event)
+        elif isinstance(event, Summary):
+            recorded.summary = event
+    events = list(autoregressive_decode(CachedDecoder(target, TRACE_VOCAB), [1, 2, 3], settings, fake_vocabulary()))
+    recorded.baseline_steps = events[1:-1]
+    recorded.baseline = events[-1]
+    return recorded

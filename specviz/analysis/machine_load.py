@@ -2,26 +2,27 @@
 
 On a small machine the page that shows a run is itself a program that needs the processor: a browser
 still drawing the last frame, or animating a progress bar, took 40 to 100 CPU-seconds during one
-50–110 s measurement of the real pair here and slowed the target to a third of its speed. So the app
-waits until the other programs it can see are quiet before it starts the clock, and records how busy
+50–110 s measurement of the real pair on 2 cores and slowed the target to a third of its speed. So the
+app waits until the other programs it can see are quiet before it starts the clock, and records how busy
 they were while it ran, so a slowed number is flagged instead of shown as the pair's speed.
 
 "Other programs" are the processes this one can see in /proc (on a desktop, the user's browser; in a
-container, the container's own processes, not its neighbours'). Where there is no /proc (macOS,
-Windows), nothing is measured: the app waits a fixed short time and reports no load.
+container, the container's own processes, not its neighbours'). Each is told apart by its pid and start
+time, so a process that ends or a pid that is reused during the window never skews the sum. Where there
+is no /proc (macOS, Windows), nothing is measured: the app waits a fixed short time and reports no load.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
-QUIET_CORES = 0.25  # others using less than a quarter of one core: quiet enough to time a run
-BUSY_CORES = 0.25  # others using more than this while a run was timed: the page says its numbers may be slowed
 POLL_S = 0.25
+Snapshot = dict[tuple[int, int], float]  # (pid, start time in ticks) → CPU seconds used so far
 
 
 def _ticks_per_s() -> int:
@@ -34,59 +35,69 @@ def _ticks_per_s() -> int:
 TICKS_PER_S = _ticks_per_s()
 
 
-def _process_cpu_s(stat: Path) -> float:
-    """User + system CPU seconds of one process, all its threads, from /proc/PID/stat."""
-    fields = stat.read_text().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-    return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
+def quiet_cores(cores: int | None = None) -> float:
+    """Other programs' load below which timing is fair: a quarter of a core, or a tenth of the machine if more."""
+    return max(0.25, 0.1 * (cores or os.cpu_count() or 1))
 
 
-def others_cpu_s() -> float | None:
+def snapshot() -> Snapshot | None:
     """CPU seconds used so far by every process this one can see, except itself (None where there is no /proc)."""
     if not (PROC / "self" / "stat").exists():
         return None
-    me, total = os.getpid(), 0.0
+    me, seen = os.getpid(), {}
     for entry in PROC.iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         try:
-            total += _process_cpu_s(entry / "stat")
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()  # after the name, which may hold spaces
+            seen[(int(entry.name), int(fields[19]))] = (int(fields[11]) + int(fields[12])) / TICKS_PER_S
         except (OSError, ValueError, IndexError):  # the process ended while we looked
             continue
-    return total
+    return seen
+
+
+def cpu_between(before: Snapshot, after: Snapshot) -> float:
+    """CPU seconds the other programs used between two snapshots: growth of those in both, all of those that started."""
+    return sum(used - before.get(process, 0.0) for process, used in after.items() if used >= before.get(process, 0.0))
 
 
 @dataclass(frozen=True)
 class OtherLoad:
     """Other programs' use of the processor during a timed section, in cores (1.0 = one core fully busy)."""
 
-    cores: float | None  # None where it cannot be measured
-    settle_s: float  # how long the app waited for quiet before timing
+    other_cores: float | None  # None where it cannot be measured
+    settle_s: float = 0.0  # how long the app waited for quiet before timing
 
     @property
     def busy(self) -> bool:
-        return self.cores is not None and self.cores > BUSY_CORES
+        return self.other_cores is not None and self.other_cores > quiet_cores()
 
     def to_json(self) -> dict:
-        return {"other_cores": self.cores, "settle_s": self.settle_s}
+        return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict | None) -> OtherLoad | None:
-        return cls(data.get("other_cores"), data.get("settle_s", 0.0)) if data else None
+    def from_json(cls, data: dict) -> OtherLoad:
+        """From to_json's dict; ValueError if it is not one."""
+        cores, settle_s = data.get("other_cores"), data.get("settle_s", 0.0)
+        if not (cores is None or isinstance(cores, int | float)) or not isinstance(settle_s, int | float):
+            raise ValueError(f"not a processor load: {data!r}")
+        return cls(cores, settle_s)
 
 
-def settle(min_s: float, max_s: float, quiet_cores: float = QUIET_CORES) -> float:
+def settle(min_s: float, max_s: float, should_stop: Callable[[], bool] = lambda: False) -> float:
     """Wait at least min_s, then until the other programs are quiet for one poll, at most max_s; return the seconds waited."""
     started = time.perf_counter()
     time.sleep(min_s)
-    before = others_cpu_s()
+    before, polled = snapshot(), time.perf_counter()
     if before is None:
         return time.perf_counter() - started
-    while time.perf_counter() - started < max_s:
+    limit = quiet_cores()
+    while time.perf_counter() - started < max_s and not should_stop():
         time.sleep(POLL_S)
-        now = others_cpu_s()
-        if (now - before) / POLL_S <= quiet_cores:
+        now, at = snapshot(), time.perf_counter()
+        if cpu_between(before, now) / (at - polled) <= limit:
             break
-        before = now
+        before, polled = now, at
     return time.perf_counter() - started
 
 
@@ -98,11 +109,10 @@ class LoadMeter:
         self.result: OtherLoad | None = None
 
     def __enter__(self) -> LoadMeter:
-        self._cpu, self._wall = others_cpu_s(), time.perf_counter()
+        self._before, self._started = snapshot(), time.perf_counter()
         return self
 
     def __exit__(self, *exc) -> None:
-        wall = time.perf_counter() - self._wall
-        cpu = others_cpu_s()
-        cores = None if cpu is None or self._cpu is None or wall <= 0 else max(0.0, (cpu - self._cpu) / wall)
-        self.result = OtherLoad(cores, self.settle_s)
+        seconds, after = time.perf_counter() - self._started, snapshot()
+        known = self._before is not None and after is not None and seconds > 0
+        self.result = OtherLoad(cpu_between(self._before, after) / seconds if known else None, self.settle_s)

@@ -340,14 +340,14 @@ def command(args: argparse.Namespace) -> int:
             with_dynamic=not args.no_dynamic,
             log=log,
         )
-    result["other_load_cores"] = others.result.cores
+    result["other_load_cores"] = others.result.other_cores
     if args.json:
         print(json.dumps(result))
     else:
         print(format_table(result["rows"]))
         if result["greedy_identical"] is not None:
             print(f"greedy outputs identical across methods: {result['greedy_identical']}")
-        if others.result.cores is not None:
+        if others.result.other_cores is not None:
             warning = " (busy: these timings are slowed; run again on a quiet machine)" if others.result.busy else ""
-            print(f"other programs used {others.result.cores:.2f} cores while this ran{warning}")
+            print(f"other programs used {others.result.other_cores:.2f} cores while this ran{warning}")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 
 from specviz.analysis import theory
+from specviz.analysis.kernels import multiplies_half_precision_row_by_row
 from specviz.analysis.machine_load import OtherLoad
 from specviz.analysis.measures import Measures
 from specviz.numbers import number
@@ -48,7 +49,7 @@ def verdict_html(m: Measures | None, pair_name: str = "", hardware_line: str | N
         return '<div class="sv-verdict">Run a prompt to get a verdict for your pair from what it measures.</div>'
     why = f"α = {m.alpha:.2f} against τ = {m.tau:.3f}"
     if m.verify_cost is not None:
-        why += f", and a verify pass costs ν = {m.verify_cost:.2f} target steps (the theory's ideal is 1){row_by_row(m, info)}"
+        why += f", and a verify pass costs ν = {m.verify_cost:.2f} target steps (the theory's ideal is 1){_row_by_row(m, info)}"
     advice = ""
     if m.best_gamma is not None and m.best_speedup is not None:
         if not m.prediction.speedup_possible:
@@ -72,19 +73,11 @@ def verdict_html(m: Measures | None, pair_name: str = "", hardware_line: str | N
     return f'<div class="sv-verdict{css}">{head}{name}: {why}.{predicted}{advice}{hardware}</div>'
 
 
-NO_HALF_MATRIX_KERNEL = ("DEFAULT", "NO AVX", "AVX2")  # torch's capabilities with no bf16/fp16 matrix kernel
-
-
-def row_by_row(m: Measures, info: dict | None) -> str:
-    """Why ν is high, where the reason is known: half precision on a CPU whose kernels multiply it row by row."""
+def _row_by_row(m: Measures, info: dict | None) -> str:
+    """Why ν is high, where the reason is known: half precision on a CPU whose torch kernels multiply it row by row."""
     info = info or {}
     capability, dtype = info.get("cpu_capability"), info.get("dtype")
-    if (
-        m.verify_cost is None
-        or m.verify_cost < 1.3
-        or capability not in NO_HALF_MATRIX_KERNEL
-        or dtype not in ("bfloat16", "float16")
-    ):
+    if m.verify_cost is None or m.verify_cost < 1.3 or not multiplies_half_precision_row_by_row(capability, dtype):
         return ""
     return (
         f"; this CPU reports {capability}, with no {dtype} matrix kernel, so torch multiplies the γ + 1 rows of a verify "
@@ -107,9 +100,9 @@ def run_numbers_html(m: Measures | None, state: str, run_id: int | None = None, 
                 "tokens-per-cycle": number(m.tokens_per_cycle, 4),
             }
         )
-    others = OtherLoad.from_json(getattr(trace, "other_load", None))
-    if others is not None and others.cores is not None and "speedup" in data:
-        data["other-load"] = f"{others.cores:.2f}"
+    others = getattr(trace, "other_load", None)
+    if others is not None and others.other_cores is not None and "speedup" in data:
+        data["other-load"] = f"{others.other_cores:.2f}"
     attributes = "".join(f' data-{key}="{html.escape(str(value))}"' for key, value in data.items() if value is not None)
     if state == "measuring":
         body = "<b>Measuring</b> the speculative run, then the target alone… nothing is drawn until both are timed."
@@ -137,8 +130,9 @@ def _busy_warning(others: OtherLoad | None) -> str:
     if others is None or not others.busy:
         return ""
     return (
-        f'<br><span class="sv-busy">⚠ Other programs on this machine used {others.cores:.1f} cores while this was timed, '
-        "so both speeds may be slowed and the ratios skewed: run it again when the machine is quiet.</span>"
+        f'<br><span class="sv-busy">⚠ Other programs used {others.other_cores:.1f} cores of the machine while this was timed '
+        f"(after {others.settle_s:.1f} s of waiting for quiet), so both speeds may be slowed and the ratios skewed: "
+        "run it again when the machine is quiet.</span>"
     )
 
 
