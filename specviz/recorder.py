@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from specviz.analysis.machine_load import LoadMeter, settle
 from specviz.analysis.measures import measures_of
 from specviz.engine.events import Cycle, RunStarted, Step, Summary
 from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
+from specviz.machine_load import LoadMeter, settle
 from specviz.models.pair_cache import pair_info
 from specviz.runner import encode_prompt, run
 from specviz.trace import Trace

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 
-from specviz.analysis.machine_load import OtherLoad
 from specviz.engine.events import Cycle, DraftPosition, RunStarted, Step, Summary
 from specviz.engine.tally import Tally
+from specviz.machine_load import OtherLoad
 
 TRACE_FORMAT = "specviz-trace/2"
 

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from specviz.analysis import machine_load
-from specviz.analysis.machine_load import LoadMeter, OtherLoad, cpu_between, settle
+from specviz import machine_load
 from specviz.analysis.measures import measure
+from specviz.machine_load import LoadMeter, OtherLoad, cpu_between, settle
 from specviz.trace import Trace
 from specviz.ui.texts import run_numbers_html
 from tests.tiny import record_tiny_trace

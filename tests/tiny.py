@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specviz.analysis.machine_load import OtherLoad
 from specviz.engine import (
     CachedDecoder,
     Cycle,
@@ -18,6 +17,7 @@ from specviz.engine import (
     autoregressive_decode,
     speculative_decode,
 )
+from specviz.machine_load import OtherLoad
 from specviz.trace import Trace
 
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from specviz.analysis.machine_load import LoadMeter
 from specviz.analysis.measures import measures_of
 from specviz.cli.options import (
     UsageError,
@@ -26,6 +25,7 @@ from specviz.deployment.latency import LatencyStats, latency_tail
 from specviz.drafting import Twin, strategy
 from specviz.engine import DecodeSettings, Summary, Tally
 from specviz.engine.kv_cache import synchronize
+from specviz.machine_load import LoadMeter
 from specviz.models.loading import LoadedPair
 from specviz.prompts import load_prompt_set
 from specviz.runner import encode_prompt, run

@@ -6,8 +6,8 @@ import html
 
 from specviz.analysis import theory
 from specviz.analysis.kernels import multiplies_half_precision_row_by_row
-from specviz.analysis.machine_load import OtherLoad
 from specviz.analysis.measures import Measures
+from specviz.machine_load import OtherLoad
 from specviz.numbers import number
 
 FORMULAS = r"""
