@@ -24,7 +24,7 @@ from specviz.models.reduced_head import (
 )
 from specviz.models.sources import Progress, SourceError, WheelFile, local_folder
 
-__all__ = ["LoadedModel", "LoadedPair", "PairError", "choose_device", "choose_dtype", "load_pair"]
+__all__ = ["LoadedModel", "LoadedPair", "PairError", "choose_device", "choose_dtype", "load_pair", "loaded_model", "pair_of"]
 
 
 def _quiet(message: str) -> None:
@@ -170,16 +170,23 @@ def load_model(reference: str, device: torch.device, dtype: torch.dtype, target:
         raise PairError(f"Out of memory while loading {reference} on {device}; choose a smaller pair.") from None
     except (OSError, ValueError, KeyError) as error:
         raise PairError(f"Cannot load {reference}: {str(error).splitlines()[0]}") from None
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return loaded_model(reference, model, target, time.perf_counter() - started)
+
+
+def loaded_model(
+    reference: str, model: PreTrainedModel, target: PreTrainedModel | None = None, load_s: float = 0.0
+) -> LoadedModel:
+    """A model in memory with its own weights counted: an embedding borrowed from `target` is the target's memory."""
     borrowed = {p.data_ptr() for p in target.parameters()} if target is not None else set()
-    own = [p for p in model.parameters() if p.data_ptr() not in borrowed]  # a borrowed embedding is the target's memory
+    own = [p for p in model.parameters() if p.data_ptr() not in borrowed]
     head = model.get_output_embeddings()
     if isinstance(head, ReducedHead):
         own.append(head.weight)  # the kept rows, copied: a buffer, not a parameter, but weights all the same
     parameters = sum(p.numel() for p in own)
     weight_bytes = sum(p.numel() * p.element_size() for p in own)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return LoadedModel(reference, model, parameters, weight_bytes, time.perf_counter() - started)
+    return LoadedModel(reference, model, parameters, weight_bytes, load_s)
 
 
 def check_fits(name: str, target_ref: str, draft_ref: str, device: torch.device, dtype: torch.dtype) -> None:
@@ -222,16 +229,30 @@ def load_pair(
     progress(f"Loading {name}…")
     target = load_model(target_ref, device, dtype_chosen)
     draft = load_model(draft_ref, device, dtype_chosen, target=target.model)
+    return pair_of(name, target, draft, target_tok, pair.chat_template, device, dtype_chosen, time.perf_counter() - started)
+
+
+def pair_of(
+    name: str,
+    target: LoadedModel,
+    draft: LoadedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    chat_template: bool,
+    device: torch.device,
+    dtype: torch.dtype,
+    load_s: float = 0.0,
+) -> LoadedPair:
+    """Two loaded models as a pair: the vocabulary they share and the tokens that end a run, derived here only."""
     shared = min(target.model.config.vocab_size, draft.model.config.vocab_size)  # configs may pad differently
     return LoadedPair(
         name,
         target,
         draft,
-        target_tok,
+        tokenizer,
         shared,
         device,
-        dtype_chosen,
-        time.perf_counter() - started,
-        pair.chat_template,
-        Vocabulary(target_tok, end_token_ids(target.model)),
+        dtype,
+        load_s,
+        chat_template,
+        Vocabulary(tokenizer, end_token_ids(target.model)),
     )

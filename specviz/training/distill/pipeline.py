@@ -165,26 +165,14 @@ def measure_draft(recipe: Recipe, state: State) -> None:
         return
     from specviz.cli.bench import bench  # the numbers have one home: the same code as `python -m specviz bench`
     from specviz.engine import DecodeSettings
-    from specviz.engine.vocabulary import Vocabulary
-    from specviz.models.loading import LoadedModel, LoadedPair, load_model
+    from specviz.models.loading import load_model, loaded_model, pair_of
     from specviz.runner import run
 
     started = time.perf_counter()
     target = state.target.to(recipe.measure_dtype) if recipe.measure_dtype else state.target  # the last stage: no cast back
     device, dtype = target.device, target.dtype
     draft = load_model(str(recipe.out), device, dtype, target=target)  # as specviz will load it: shared embedding, cut head
-    pair = LoadedPair(
-        name=recipe.out.name,
-        target=LoadedModel("target", target, sum(p.numel() for p in target.parameters()), 0),
-        draft=draft,
-        tokenizer=state.tokenizer,
-        shared_vocab_size=min(target.config.vocab_size, draft.model.config.vocab_size),
-        device=device,
-        dtype=dtype,
-        load_s=0.0,
-        chat_template=recipe.chat_template,
-        vocabulary=Vocabulary(state.tokenizer, end_token_ids(target, state.tokenizer)),
-    )
+    pair = pair_of(recipe.out.name, loaded_model("target", target), draft, state.tokenizer, recipe.chat_template, device, dtype)
     settings = DecodeSettings(max_new_tokens=recipe.measure_new_tokens)  # greedy
     result = bench(
         pair,
