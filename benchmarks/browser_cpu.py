@@ -20,19 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
 from benchmarks.browser import CHROMIUM, FLAGS, choose, free_port, numbers, start_app, stop_app, wait_state  # noqa: E402
-
-TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+from specviz.machine_load import process_cpu_s  # noqa: E402
 
 
 def cpu_s(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / TICKS_PER_S
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
+    return sum(read[1] for pid in pids if (read := process_cpu_s(pid)) is not None)
 
 
 def chromium_pids() -> list[int]:

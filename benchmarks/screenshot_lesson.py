@@ -28,8 +28,8 @@ def main(lesson: str, out: Path) -> None:
             page.goto(f"http://127.0.0.1:{port}")
             page.locator(f"#{lesson}").click(timeout=300_000)
             page.wait_for_selector(
-                "#lesson :text('A real pretrained chat model')", timeout=900_000
-            )  # the lesson's explanation: its runs are done
+                "#status :text('Lesson done')", timeout=900_000
+            )  # every run of the lesson, and its explanation
             page.wait_for_timeout(1500)
             page.screenshot(path=str(out), full_page=False)
             browser.close()

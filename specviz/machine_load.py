@@ -40,19 +40,23 @@ def quiet_cores(cores: int | None = None) -> float:
     return max(0.25, 0.1 * (cores or os.cpu_count() or 1))
 
 
+def process_cpu_s(pid: int) -> tuple[int, float] | None:
+    """(start time in ticks, user + system CPU seconds so far) of one process, all its threads; None if it is gone."""
+    try:
+        fields = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()  # after the name, which may hold spaces
+        return int(fields[19]), (int(fields[11]) + int(fields[12])) / TICKS_PER_S
+    except (OSError, ValueError, IndexError):  # the process ended while we looked
+        return None
+
+
 def snapshot() -> Snapshot | None:
     """CPU seconds used so far by every process this one can see, except itself (None where there is no /proc)."""
     if not (PROC / "self" / "stat").exists():
         return None
     me, seen = os.getpid(), {}
     for entry in PROC.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()  # after the name, which may hold spaces
-            seen[(int(entry.name), int(fields[19]))] = (int(fields[11]) + int(fields[12])) / TICKS_PER_S
-        except (OSError, ValueError, IndexError):  # the process ended while we looked
-            continue
+        if entry.name.isdigit() and int(entry.name) != me and (read := process_cpu_s(int(entry.name))) is not None:
+            seen[(int(entry.name), read[0])] = read[1]
     return seen
 
 
