@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from specviz.analysis.measures import measures_of
+from specviz.analysis.readings import readings_of
 from specviz.engine.events import Cycle, RunStarted, Step, Summary
 from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
 from specviz.machine_load import LoadMeter, settle
@@ -45,7 +45,7 @@ class Round:
     def speedup(self) -> float | None:
         if self.summary is None or self.baseline is None:
             return None
-        return measures_of(
+        return readings_of(
             self.summary.tally,
             gamma=self.started.gamma,
             target_step_s=self.baseline.step_s,

@@ -1,6 +1,6 @@
 """The race on the main view and the deployment sections of "Theory & verdict", from a hand-built trace."""
 
-from specviz.analysis.measures import measure
+from specviz.analysis.readings import readings_of_trace
 from specviz.deployment.memory import MemoryReport, ModelMemory
 from specviz.ui.deployment_view import clock_at, deployment_html, race_view, trace_report
 from specviz.ui.views import Recording, frame
@@ -32,12 +32,12 @@ def test_theory_and_verdict_show_the_reports_sections_for_the_prompt_on_screen()
     memory = MemoryReport(ModelMemory("t", 100, 400, 8), ModelMemory("d", 10, 40, 2), 1000, 1200, "estimated from tensors")
     trace.pair = {"name": "toy", "device": "cpu", "dtype": "float32", "target_parameters": 100, "memory": memory.to_json()}
     saved = {"batches": [{"batch": 1, "tau": 0.1, "verify_cost": 1.1, "predicted_speedup": 1.4}], "batch_alpha": 0.8}
-    report = trace_report(trace, measure(trace), saved)
+    report = trace_report(trace, readings_of_trace(trace), saved)
     assert report.memory.added_bytes == 200 and [r.batch for r in report.batch_rows] == [1]
     html = deployment_html(report)
     for section in ("Verdict", "Latency", "Memory", "Cold start", "Batch size", "P99 latency", "memory +15–25 %"):
         assert section in html, f"the app shows the report's {section!r}"
-    assert "No batch curve saved" in deployment_html(trace_report(trace, measure(trace), None))
+    assert "No batch curve saved" in deployment_html(trace_report(trace, readings_of_trace(trace), None))
 
 
 def test_the_last_frame_carries_the_race_and_the_deployment_sections():

@@ -5,14 +5,14 @@ from dataclasses import replace
 import pytest
 
 from specviz import recorder
-from specviz.analysis.measures import measure
+from specviz.analysis.readings import readings_of_trace
 from specviz.ui.lessons import Measured, lessons
 
 
 def measured(pair, label, request) -> Measured:
     request = replace(request, max_new_tokens=16)
     trace = recorder.measure_run(pair, request.prompt, request.settings(), request.drafter, repeat_budget_s=0)
-    return Measured(label, request, trace, measure(trace))
+    return Measured(label, request, trace, readings_of_trace(trace))
 
 
 @pytest.mark.parametrize("index", range(7))
@@ -22,10 +22,10 @@ def test_each_lesson_explains_its_own_measurements(bundled_pair, index):
     extra = [measured(bundled_pair, label, request) for label, request in lesson.extra]
     text = lesson.explain(main, extra)
     assert "Question" in text, "every lesson ends with a question for the class"
-    numbers = [main.measures.alpha] + [e.measures.alpha for e in extra]
+    numbers = [main.readings.alpha] + [e.readings.alpha for e in extra]
     for value in numbers:
         assert f"{value:.2f}" in text, f"α = {value:.2f} measured in this lesson is missing from its text"
-    assert f"{main.measures.measured_speedup:.2f}" in text
+    assert f"{main.readings.measured_speedup:.2f}" in text
 
 
 def test_the_lenient_lesson_shows_where_the_text_left_the_targets():

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from specviz import machine_load
-from specviz.analysis.measures import measure
+from specviz.analysis.readings import readings_of_trace
 from specviz.machine_load import LoadMeter, OtherLoad, cpu_between, quiet_cores, settle
 from specviz.trace import Trace
 from specviz.ui.texts import run_numbers_html
@@ -66,8 +66,8 @@ def test_a_busy_measurement_is_flagged_on_the_page():
     recorded = record_tiny_trace()
     busy = Trace(**{**recorded.__dict__, "other_load": OtherLoad(1.3, 8.0)})
     quiet = Trace(**{**recorded.__dict__, "other_load": OtherLoad(0.05, 0.5)})
-    busy_html = run_numbers_html(measure(busy), "done", 1, busy)
-    quiet_html = run_numbers_html(measure(quiet), "done", 1, quiet)
+    busy_html = run_numbers_html(readings_of_trace(busy), "done", 1, busy)
+    quiet_html = run_numbers_html(readings_of_trace(quiet), "done", 1, quiet)
     assert 'data-other-load="1.30"' in busy_html and "1.3 cores" in busy_html
     assert 'data-other-load="0.05"' in quiet_html and "Other programs" not in quiet_html
 
@@ -75,6 +75,6 @@ def test_a_busy_measurement_is_flagged_on_the_page():
 def test_traces_recorded_before_the_load_was_measured_still_load_and_damaged_ones_are_refused():
     recorded = Trace.from_json(record_tiny_trace().to_json())
     old = Trace.from_json(recorded.to_json().replace('"other_load": {"other_cores": 0.12, "settle_s": 0.5}', '"x": 0'))
-    assert old.other_load is None and "data-other-load" not in run_numbers_html(measure(old), "done", 1, old)
+    assert old.other_load is None and "data-other-load" not in run_numbers_html(readings_of_trace(old), "done", 1, old)
     with pytest.raises(ValueError, match="damaged specviz trace"):
         Trace.from_json(recorded.to_json().replace('"other_load": {"other_cores": 0.12, "settle_s": 0.5}', '"other_load": "x"'))

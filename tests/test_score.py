@@ -100,7 +100,7 @@ def test_distilled_draft_scores_higher_than_plain(bundled_pair):
     distilled_card = scorecard(bundled_pair, texts, SamplingSettings(), 4, TIMES)
     plain_card = scorecard(plain, texts, SamplingSettings(), 4, TIMES)
     assert distilled_card.alpha > plain_card.alpha + 0.1, f"distilled {distilled_card.alpha:.3f} vs plain {plain_card.alpha:.3f}"
-    m = distilled_card.measures
+    m = distilled_card.readings
     assert m.tau == pytest.approx(0.1) and m.verify_cost == pytest.approx(1.2), "τ and ν come from the timed steps"
     assert distilled_card.to_dict()["best_speedup"] >= distilled_card.to_dict()["predicted_speedup"]
     assert [g for g, _, _ in distilled_card.speedup_curve(8)] == list(range(1, 9))

@@ -63,4 +63,4 @@ def test_the_panel_scores_through_its_views(bundled_pair):
     bad = score_views("pycode-distilled", "  ", MY_TEXT, 0.0, 3)
     assert bad["summary"].startswith("⚠ Paste some text") and bad["strip"] == "", "bad input is one sentence, the rest emptied"
     card = score_for_panel("pycode-distilled", TEXT, MY_TEXT, 0.0, 3)
-    assert card.gamma == 3 and card.tokens_scored > 10 and card.measures.tau is not None
+    assert card.gamma == 3 and card.tokens_scored > 10 and card.readings.tau is not None

@@ -2,7 +2,7 @@
 
 import pytest
 
-from specviz.analysis.measures import TAU_OVER_STEP, measure
+from specviz.analysis.readings import TAU_OVER_STEP, readings_of_trace
 from specviz.engine.tally import Tally
 from specviz.trace import Trace
 from specviz.ui import charts
@@ -54,8 +54,8 @@ def test_step_cursor_walks_every_phase(trace):
     assert seen[0] == (1, "draft") and seen[-1] == (len(trace.cycles), "decide")
 
 
-def test_measures_and_figures(trace):
-    m = measure(trace)
+def test_readings_and_figures(trace):
+    m = readings_of_trace(trace)
     accepted = sum(c.n_accepted for c in trace.cycles)
     rejections = sum(c.resampled_token_id is not None and bool(c.positions) for c in trace.cycles)
     assert m.alpha == pytest.approx(accepted / (accepted + rejections))

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from specviz.analysis.measures import measure, measures_of
+from specviz.analysis.readings import readings_of, readings_of_trace
 from specviz.engine.events import Cycle, DraftPosition, RunStarted, Step, Summary
 from specviz.engine.tally import Tally
 from specviz.trace import Trace
@@ -119,7 +119,7 @@ def test_narration_of_an_empty_last_window_is_a_plain_target_step():
 def test_verdict_follows_the_measured_speedup_not_only_the_theory():
     trace = code_trace()
     slow = replace(trace, baseline=replace(trace.baseline, wall_s=0.04))  # the target alone was faster
-    fast_m, slow_m = measure(trace), measure(slow)
+    fast_m, slow_m = readings_of_trace(trace), readings_of_trace(slow)
     assert fast_m.alpha > fast_m.tau, "the theory alone would say worth it in both cases"
     assert "Worth it here" in texts.verdict_html(fast_m) and "Not worth it here" in texts.verdict_html(slow_m)
     assert "**" not in texts.verdict_html(slow_m), "the verdict is formatted, not raw markdown"
@@ -127,7 +127,7 @@ def test_verdict_follows_the_measured_speedup_not_only_the_theory():
 
 
 def test_the_verdict_names_a_cpu_that_multiplies_half_precision_row_by_row():
-    m = replace(measure(code_trace()), verify_cost=2.6)
+    m = replace(readings_of_trace(code_trace()), verify_cost=2.6)
     avx2_bf16 = texts.verdict_html(m, info={"cpu_capability": "AVX2", "dtype": "bfloat16"})
     assert "reports AVX2, with no bfloat16 matrix kernel" in avx2_bf16
     for info in ({"cpu_capability": "AVX2", "dtype": "float32"}, {"cpu_capability": "AVX512", "dtype": "bfloat16"}, {}):
@@ -136,9 +136,9 @@ def test_the_verdict_names_a_cpu_that_multiplies_half_precision_row_by_row():
     assert "matrix kernel" not in texts.verdict_html(cheap, info={"cpu_capability": "AVX2", "dtype": "bfloat16"})
 
 
-def test_run_numbers_expose_the_same_numbers_as_the_measures():
+def test_run_numbers_expose_the_same_numbers_as_the_readings():
     trace = code_trace()
-    m = measure(trace)
+    m = readings_of_trace(trace)
     html = texts.run_numbers_html(m, "done", 7, trace)
     assert 'id="run-numbers"' in html and 'data-state="done"' in html and 'data-run-id="7"' in html
     assert f'data-speedup="{m.measured_speedup:.4f}"' in html and f'data-alpha="{m.alpha:.4f}"' in html
@@ -149,26 +149,25 @@ def test_run_numbers_expose_the_same_numbers_as_the_measures():
 def test_race_and_summary_and_verdict_say_the_same_speedup():
     trace = code_trace()
     last = frame(Recording.of(trace), len(trace.cycles), "decide", 1.0, with_charts=True)
-    speedup = f"{measure(trace).measured_speedup:.2f}×"
+    speedup = f"{readings_of_trace(trace).measured_speedup:.2f}×"
     for view in (last.race, last.verdict, last.summary):
         assert speedup in view, f"{speedup} missing from {view[:120]}"
     assert last.charts is not None and all(figure.data for figure in last.charts)
 
 
-def test_measures_during_playback_are_so_far_and_final_at_the_end():
+def test_readings_during_playback_are_so_far_and_final_at_the_end():
     recording = Recording.of(code_trace())
-    first = recording.measures_at(1)
+    first = recording.readings_at(1)
     assert first.tally.cycles == 1 and first.alpha == 1.0 and first.measured_speedup is None
-    assert recording.measures_at(3) is recording.final
+    assert recording.readings_at(3) is recording.final
 
 
 def test_tau_uses_the_target_step_when_the_baseline_was_measured():
     trace = code_trace()
-    m = measures_of(Tally.of(trace.cycles), gamma=2, target_step_s=0.0125)
+    m = readings_of(Tally.of(trace.cycles), gamma=2, target_step_s=0.0125)
     assert m.tau == pytest.approx(0.002 / 0.0125) and m.verify_cost == pytest.approx(0.01 / 0.0125)
-    assert race_html(trace, measure(trace), 10.0).count("animation-delay") == measure(trace).tally.emitted + len(
-        trace.baseline_steps
-    )
+    whole = readings_of_trace(trace)
+    assert race_html(trace, whole, 10.0).count("animation-delay") == whole.tally.emitted + len(trace.baseline_steps)
 
 
 def test_a_dynamic_draft_says_where_and_why_it_stopped():

@@ -1,1 +1,1 @@
-"""What the numbers mean: measures of a run, Leviathan et al.'s theory, the draft scorecard, step timings, hardware what-ifs."""
+"""What the numbers mean: the readings of a run, Leviathan et al.'s theory, the draft scorecard, step timings, hardware what-ifs."""

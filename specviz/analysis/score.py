@@ -4,7 +4,7 @@ One teacher-forced forward of each model over the text gives p and q at every po
 warping the engine samples with, Σₓ min(p(x), q(x)) is the probability that a draft at that position is
 accepted (Leviathan et al., Corollary 3.6). Under greedy both distributions are one-hot, so it is 1 where
 the two argmaxes agree and 0 elsewhere. The mean over the text estimates α; with τ and ν timed on this
-device (specviz.analysis.timing), measures_of_steps predicts tokens per cycle, the speedup and the best γ.
+device (specviz.analysis.timing), readings_of_steps predicts tokens per cycle, the speedup and the best γ.
 
 It predicts α during generation as far as the text resembles what the target writes: on the target's
 own greedy continuation the positions a run tests are exactly teacher-forced positions (tests/test_score.py).
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.analysis.measures import Measures, measures_of_steps
+from specviz.analysis.readings import Readings, readings_of_steps
 from specviz.analysis.timing import StepTimes
 from specviz.engine.sampling import warp
 from specviz.engine.settings import DecodeSettings, SamplingSettings
@@ -61,11 +61,11 @@ class Scorecard:
     gamma: int
     sampling: SamplingSettings
     times: StepTimes
-    measures: Measures
+    readings: Readings
 
     @property
     def alpha(self) -> float | None:
-        return self.measures.alpha
+        return self.readings.alpha
 
     @property
     def tokens_scored(self) -> int:
@@ -73,7 +73,7 @@ class Scorecard:
 
     def speedup_curve(self, max_gamma: int = 16) -> list[tuple[int, float, float]]:
         """(γ, Leviathan's prediction, the prediction with the measured verify cost ν) for γ = 1..max_gamma."""
-        prediction = self.measures.prediction
+        prediction = self.readings.prediction
         return prediction.curve(max_gamma) if prediction else []
 
     def hardest(self, n: int = 10, context_tokens: int = 6) -> list[Hard]:
@@ -99,7 +99,7 @@ class Scorecard:
         return hard
 
     def to_dict(self) -> dict:
-        m = self.measures
+        m = self.readings
         tokens_per_cycle = m.prediction.tokens_per_cycle if m.prediction else None
         return {
             "alpha": m.alpha,
@@ -192,7 +192,7 @@ def scorecard(
     seed: int = 0,
 ) -> Scorecard:
     """Score every text (or, with continue_tokens, the target's own continuation of each), then read α, τ, ν
-    and the predictions through measures_of_steps."""
+    and the predictions through readings_of_steps."""
     if continue_tokens:
         scored = tuple(own_continuation(pair, text, sampling, continue_tokens, seed) for text in texts)
     else:
@@ -200,5 +200,5 @@ def scorecard(
     if not any(text.overlaps for text in scored):
         raise ValueError("nothing to score: every text is a single token or empty")
     alpha = alpha_analytic(sum(sum(text.overlaps) for text in scored), sum(len(text.overlaps) for text in scored))
-    measures = measures_of_steps(times.draft_step_s, times.target_step_s, times.verify_s, gamma, alpha)
-    return Scorecard(scored, gamma, sampling, times, measures)
+    readings = readings_of_steps(times.draft_step_s, times.target_step_s, times.verify_s, gamma, alpha)
+    return Scorecard(scored, gamma, sampling, times, readings)

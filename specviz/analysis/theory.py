@@ -68,7 +68,7 @@ def practitioner_claim_speedup(alpha: float, tau: float) -> float:
 class Prediction:
     """What α and τ (and ν, when measured) predict at γ: the one place a prediction is assembled.
 
-    Every prediction on screen, in the CLI and in bench is one of these: Measures holds one for a run, a
+    Every prediction on screen, in the CLI and in bench is one of these: Readings holds one for a run, a
     scorecard and a hardware report; the theory tab and `python -m specviz theory` build one from sliders
     or flags.
     """

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
-from specviz.analysis.measures import Measures, measures_of_steps
+from specviz.analysis.readings import Readings, readings_of_steps
 from specviz.engine import CachedDecoder
 from specviz.engine.kv_cache import synchronize
 
@@ -76,9 +76,9 @@ def measure_step_times(
     )
 
 
-def predicted(times: StepTimes, alpha: float | None, gamma: int | None = None) -> Measures:
+def predicted(times: StepTimes, alpha: float | None, gamma: int | None = None) -> Readings:
     """What the theory predicts on this device at this α (None: τ and ν only)."""
-    return measures_of_steps(times.draft_step_s, times.target_step_s, times.verify_s, gamma or times.gamma, alpha)
+    return readings_of_steps(times.draft_step_s, times.target_step_s, times.verify_s, gamma or times.gamma, alpha)
 
 
 _measured: dict[tuple[str, int], StepTimes] = {}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from specviz.analysis.measures import measures_of
+from specviz.analysis.readings import readings_of
 from specviz.cli.options import (
     UsageError,
     add_decoding_arguments,
@@ -138,7 +138,7 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
     gamma = result.gamma
     if gamma is None and tally.cycles:  # a variable window: predict at the mean drafts per cycle
         gamma = max(1, round(tally.drafts_per_cycle))
-    m = measures_of(
+    m = readings_of(
         tally,
         gamma=gamma or 0,
         target_step_s=step_s,
@@ -178,7 +178,7 @@ def transformers_row(result: MethodResult, baseline: MethodResult) -> dict:
         "method": result.method,
         "gamma": result.gamma,
         "tokens_per_s": result.median_tokens_per_s,
-        "speedup": measures_of(
+        "speedup": readings_of(
             Tally(), gamma=0, tokens_per_s=result.median_tokens_per_s, baseline_tokens_per_s=baseline.median_tokens_per_s
         ).measured_speedup,
         "alpha": None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from specviz.analysis.measures import measures_of
+from specviz.analysis.readings import readings_of
 from specviz.cli.options import NA, UsageError, add_decoding_arguments, add_pair_arguments, resolve_pair, settings_from
 from specviz.deployment import collect
 from specviz.engine import Cycle, Summary
@@ -46,7 +46,7 @@ def run_to_dict(events: list) -> dict:
         for event in events
         if isinstance(event, Cycle)
     ]
-    m = measures_of(summary.tally, gamma=events[0].gamma, tokens_per_s=summary.tokens_per_s)
+    m = readings_of(summary.tally, gamma=events[0].gamma, tokens_per_s=summary.tokens_per_s)
     return {
         "mode": summary.mode,
         "drafter": events[0].drafter,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specviz.analysis.measures import measures_of
+from specviz.analysis.readings import readings_of
 from specviz.analysis.score import encode_text, score_token_ids
 from specviz.deployment.batch import BatchRow, batch_rows
 from specviz.deployment.device import cuda_peak_bytes, measure_batch_costs, reset_cuda_peak
@@ -214,7 +214,7 @@ def deployment_report(
     tally = requests.tally
     spec, base = requests.speculative_summaries, requests.autoregressive_summaries
     rate = lambda summaries: sum(s.new_tokens for s in summaries) / sum(s.wall_s for s in summaries)  # noqa: E731
-    m = measures_of(
+    m = readings_of(
         tally,
         gamma=settings.gamma,
         target_step_s=sum(s.step_s * s.new_tokens for s in base) / max(1, sum(s.new_tokens for s in base)),

@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from specviz.analysis.measures import FASTER_FROM, SLOWER_BELOW
+from specviz.analysis.readings import FASTER_FROM, SLOWER_BELOW
 from specviz.deployment.batch import BatchRow, stops_paying
 from specviz.deployment.memory import PairLoadTimes
 
-FASTER, SLOWER = FASTER_FROM, SLOWER_BELOW  # the one "is it faster" rule's thresholds (analysis/measures.py)
+FASTER, SLOWER = FASTER_FROM, SLOWER_BELOW  # the one "is it faster" rule's thresholds (analysis/readings.py)
 LARGE_TARGET_PARAMETERS = 30e9
 SMALL_TARGET_PARAMETERS = 7e9
 BATCH_THRESHOLD = 8

@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specviz.analysis.measures import Measures
+from specviz.analysis.readings import Readings
 from specviz.analysis.theory import Prediction
 from specviz.engine.events import Cycle
 from specviz.engine.settings import MAX_GAMMA
@@ -68,7 +68,7 @@ def alpha_figure(running: list[Tally]) -> go.Figure:
     return _layout(figure, "α: how often the target accepts a draft")
 
 
-def tau_figure(cycles: list[Cycle], m: Measures) -> go.Figure:
+def tau_figure(cycles: list[Cycle], m: Readings) -> go.Figure:
     """τ per cycle and over the run: one draft step over the same target step the summary uses."""
     figure = go.Figure()
     xs, per_cycle = [], []
@@ -92,7 +92,7 @@ def tau_figure(cycles: list[Cycle], m: Measures) -> go.Figure:
     return _layout(figure, f"τ = {m.tau_source}")
 
 
-def speedup_figure(m: Measures) -> go.Figure:
+def speedup_figure(m: Readings) -> go.Figure:
     """Measured speedup next to the predictions from the measured α, τ (and ν), and the predicted curve over γ."""
     figure = make_subplots(rows=1, cols=2, column_widths=[0.38, 0.62], subplot_titles=("measured vs theory", "theory over γ"))
     bars = [

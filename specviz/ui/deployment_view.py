@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import plotly.graph_objects as go
 
-from specviz.analysis.measures import Measures
+from specviz.analysis.readings import Readings
 from specviz.deployment import figures
 from specviz.deployment.batch import BatchRow
 from specviz.deployment.latency import LatencyStats, arrival_times
@@ -87,7 +87,7 @@ def saved_batch_rows(saved: dict | None) -> tuple[tuple[BatchRow, ...], float | 
         return (), None
 
 
-def trace_report(trace: Trace, m: Measures, saved_batches: dict | None = None) -> DeploymentReport | None:
+def trace_report(trace: Trace, m: Readings, saved_batches: dict | None = None) -> DeploymentReport | None:
     """The report's numbers for the one prompt on screen (one request each way); None before a complete run."""
     if trace.summary is None or trace.baseline is None or trace.started is None:
         return None

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from specviz.analysis.measures import Measures
+from specviz.analysis.readings import Readings
 from specviz.numbers import number
 from specviz.prompts import CHAT_HELDOUT, PROMPTS
 from specviz.trace import Trace
@@ -31,12 +31,12 @@ SWEEP_GAMMAS = (1, 2, 3, 4, 6, 8, 12)
 
 @dataclass(frozen=True)
 class Measured:
-    """One measured run of a lesson: what was asked, what was recorded, and its Measures."""
+    """One measured run of a lesson: what was asked, what was recorded, and its Readings."""
 
     label: str
     request: RunRequest
     trace: Trace
-    measures: Measures
+    readings: Readings
 
 
 @dataclass(frozen=True)
@@ -52,14 +52,14 @@ class Lesson:
 SPEED_WORDS = {"faster": "faster than", "even": "about as fast as", "slower": "slower than"}
 
 
-def _speed(m: Measures) -> str:
+def _speed(m: Readings) -> str:
     if m.measured_speedup is None:
         return "not measured"
     return f"{m.measured_speedup:.2f}× ({SPEED_WORDS[m.speed_verdict]} the target alone)"
 
 
 def _explain_distilled(main: Measured, extra: list[Measured]) -> str:
-    m = main.measures
+    m = main.readings
     return (
         f"<p>The distilled draft was accepted <b>α = {number(m.alpha, 2)}</b> of the time on this code, so each target forward "
         f"produced <b>{number(m.tokens_per_cycle, 2)}</b> tokens instead of 1. A draft step cost τ = {number(m.tau, 3)} target steps and "
@@ -71,7 +71,7 @@ def _explain_distilled(main: Measured, extra: list[Measured]) -> str:
 
 
 def _explain_plain(main: Measured, extra: list[Measured]) -> str:
-    m, d = main.measures, extra[0].measures
+    m, d = main.readings, extra[0].readings
     return (
         f"<p>Same sizes, same tokenizer, same prompt — but this draft was trained on text alone, not on the target's "
         f"predictions. α fell from <b>{number(d.alpha, 2)}</b> (distilled) to <b>{number(m.alpha, 2)}</b>, tokens per forward from "
@@ -83,18 +83,18 @@ def _explain_plain(main: Measured, extra: list[Measured]) -> str:
 
 def _explain_gamma(main: Measured, extra: list[Measured]) -> str:
     runs = sorted([main, *extra], key=lambda r: r.request.gamma)
-    best = max(runs, key=lambda r: r.measures.measured_speedup or 0)
+    best = max(runs, key=lambda r: r.readings.measured_speedup or 0)
     rows = "".join(
-        f"<tr><td>{r.request.gamma}</td><td>{number(r.measures.alpha, 2)}</td><td>{number(r.measures.tokens_per_cycle, 2)}</td>"
-        f"<td><b>{number(r.measures.measured_speedup, 2)}×</b></td><td>{number(r.measures.predicted_with_verify_cost, 2)}×</td></tr>"
+        f"<tr><td>{r.request.gamma}</td><td>{number(r.readings.alpha, 2)}</td><td>{number(r.readings.tokens_per_cycle, 2)}</td>"
+        f"<td><b>{number(r.readings.measured_speedup, 2)}×</b></td><td>{number(r.readings.predicted_with_verify_cost, 2)}×</td></tr>"
         for r in runs
     )
     last = runs[-1]
     return (
         f"<p>The same prompt at γ = {', '.join(str(r.request.gamma) for r in runs)}. The fastest was <b>γ = {best.request.gamma}</b> "
-        f"({number(best.measures.measured_speedup, 2)}×); at γ = {last.request.gamma} it was {number(last.measures.measured_speedup, 2)}×: "
-        f"past the best γ each cycle drafts tokens that are mostly thrown away (α = {number(last.measures.alpha, 2)} means the chance "
-        f"that all {last.request.gamma} survive is {number((last.measures.alpha or 0) ** last.request.gamma, 3)}), while every draft still costs τ.</p>"
+        f"({number(best.readings.measured_speedup, 2)}×); at γ = {last.request.gamma} it was {number(last.readings.measured_speedup, 2)}×: "
+        f"past the best γ each cycle drafts tokens that are mostly thrown away (α = {number(last.readings.alpha, 2)} means the chance "
+        f"that all {last.request.gamma} survive is {number((last.readings.alpha or 0) ** last.request.gamma, 3)}), while every draft still costs τ.</p>"
         f"<table><tr><th>γ</th><th>α</th><th>tokens / forward</th><th>measured</th><th>predicted (with ν)</th></tr>{rows}</table>"
         f"<p><b>Question:</b> the predicted best γ uses α and τ only. Why might the measured best γ be smaller on this CPU?</p>"
     )
@@ -103,14 +103,14 @@ def _explain_gamma(main: Measured, extra: list[Measured]) -> str:
 def _gamma_chart(main: Measured, extra: list[Measured]):
     """Measured speedup over γ next to both predictions."""
     points = [
-        (r.request.gamma, r.measures.measured_speedup, r.measures.predicted_with_verify_cost, r.measures.predicted_speedup)
+        (r.request.gamma, r.readings.measured_speedup, r.readings.predicted_with_verify_cost, r.readings.predicted_speedup)
         for r in [main, *extra]
     ]
     return charts.gamma_sweep_figure(points)
 
 
 def _explain_domain(main: Measured, extra: list[Measured]) -> str:
-    prose, code = main.measures, extra[0].measures
+    prose, code = main.readings, extra[0].readings
     return (
         f"<p>The bundled pair learned Python only. On prose the draft and target are both guessing, and they guess differently: "
         f"α on prose = <b>{number(prose.alpha, 2)}</b> against <b>{number(code.alpha, 2)}</b> on code; speed {_speed(prose)} on prose, "
@@ -127,7 +127,7 @@ def _first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int | None:
 
 
 def _explain_lenient(main: Measured, extra: list[Measured]) -> str:
-    m, exact = main.measures, extra[0].measures
+    m, exact = main.readings, extra[0].readings
     lenient_text, target_text = main.trace.summary.text, main.trace.baseline.text
     where = _first_difference(main.trace.summary.new_token_ids, main.trace.baseline.new_token_ids)
     diff = _diff_html(target_text, lenient_text)
@@ -160,7 +160,7 @@ def _diff_html(target: str, lenient: str) -> str:
 
 
 def _explain_lookup(main: Measured, extra: list[Measured]) -> str:
-    m, other = main.measures, extra[0].measures
+    m, other = main.readings, extra[0].readings
     return (
         f"<p>No draft model at all: prompt lookup proposes whatever followed the last matching n-gram earlier in the text. "
         f"On this repetitive prompt α = <b>{number(m.alpha, 2)}</b>, {number(m.tokens_per_cycle, 2)} tokens per forward, {_speed(m)}; "
@@ -174,15 +174,15 @@ def _explain_sampling(main: Measured, extra: list[Measured]) -> str:
     other_seed, greedy = extra[0], extra[1]
     where = _first_difference(main.trace.summary.new_token_ids, other_seed.trace.summary.new_token_ids)
     parted = f"they part at token {where + 1}" if where is not None else "they happen to agree"
-    m = main.measures
+    m = main.readings
     return (
         f"<p>At temperature {main.request.temperature:g}, seed {main.request.seed} and seed {other_seed.request.seed} wrote "
         f"different continuations ({parted}). Exact speculative sampling does not promise the target's <i>text</i>, it "
         f"promises the target's <i>distribution</i>: each draft is accepted with probability min(1, p/q) and a rejection is "
         f"redrawn from norm(max(0, p − q)).</p>"
         f"<p>α here: <b>{number(m.alpha, 2)}</b> (seed {main.request.seed}; from Σ min(p, q): {number(m.alpha_analytic, 2)}) and "
-        f"{number(other_seed.measures.alpha, 2)} (seed {other_seed.request.seed}), against {number(greedy.measures.alpha, 2)} under greedy "
-        f"decoding of the same prompt; speed {_speed(m)} (greedy: {_speed(greedy.measures)}). specviz's tests check the "
+        f"{number(other_seed.readings.alpha, 2)} (seed {other_seed.request.seed}), against {number(greedy.readings.alpha, 2)} under greedy "
+        f"decoding of the same prompt; speed {_speed(m)} (greedy: {_speed(greedy.readings)}). specviz's tests check the "
         f"distribution with a χ² test against the exact probabilities on a small vocabulary.</p>"
         f"<p><b>Question:</b> under greedy a draft must match the target's top token; under sampling it needs p and q to overlap. "
         f"Which is easier for this pair, judging by these α?</p>"
@@ -190,7 +190,7 @@ def _explain_sampling(main: Measured, extra: list[Measured]) -> str:
 
 
 def _explain_real_model(main: Measured, extra: list[Measured]) -> str:
-    m = main.measures
+    m = main.readings
     info = main.trace.pair
     same = main.trace.summary.new_token_ids == main.trace.baseline.new_token_ids
     params = info.get("target_parameters") or 0

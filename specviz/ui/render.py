@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from typing import Literal
 
-from specviz.analysis.measures import Measures
+from specviz.analysis.readings import Readings
 from specviz.engine.events import Cycle, DraftPosition
 from specviz.numbers import number
 from specviz.trace import Trace
@@ -183,7 +183,7 @@ def _sub(n: int) -> str:
     return str(n).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))
 
 
-def race_html(trace: Trace, m: Measures | None, slowdown: float) -> str:
+def race_html(trace: Trace, m: Readings | None, slowdown: float) -> str:
     """Both runs replayed side by side at their measured pace (times `slowdown`), drawn by the browser."""
     if trace.summary is None or trace.baseline is None or m is None or m.measured_speedup is None:
         return '<div class="sv-race"><div class="sv-lane"><h4>Speculative</h4></div><div class="sv-lane"><h4>Target alone</h4></div></div>'

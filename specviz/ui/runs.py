@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from specviz import recorder
-from specviz.analysis.measures import measure
+from specviz.analysis.readings import readings_of_trace
 from specviz.models import pair_cache
 from specviz.runner import check_prompt_text
 from specviz.trace import Trace
@@ -178,7 +178,7 @@ def run_lesson(lesson: Lesson, playback_choice: str, ticket: Ticket, sessions: S
         yield update
     if trace is None or trace.baseline is None or not sessions.is_current(ticket):
         return
-    main = Measured("this run", request, trace, measure(trace))
+    main = Measured("this run", request, trace, readings_of_trace(trace))
     compared = []
     for n, (label, extra) in enumerate(lesson.extra, start=1):
         yield Update(lesson=header + f"<p>Measuring the comparison: {html.escape(label)} ({n} of {len(lesson.extra)})…</p>")
@@ -193,6 +193,6 @@ def run_lesson(lesson: Lesson, playback_choice: str, ticket: Ticket, sessions: S
         )
         if not sessions.is_current(ticket) or extra_trace.baseline is None:
             return
-        compared.append(Measured(label, extra, extra_trace, measure(extra_trace)))
+        compared.append(Measured(label, extra, extra_trace, readings_of_trace(extra_trace)))
     chart = lesson.chart(main, compared) if lesson.chart else None
     yield Update(lesson=header + lesson.explain(main, compared), lesson_chart=chart, status=f"Lesson done. · run {ticket.number}")

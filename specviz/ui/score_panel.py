@@ -128,7 +128,7 @@ def speedup_curve_figure(card: Scorecard, max_gamma: int = MAX_GAMMA) -> go.Figu
                 x=gammas, y=[s for _, _, s in curve], name="with measured ν", line={"color": COLOURS["baseline"], "width": 3}
             )
         )
-        best = card.measures
+        best = card.readings
         if best.best_gamma is not None and best.best_gamma <= max_gamma:
             figure.add_trace(
                 go.Scatter(

@@ -6,7 +6,7 @@ import html
 
 from specviz.analysis import theory
 from specviz.analysis.kernels import multiplies_half_precision_row_by_row
-from specviz.analysis.measures import Measures
+from specviz.analysis.readings import Readings
 from specviz.machine_load import OtherLoad
 from specviz.numbers import number
 
@@ -43,7 +43,7 @@ CLAIMS = f"""
 """
 
 
-def verdict_html(m: Measures | None, pair_name: str = "", hardware_line: str | None = None, info: dict | None = None) -> str:
+def verdict_html(m: Readings | None, pair_name: str = "", hardware_line: str | None = None, info: dict | None = None) -> str:
     """Is speculative decoding worth it for this pair and prompt? Measured speedup first, then why, from α, τ and ν."""
     if m is None or m.alpha is None or m.tau is None:
         return '<div class="sv-verdict">Run a prompt to get a verdict for your pair from what it measures.</div>'
@@ -73,7 +73,7 @@ def verdict_html(m: Measures | None, pair_name: str = "", hardware_line: str | N
     return f'<div class="sv-verdict{css}">{head}{name}: {why}.{predicted}{advice}{hardware}</div>'
 
 
-def _row_by_row(m: Measures, info: dict | None) -> str:
+def _row_by_row(m: Readings, info: dict | None) -> str:
     """Why ν is high, where the reason is known: half precision on a CPU whose torch kernels multiply it row by row."""
     info = info or {}
     capability, dtype = info.get("cpu_capability"), info.get("dtype")
@@ -85,7 +85,7 @@ def _row_by_row(m: Measures, info: dict | None) -> str:
     )
 
 
-def run_numbers_html(m: Measures | None, state: str, run_id: int | None = None, trace=None) -> str:
+def run_numbers_html(m: Readings | None, state: str, run_id: int | None = None, trace=None) -> str:
     """The run's recorded numbers, for people (a compact bar) and for scripts (data-* attributes), like the CLI's JSON."""
     data = {"state": state, "run-id": run_id}
     if m is not None and m.measured_speedup is not None:
@@ -179,7 +179,7 @@ def _peak_line(memory: dict | None) -> str:
     )
 
 
-def summary_markdown(m: Measures, trace, shown: int | None = None) -> str:
+def summary_markdown(m: Readings, trace, shown: int | None = None) -> str:
     """The numbers under the token stream: so far during playback, the whole run at the end."""
     lossy = ""
     if trace.started is not None and trace.started.lossy:

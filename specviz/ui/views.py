@@ -1,11 +1,11 @@
-"""Every view of a recorded trace at a playback cursor, built from one Measures value per frame (pure: no Gradio)."""
+"""Every view of a recorded trace at a playback cursor, built from one Readings value per frame (pure: no Gradio)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.analysis.measures import Measures, measure
+from specviz.analysis.readings import Readings, readings_of_trace
 from specviz.engine.events import Cycle
 from specviz.engine.tally import Tally
 from specviz.trace import Trace
@@ -16,21 +16,21 @@ from specviz.ui.render import Phase, narration, race_html, stream_html
 
 @dataclass
 class Recording:
-    """A measured trace and what every frame of its playback reads: the running tallies (folded once) and the final Measures."""
+    """A measured trace and what every frame of its playback reads: the running tallies (folded once) and the final Readings."""
 
     trace: Trace
     running: list[Tally]
-    final: Measures
+    final: Readings
 
     @classmethod
     def of(cls, trace: Trace) -> Recording:
         running = Tally.running(trace.cycles)
-        return cls(trace, running, measure(trace, tally=running[-1] if running else Tally()))
+        return cls(trace, running, readings_of_trace(trace, tally=running[-1] if running else Tally()))
 
-    def measures_at(self, shown: int) -> Measures:
+    def readings_at(self, shown: int) -> Readings:
         if shown >= len(self.trace.cycles):
             return self.final
-        return measure(self.trace, upto=shown, tally=self.running[shown - 1] if shown else Tally())
+        return readings_of_trace(self.trace, upto=shown, tally=self.running[shown - 1] if shown else Tally())
 
 
 @dataclass
@@ -59,7 +59,7 @@ def frame(
 ) -> Frame:
     """The views at `shown` cycles (the last one at `phase`); the end of the run adds the verdict and the deployment."""
     trace = recording.trace
-    m = recording.measures_at(shown)
+    m = recording.readings_at(shown)
     figures = None
     if with_charts:
         figures = (

@@ -1,6 +1,6 @@
 """Measured α, τ, ν and speedup, and what the theory predicts from them: derived here, and only here.
 
-Every view (stream summary, charts, race, verdict, lessons, CLI, bench) reads a Measures value,
+Every view (stream summary, charts, race, verdict, lessons, CLI, bench) reads a Readings value,
 so no two of them can disagree. The counts come from the engine's Tally; the formulas from theory.
 
 τ is a draft step over the target's own autoregressive step when the baseline was measured (the
@@ -34,7 +34,7 @@ def speed_verdict(speedup: float | None) -> SpeedVerdict | None:
 
 
 @dataclass(frozen=True)
-class Measures:
+class Readings:
     tally: Tally  # empty for a scorecard or a hardware report, which time steps instead of running
     gamma: int
     alpha: float | None  # the α predictions use: the run's maximum-likelihood α, or a scorecard's mean Σ min(p, q)
@@ -111,7 +111,7 @@ def _predict(alpha: float | None, gamma: int, tau: float | None, verify_cost: fl
     return Prediction.of(alpha, gamma, tau, verify_cost, limit=BEST_GAMMA_LIMIT)
 
 
-def measures_of(
+def readings_of(
     tally: Tally,
     gamma: int,
     target_step_s: float | None = None,
@@ -119,12 +119,12 @@ def measures_of(
     baseline_tokens_per_s: float | None = None,
     decode_tokens_per_s: float | None = None,
     baseline_decode_tokens_per_s: float | None = None,
-) -> Measures:
+) -> Readings:
     """Everything derived from a run's tally and the run-level timings that go with it."""
     step = target_step_s or tally.verify_pass_s
     tau = _ratio(tally.draft_step_s, step)
     verify_cost = _ratio(tally.verify_pass_s, target_step_s) if tally.verify_pass_s else None
-    return Measures(
+    return Readings(
         tally=tally,
         gamma=gamma,
         alpha=tally.alpha,
@@ -140,10 +140,10 @@ def measures_of(
     )
 
 
-def measures_of_steps(draft_step_s: float, target_step_s: float, verify_s: float, gamma: int, alpha: float | None) -> Measures:
+def readings_of_steps(draft_step_s: float, target_step_s: float, verify_s: float, gamma: int, alpha: float | None) -> Readings:
     """What the theory predicts from timed steps (no run): a scorecard's or a hardware report's numbers."""
     tau, verify_cost = draft_step_s / target_step_s, verify_s / target_step_s
-    return Measures(
+    return Readings(
         tally=Tally(),
         gamma=gamma,
         alpha=alpha,
@@ -159,13 +159,13 @@ def measures_of_steps(draft_step_s: float, target_step_s: float, verify_s: float
     )
 
 
-def measure(trace: Trace, upto: int | None = None, tally: Tally | None = None) -> Measures:
-    """Measures over the first `upto` cycles of a trace (all by default); pass the tally if already folded."""
+def readings_of_trace(trace: Trace, upto: int | None = None, tally: Tally | None = None) -> Readings:
+    """Readings over the first `upto` cycles of a trace (all by default); pass the tally if already folded."""
     if tally is None:
         tally = Tally.of(trace.cycles if upto is None else trace.cycles[:upto])
     baseline = trace.baseline
     finished = trace.summary is not None and (upto is None or upto >= len(trace.cycles))
-    return measures_of(
+    return readings_of(
         tally,
         gamma=trace.started.gamma if trace.started else 0,
         target_step_s=baseline.step_s if baseline is not None and baseline.step_s else None,
