@@ -45,7 +45,7 @@ def test_a_dip_between_batch_sizes_that_pay_is_not_where_it_stops():
     noisy = [BatchRow(1, 0.1, 1.8, 0.99), BatchRow(4, 0.1, 1.2, 1.16), BatchRow(16, 0.1, 1.4, 1.28), BatchRow(64, 0.1, 2.5, 0.74)]
     assert stops_paying(noisy) == 64, "it stops past the largest batch that pays, not at an earlier dip"
     sentence = stops_paying_sentence(noisy)
-    assert "stops paying at batch 64" in sentence and "though below 1× at batch 1" in sentence, sentence
+    assert "stops paying at batch 64" in sentence and "though under 1.05× at batch 1" in sentence, sentence
     assert stops_paying(noisy[:3]) is None and "the largest batch size measured" in stops_paying_sentence(noisy[:3])
 
 

@@ -5,7 +5,9 @@ import math
 
 import pytest
 
+from specviz.analysis.readings import speed_verdict
 from specviz.analysis.theory import expected_speedup_with_verify_cost
+from specviz.deployment.verdict import judge
 from tests.test_cli import specviz
 
 PROMPTS = "def main():\n    return\n---\nimport os\nimport sys\n\n\ndef run("
@@ -45,7 +47,7 @@ def test_hardware_batch_json_on_the_bundled_pair():
         assert row["verify_cost"] == pytest.approx(row["verify_ms"] / row["target_step_ms"])
         expected = expected_speedup_with_verify_cost(0.8, output["gamma"], row["tau"], row["verify_cost"])
         assert row["predicted_speedup"] == pytest.approx(expected), "the prediction is the theory's, from these costs"
-    paying = [row["batch"] for row in batches if row["predicted_speedup"] >= 1]
+    paying = [row["batch"] for row in batches if speed_verdict(row["predicted_speedup"]) == "faster"]
     past = [row["batch"] for row in batches if not paying or row["batch"] > paying[-1]]
     assert output["stops_paying_at"] == (past[0] if past else None), "the first batch past the largest that pays"
     assert output["batch_sentence"].startswith("Predicted from measured step costs")
@@ -69,14 +71,7 @@ def test_report_writes_one_offline_html_file(tmp_path):
     assert [row["batch"] for row in output["batch_rows"]] == [1, 2] and output["batch_alpha"] == output["alpha_run"]
     assert output["memory"]["added_bytes"] > 0 and output["load_times"]["target"]["warm_s"] > 0
     checks = output["verdict"]["checks"]
-    assert [c["rule"] for c in checks] == [
-        "target > 30B",
-        "batch > 8",
-        "acceptance > 2.0",
-        "P99 latency",
-        "memory +15–25 %",
-        "cold start ×2",
-    ]
+    assert [c["rule"] for c in checks] == [c.rule for c in judge(None).checks], "every rule of thumb, in the library's order"
     assert checks[1]["holds"] is None, "no batch above 8 was timed: not measured, not guessed"
     tail = output["speculative_tail"]
     assert not math.isnan(tail["latency_p99_s"]) and tail["latency_p99_s"] >= tail["latency_p50_s"]

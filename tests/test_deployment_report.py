@@ -78,11 +78,12 @@ def test_itl_figure_marks_p50_and_p99_of_each_method():
     assert marks[0].x[1] == pytest.approx(50.0)
 
 
-def test_batch_figure_is_labelled_as_a_prediction_with_a_line_at_one():
+def test_batch_figure_is_labelled_as_a_prediction_with_the_break_even_band():
     figure = figures.batch_figure([BatchRow(16, 0.1, 3.0, 0.7), BatchRow(1, 0.1, 1.0, 1.5)])
     assert list(figure.data[0].x) == [1, 16]
     assert "predicted from measured step costs" in figure.layout.title.text
-    assert figure.layout.shapes[0].y0 == 1.0
+    band, line = figure.layout.shapes
+    assert (band.y0, band.y1, line.y0) == (0.95, 1.05, 1.0), "the band speed_verdict calls break-even, around 1×"
 
 
 def test_report_round_trips_through_json():

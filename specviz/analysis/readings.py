@@ -1,7 +1,8 @@
-"""Measured α, τ, ν and speedup, and what the theory predicts from them: derived here, and only here.
+"""The readings of a run: α, τ, ν, the speedups and what the theory predicts from them, derived here and only here.
 
-Every view (stream summary, charts, race, verdict, lessons, CLI, bench) reads a Readings value,
-so no two of them can disagree. The counts come from the engine's Tally; the formulas from theory.
+Every view (stream summary, charts, race, verdict, lessons, CLI, bench, report) reads a Readings value, so no
+two of them can disagree. The counts come from the engine's Tally; the formulas from theory. Whether a speedup,
+measured or predicted, is one at all is `speed_verdict`'s one rule.
 
 τ is a draft step over the target's own autoregressive step when the baseline was measured (the
 paper's c), else over a verify pass; ν is a verify pass over an autoregressive step.
@@ -10,6 +11,7 @@ paper's c), else over a verify pass; ν is a verify pass over an autoregressive 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from specviz.analysis.theory import Prediction
@@ -19,18 +21,25 @@ from specviz.trace import Trace
 TAU_OVER_STEP = "draft step / target step"
 TAU_OVER_VERIFY = "draft step / verify pass (no target-alone run measured)"
 BEST_GAMMA_LIMIT = 64  # the best γ a run's prediction searches up to
-FASTER_FROM = 1.05  # a measured speedup from here up is "faster"; below SLOWER_BELOW "slower"; between, break-even
-SLOWER_BELOW = 0.95
+BREAK_EVEN_BAND = 0.05  # within ±5 % of 1× a speedup is break-even: timings on a shared machine wobble that much
+FASTER_FROM = 1 + BREAK_EVEN_BAND  # 1.05×
+SLOWER_FROM = 1 - BREAK_EVEN_BAND  # 0.95×
 SpeedVerdict = Literal["faster", "even", "slower"]
 
 
 def speed_verdict(speedup: float | None) -> SpeedVerdict | None:
-    """Is it faster? The one rule, with a ±5 % band of break-even (timings on a shared machine wobble that much)."""
+    """Is it faster? The one rule for every speedup, measured or predicted: from 1.05× faster, to 0.95× slower,
+    between the two break-even. The app's verdict, the deployment verdict and the batch curve all ask it."""
     if speedup is None:
         return None
     if speedup >= FASTER_FROM:
         return "faster"
-    return "even" if speedup > SLOWER_BELOW else "slower"
+    return "slower" if speedup <= SLOWER_FROM else "even"
+
+
+def _from_prediction(name: str, doc: str) -> property:
+    """A number of the prediction, or None while there is none."""
+    return property(lambda self: getattr(self.prediction, name) if self.prediction else None, doc=doc)
 
 
 @dataclass(frozen=True)
@@ -42,11 +51,22 @@ class Readings:
     tau_source: str
     tau_denominator_s: float | None  # the target step τ is measured against
     verify_cost: float | None  # ν: a verify pass over γ + 1 tokens, in autoregressive target steps
-    tokens_per_s: float | None  # the speculative run, end to end (prefill included)
-    baseline_tokens_per_s: float | None  # the target alone, end to end
-    measured_speedup: float | None  # tokens_per_s / baseline_tokens_per_s
-    decode_speedup: float | None  # the same, decoding alone (prefill excluded): what the formula models
-    prediction: Prediction | None  # from α, τ, ν at γ; None until α and τ are known
+    tokens_per_s: float | None = None  # the speculative run, end to end (prefill included)
+    baseline_tokens_per_s: float | None = None  # the target alone, end to end
+    measured_speedup: float | None = None  # tokens_per_s / baseline_tokens_per_s
+    decode_speedup: float | None = None  # the same, decoding alone (prefill excluded): what the formula models
+
+    @cached_property
+    def prediction(self) -> Prediction | None:
+        """What α, τ and ν predict at γ; None until α and τ are known."""
+        if self.alpha is None or self.tau is None or not self.gamma:
+            return None
+        return Prediction.of(self.alpha, self.gamma, self.tau, self.verify_cost, limit=BEST_GAMMA_LIMIT)
+
+    predicted_speedup = _from_prediction("speedup", "Leviathan: E / (γτ + 1).")
+    predicted_with_verify_cost = _from_prediction("speedup_with_verify_cost", "E / (γτ + ν).")
+    best_gamma = _from_prediction("best_gamma", "By the prediction with ν when measured, else Leviathan's.")
+    best_speedup = _from_prediction("best_speedup", "The speedup at the best γ.")
 
     @property
     def n_cycles(self) -> int:
@@ -63,25 +83,6 @@ class Readings:
     @property
     def tokens_per_cycle(self) -> float | None:
         return self.tally.tokens_per_cycle
-
-    @property
-    def predicted_speedup(self) -> float | None:
-        """Leviathan: E / (γτ + 1)."""
-        return self.prediction.speedup if self.prediction else None
-
-    @property
-    def predicted_with_verify_cost(self) -> float | None:
-        """E / (γτ + ν)."""
-        return self.prediction.speedup_with_verify_cost if self.prediction else None
-
-    @property
-    def best_gamma(self) -> int | None:
-        """By the prediction with ν when measured, else Leviathan's."""
-        return self.prediction.best_gamma if self.prediction else None
-
-    @property
-    def best_speedup(self) -> float | None:
-        return self.prediction.best_speedup if self.prediction else None
 
     @property
     def measured_over_predicted(self) -> float | None:
@@ -105,12 +106,6 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator if numerator is not None and denominator else None
 
 
-def _predict(alpha: float | None, gamma: int, tau: float | None, verify_cost: float | None) -> Prediction | None:
-    if alpha is None or tau is None or not gamma:
-        return None
-    return Prediction.of(alpha, gamma, tau, verify_cost, limit=BEST_GAMMA_LIMIT)
-
-
 def readings_of(
     tally: Tally,
     gamma: int,
@@ -122,41 +117,25 @@ def readings_of(
 ) -> Readings:
     """Everything derived from a run's tally and the run-level timings that go with it."""
     step = target_step_s or tally.verify_pass_s
-    tau = _ratio(tally.draft_step_s, step)
-    verify_cost = _ratio(tally.verify_pass_s, target_step_s) if tally.verify_pass_s else None
     return Readings(
         tally=tally,
         gamma=gamma,
         alpha=tally.alpha,
-        tau=tau,
+        tau=_ratio(tally.draft_step_s, step),
         tau_source=TAU_OVER_STEP if target_step_s else TAU_OVER_VERIFY,
         tau_denominator_s=step,
-        verify_cost=verify_cost,
+        verify_cost=_ratio(tally.verify_pass_s, target_step_s) if tally.verify_pass_s else None,
         tokens_per_s=tokens_per_s,
         baseline_tokens_per_s=baseline_tokens_per_s,
         measured_speedup=_ratio(tokens_per_s, baseline_tokens_per_s) if tokens_per_s else None,
         decode_speedup=_ratio(decode_tokens_per_s, baseline_decode_tokens_per_s) if decode_tokens_per_s else None,
-        prediction=_predict(tally.alpha, gamma, tau, verify_cost),
     )
 
 
 def readings_of_steps(draft_step_s: float, target_step_s: float, verify_s: float, gamma: int, alpha: float | None) -> Readings:
-    """What the theory predicts from timed steps (no run): a scorecard's or a hardware report's numbers."""
+    """What the theory predicts from timed steps (no run): a scorecard's, a hardware report's, one batch size's."""
     tau, verify_cost = draft_step_s / target_step_s, verify_s / target_step_s
-    return Readings(
-        tally=Tally(),
-        gamma=gamma,
-        alpha=alpha,
-        tau=tau,
-        tau_source=TAU_OVER_STEP,
-        tau_denominator_s=target_step_s,
-        verify_cost=verify_cost,
-        tokens_per_s=None,
-        baseline_tokens_per_s=None,
-        measured_speedup=None,
-        decode_speedup=None,
-        prediction=_predict(alpha, gamma, tau, verify_cost),
-    )
+    return Readings(Tally(), gamma, alpha, tau, TAU_OVER_STEP, tau_denominator_s=target_step_s, verify_cost=verify_cost)
 
 
 def readings_of_trace(trace: Trace, upto: int | None = None, tally: Tally | None = None) -> Readings:

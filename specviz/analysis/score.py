@@ -12,6 +12,7 @@ own greedy continuation the positions a run tests are exactly teacher-forced pos
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -39,7 +40,7 @@ class ScoredText:
 
     @property
     def alpha(self) -> float | None:
-        return alpha_analytic(sum(self.overlaps), len(self.overlaps))
+        return pooled_alpha((self,))
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,17 @@ class Scorecard:
         }
 
 
+def pooled_alpha(scored: Iterable[ScoredText]) -> float | None:
+    """α over scored texts: the mean Σ min(p, q) over all their positions, each position counted once."""
+    scored = list(scored)
+    return alpha_analytic(sum(sum(text.overlaps) for text in scored), sum(len(text.overlaps) for text in scored))
+
+
+def scored_alpha(pair: LoadedPair, texts: Sequence[str], sampling: SamplingSettings) -> float | None:
+    """α scored teacher-forced on the texts themselves (no generation, no timing)."""
+    return pooled_alpha(score_token_ids(pair, encode_text(pair, text), sampling) for text in texts)
+
+
 def window_length(pair: LoadedPair) -> int:
     """Tokens per teacher-forced forward: within the models' context and the logit budget."""
     return max(16, min(pair.context_length, 1024, LOGIT_BUDGET // max(1, pair.shared_vocab_size)))
@@ -199,6 +211,5 @@ def scorecard(
         scored = tuple(score_token_ids(pair, encode_text(pair, text), sampling) for text in texts)
     if not any(text.overlaps for text in scored):
         raise ValueError("nothing to score: every text is a single token or empty")
-    alpha = alpha_analytic(sum(sum(text.overlaps) for text in scored), sum(len(text.overlaps) for text in scored))
-    readings = readings_of_steps(times.draft_step_s, times.target_step_s, times.verify_s, gamma, alpha)
+    readings = readings_of_steps(times.draft_step_s, times.target_step_s, times.verify_s, gamma, pooled_alpha(scored))
     return Scorecard(scored, gamma, sampling, times, readings)

@@ -7,12 +7,11 @@ import argparse
 import json
 
 from specviz.analysis import hardware
-from specviz.analysis.score import encode_text, score_token_ids
+from specviz.analysis.score import scored_alpha
 from specviz.cli.options import NA, UsageError, add_pair_arguments, add_threads_argument, pair_from
 from specviz.deployment.batch import PREDICTED_LABEL, batch_rows, stops_paying, stops_paying_sentence
 from specviz.deployment.device import measure_batch_costs
 from specviz.engine import DecodeSettings, SamplingSettings
-from specviz.engine.tally import alpha_analytic
 from specviz.models.catalogue import load_catalogue
 from specviz.models.loading import load_pair
 from specviz.numbers import number
@@ -57,7 +56,7 @@ def command(args: argparse.Namespace) -> int:
     hardware.check_fits(plan, memory, extra, f" with the KV cache at batch {largest}" if batches else "")
     alpha, alpha_source = args.alpha, "given" if args.alpha is not None else None
     if alpha is None and entry.bundled:
-        alpha, alpha_source = scored_alpha(name, entry, catalogue)
+        alpha, alpha_source = heldout_alpha(name, entry, catalogue)
     models = hardware.build_models(plan)
     times = hardware.measure(plan, gamma, repeats=args.repeats, models=models)
     result = hardware.report(plan, times, alpha, alpha_source)
@@ -139,10 +138,8 @@ def batch_result(plan, models, gamma: int, batches: list[int], alpha, alpha_sour
     }
 
 
-def scored_alpha(name: str, entry, catalogue) -> tuple[float | None, str | None]:
+def heldout_alpha(name: str, entry, catalogue) -> tuple[float | None, str | None]:
     """α of a pair whose weights are here, scored greedily on the held-out code prompts (no timing needed)."""
-
     pair = load_pair(name, entry, catalogue.offline_pairs())
-    scored = [score_token_ids(pair, encode_text(pair, text), SamplingSettings()) for text in load_prompt_set("heldout")]
-    alpha = alpha_analytic(sum(sum(text.overlaps) for text in scored), sum(len(text.overlaps) for text in scored))
+    alpha = scored_alpha(pair, load_prompt_set("heldout"), SamplingSettings())
     return (alpha, "scored (greedy, held-out code)") if alpha is not None else (None, None)

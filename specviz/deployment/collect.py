@@ -17,15 +17,13 @@ from dataclasses import dataclass, field
 import torch
 
 from specviz.analysis.readings import readings_of
-from specviz.analysis.score import encode_text, score_token_ids
+from specviz.analysis.score import scored_alpha
 from specviz.deployment.batch import BatchRow, batch_rows
 from specviz.deployment.device import cuda_peak_bytes, measure_batch_costs, reset_cuda_peak
 from specviz.deployment.latency import LatencyStats
 from specviz.deployment.memory import LoadTimes, MemoryReport, ModelMemory, PairLoadTimes, estimated_memory_report
 from specviz.deployment.report import DeploymentReport
 from specviz.engine import DecodeSettings, Summary, Tally
-from specviz.engine.sampling import SamplingSettings
-from specviz.engine.tally import alpha_analytic
 from specviz.models.loading import LoadedPair, load_model
 from specviz.runner import encode_prompt, run
 
@@ -139,12 +137,6 @@ def load_times(pair: LoadedPair, cold_start: bool) -> tuple[PairLoadTimes, dict]
     warm = [warm_load_s(m.reference, pair.device, pair.dtype) for m in models]
     times = PairLoadTimes(LoadTimes(cold[0], warm[0]), LoadTimes(cold[1], warm[1]))
     return times, {**times.to_json(), **extra}
-
-
-def scored_alpha(pair: LoadedPair, prompts: Sequence[str], sampling: SamplingSettings) -> float | None:
-    """α scored teacher-forced on the prompts themselves (specviz.analysis.score): mean Σ min(p, q) over positions."""
-    scored = [score_token_ids(pair, encode_text(pair, text), sampling) for text in prompts]
-    return alpha_analytic(sum(sum(s.overlaps) for s in scored), sum(len(s.overlaps) for s in scored))
 
 
 def measure_batches(pair: LoadedPair, gamma: int, batches: Sequence[int], alpha: float, repeats: int = 5) -> list[BatchRow]:

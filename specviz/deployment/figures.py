@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from specviz.analysis.readings import BREAK_EVEN_BAND, FASTER_FROM, SLOWER_FROM
 from specviz.deployment.batch import PREDICTED_LABEL, BatchRow
 from specviz.deployment.latency import percentile
 from specviz.ui.palette import COLOURS
@@ -119,7 +120,7 @@ def request_latency_figure(
 
 
 def batch_figure(rows: Sequence[BatchRow]) -> go.Figure:
-    """Predicted speedup against batch size, with the 1× line where speculation stops paying."""
+    """Predicted speedup against batch size, with the break-even band: above it speculation pays (speed_verdict)."""
     rows = sorted(rows, key=lambda r: r.batch)
     figure = go.Figure(
         go.Scatter(
@@ -133,7 +134,10 @@ def batch_figure(rows: Sequence[BatchRow]) -> go.Figure:
             hovertemplate="batch %{x}: %{y:.2f}× (τ = %{customdata[0]:.3f}, ν = %{customdata[1]:.2f})<extra></extra>",
         )
     )
-    figure.add_hline(y=1.0, line_dash="dot", line_color=COLOURS["rejected"], annotation_text="1× (no gain)")
+    figure.add_hrect(y0=SLOWER_FROM, y1=FASTER_FROM, fillcolor=COLOURS["rejected"], opacity=0.12, line_width=0)
+    figure.add_hline(
+        y=1.0, line_dash="dot", line_color=COLOURS["rejected"], annotation_text=f"break-even (±{100 * BREAK_EVEN_BAND:.0f} %)"
+    )
     figure.update_xaxes(type="log", tickvals=[r.batch for r in rows])
     figure.update_layout(showlegend=True)
     return _layout(figure, f"Speedup by batch size, {PREDICTED_LABEL}", "batch size", "predicted speedup (×)")

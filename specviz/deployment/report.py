@@ -20,7 +20,7 @@ from specviz.deployment import figures
 from specviz.deployment.batch import BatchRow, stops_paying_sentence
 from specviz.deployment.latency import PERCENTILE_METHOD, LatencyStats, LatencyTail, latency_tail
 from specviz.deployment.memory import MemoryReport, PairLoadTimes
-from specviz.deployment.verdict import FASTER, SLOWER, Verdict, judge
+from specviz.deployment.verdict import Verdict, judge
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class DeploymentReport:
     def autoregressive_tail(self) -> LatencyTail:
         return latency_tail(self.autoregressive)
 
-    def with_verdict(self, faster: float = FASTER, slower: float = SLOWER) -> DeploymentReport:
+    def with_verdict(self) -> DeploymentReport:
         """This report with its verdict judged from its own numbers."""
         verdict = judge(
             self.speedup,
@@ -70,8 +70,6 @@ class DeploymentReport:
             memory_added_fraction=self.memory.added_fraction if self.memory else None,
             memory_added_bytes=self.memory.added_bytes if self.memory else None,
             load_times=self.load_times,
-            faster=faster,
-            slower=slower,
         )
         return replace(self, verdict=verdict)
 

@@ -1,9 +1,10 @@
 """Is speculation worth it here? The measured speedup first, then the article's rules of thumb, each checked.
 
-The rules come from "Is speculative decoding worth it?" (seeds/): do it when the target has more than 30B
+The rules come from the article "Is speculative decoding worth it?": do it when the target has more than 30B
 parameters, the batch is above 8, the acceptance rate (the mean acceptance length, tokens per cycle) is above 2.0;
 expect the P99 latency to get worse, memory to grow 15–25 %, cold starts to double (5 s → 12 s). Each check says
 whether its claim holds for what was measured, and why, in numbers; None when the number was not measured.
+The answer itself is the app's speed verdict (specviz.analysis.readings.speed_verdict) in a deployment's words.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from specviz.analysis.readings import FASTER_FROM, SLOWER_BELOW
+from specviz.analysis.readings import FASTER_FROM, SLOWER_FROM, speed_verdict
 from specviz.deployment.batch import BatchRow, stops_paying
 from specviz.deployment.memory import PairLoadTimes
 
-FASTER, SLOWER = FASTER_FROM, SLOWER_BELOW  # the one "is it faster" rule's thresholds (analysis/readings.py)
+ANSWERS = {"faster": "worth it", "even": "break-even", "slower": "not worth it", None: "not measured"}
 LARGE_TARGET_PARAMETERS = 30e9
 SMALL_TARGET_PARAMETERS = 7e9
 BATCH_THRESHOLD = 8
@@ -52,18 +53,13 @@ class Verdict:
         return cls(data["answer"], data["speedup"], data["reason"], tuple(Check(**c) for c in data["checks"]))
 
 
-def _worth(speedup: float | None, faster: float, slower: float) -> str:
-    if speedup is None:
-        return "not measured"
-    return "worth it" if speedup >= faster else ("not worth it" if speedup <= slower else "break-even")
-
-
-def overall(speedup: float | None, faster: float = FASTER, slower: float = SLOWER) -> tuple[str, str]:
+def overall(speedup: float | None) -> tuple[str, str]:
     """The answer from the measured speedup (end to end, speculative over the target alone) and its reason."""
-    answer = _worth(speedup, faster, slower)
+    answer = ANSWERS[speed_verdict(speedup)]
     if speedup is None:
         return answer, "No speedup was measured: run both methods on the same prompts."
-    return answer, f"Measured {speedup:.2f}× the target alone ({answer}: ≥ {faster:.2f}× is faster, ≤ {slower:.2f}× slower)."
+    rule = f"≥ {FASTER_FROM:.2f}× is faster, ≤ {SLOWER_FROM:.2f}× slower"
+    return answer, f"Measured {speedup:.2f}× the target alone ({answer}: {rule})."
 
 
 def _count(parameters: float) -> str:
@@ -71,7 +67,7 @@ def _count(parameters: float) -> str:
     return f"{parameters / 1e9:.3g}B" if parameters >= 1e9 else f"{parameters / 1e6:.3g}M"
 
 
-def check_target_size(target_parameters: int | None, speedup: float | None, faster: float = FASTER) -> Check:
+def check_target_size(target_parameters: int | None, speedup: float | None) -> Check:
     """'Target model > 30B parameters' (and 'don't below 7B: gains are minimal')."""
     claim = "Do it when the target has more than 30B parameters; below 7B gains are minimal."
     if target_parameters is None:
@@ -81,7 +77,8 @@ def check_target_size(target_parameters: int | None, speedup: float | None, fast
         return Check("target > 30B", claim, True, f"{size}, above 30B.")
     measured = ""
     if speedup is not None and target_parameters < SMALL_TARGET_PARAMETERS:
-        agrees = "as the article expects" if speedup < faster else "yet speculation measured faster, against the article"
+        faster = speed_verdict(speedup) == "faster"
+        agrees = "yet speculation measured faster, against the article" if faster else "as the article expects"
         measured = f"; measured {speedup:.2f}×, {agrees}"
     return Check("target > 30B", claim, False, f"{size}, not above 30B{measured}.")
 
@@ -95,8 +92,7 @@ def check_batch(rows: Sequence[BatchRow]) -> Check:
     curve = ", ".join(f"{row.predicted_speedup:.2f}× at {row.batch}" for row in sorted(rows, key=lambda r: r.batch))
     stop = stops_paying(rows)
     where = f"; it stops paying at batch {stop}" if stop is not None else ""
-    pays = all(row.predicted_speedup >= 1.0 for row in large)
-    return Check("batch > 8", claim, pays, f"Predicted from measured step costs: {curve}{where}.")
+    return Check("batch > 8", claim, all(row.pays for row in large), f"Predicted from measured step costs: {curve}{where}.")
 
 
 def check_acceptance(mean_acceptance_length: float | None, speedup: float | None) -> Check:
@@ -152,13 +148,11 @@ def judge(
     memory_added_fraction: float | None = None,
     memory_added_bytes: int | None = None,
     load_times: PairLoadTimes | None = None,
-    faster: float = FASTER,
-    slower: float = SLOWER,
 ) -> Verdict:
     """The verdict: the measured answer, then every rule of thumb checked against the measured numbers."""
-    answer, reason = overall(speedup, faster, slower)
+    answer, reason = overall(speedup)
     checks = (
-        check_target_size(target_parameters, speedup, faster),
+        check_target_size(target_parameters, speedup),
         check_batch(batch_rows),
         check_acceptance(mean_acceptance_length, speedup),
         check_p99(speculative_p99_s, autoregressive_p99_s),
