@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from specviz.analysis.hardware import build_random
 from specviz.analysis.hardware_cache import hardware_sentence
+from specviz.deployment.hardware import build_random
 from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, speculative_decode
 from specviz.models.catalogue import Architecture, load_catalogue
 from specviz.models.footprint import config_of, count_parameters

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 import torch
 from transformers.utils import logging
 
-from specviz.analysis.hardware import HardwareError
 from specviz.cli import bench, distill, fetch, hardware, report, run, score, theory
 from specviz.cli.options import UsageError, resolve_pair, settings_from
 from specviz.cli.run import run_to_dict
+from specviz.deployment.hardware import HardwareError
 from specviz.engine import SettingsError
 from specviz.models.catalogue import CatalogueError
 from specviz.models.loading import PairError

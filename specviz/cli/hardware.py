@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from specviz.analysis import hardware
 from specviz.analysis.score import scored_alpha
 from specviz.cli.options import NA, UsageError, add_pair_arguments, add_threads_argument, pair_from
+from specviz.deployment import hardware
 from specviz.deployment.batch import PREDICTED_LABEL, batch_rows, stops_paying, stops_paying_sentence
 from specviz.deployment.device import measure_batch_costs
 from specviz.engine import DecodeSettings, SamplingSettings
@@ -30,7 +30,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--batch", help="comma list of batch sizes, e.g. 1,4,16,64: time each and predict the speedup at each")
     parser.add_argument("--memory-gib", type=float, help="memory to plan with instead of what is available")
     parser.add_argument(
-        "--save", action="store_true", help="keep the result for the app (see specviz.analysis.hardware.cache_path)"
+        "--save", action="store_true", help="keep the result for the app (see specviz.analysis.hardware_cache.cache_path)"
     )
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(handler=command)

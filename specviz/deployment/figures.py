@@ -1,8 +1,7 @@
 """Plotly figures of a deployment's numbers: the race, ITL distributions, request latencies, the batch curve, memory.
 
-Pure functions of plain numbers (seconds, bytes, rows). Colours are the project's Okabe–Ito palette
-(specviz.ui.palette, a module of constants that imports nothing): the autoregressive baseline in its blue,
-speculation in the accepted green, predictions in orange.
+Pure functions of plain numbers (seconds, bytes, rows). Colours are the project's Okabe–Ito palette (specviz.colours,
+the page's too): the autoregressive baseline in its blue, speculation in the accepted green, predictions in orange.
 """
 
 from __future__ import annotations
@@ -13,9 +12,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from specviz.analysis.readings import BREAK_EVEN_BAND, FASTER_FROM, SLOWER_FROM
+from specviz.colours import COLOURS
 from specviz.deployment.batch import PREDICTED_LABEL, BatchRow
 from specviz.deployment.latency import percentile
-from specviz.ui.palette import COLOURS
 
 HEIGHT = 320
 SPECULATIVE = ("speculative", COLOURS["accepted"])

@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-COLOURS = {
-    "prompt": "#4b5563",
-    "drafted": "#8c8c8c",
-    "accepted": "#009E73",
-    "rejected": "#D55E00",
-    "unverified": "#b5b5b5",
-    "resampled": "#0072B2",
-    "bonus": "#9B4F96",
-    "predicted": "#E69F00",
-    "baseline": "#56B4E9",
-}
+from specviz.colours import COLOURS
+
+__all__ = ["COLOURS", "CSS", "LEGEND"]
 
 LEGEND = [  # (status, label, second cue)
     ("prompt", "prompt", "plain"),
