@@ -3,7 +3,7 @@
 
 import torch
 
-from specviz.cli.bench import TRANSFORMERS_DEFAULT, assistant_settings
+from specviz.deployment.benchmark import TRANSFORMERS_DEFAULT, assistant_settings
 from specviz.drafting import strategy
 from tests.tiny import tiny_llama
 

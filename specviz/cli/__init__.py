@@ -1,30 +1,28 @@
-"""`python -m specviz run | bench | score | hardware | theory | report`: the command-line face of the engine.
+"""`python -m specviz run | bench | score | hardware | theory | report | distill | fetch`: the command-line face of the engine.
 
-One module per command (run, bench, score, hardware, theory, report), each with `add_parser` and `command`; a
-command validates everything it can before loading a model, and bad input becomes one line on stderr with
-exit status 2. Every flag and JSON key is documented in the README, "Command line".
+One module per command (specviz/cli/<command>.py), each with `add_parser` and `command`; the library does the work
+and the module keeps the arguments and the printing. Only the module of the command being run is imported, so
+`theory` loads no torch (tests/test_cli.py). A command validates everything it can before loading a model, and bad
+input becomes one line on stderr with exit status 2. Every flag and JSON key is documented in the README,
+"Command line".
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from importlib import import_module
 
-import torch
-from transformers.utils import logging
+from specviz.cli.options import set_threads
+from specviz.models.catalogue import PairError
 
-from specviz.cli import bench, distill, fetch, hardware, report, run, score, theory
-from specviz.cli.options import UsageError, resolve_pair, settings_from
-from specviz.cli.run import run_to_dict
-from specviz.deployment.hardware import HardwareError
-from specviz.engine import SettingsError
-from specviz.models.catalogue import CatalogueError
-from specviz.models.loading import PairError
-from specviz.runner import PromptError
-
-__all__ = ["UsageError", "main", "resolve_pair", "run_to_dict", "settings_from"]
-COMMANDS = (run, bench, score, hardware, theory, report, distill, fetch)  # in --help's order
+COMMANDS = ("run", "bench", "score", "hardware", "theory", "report", "distill", "fetch")  # in --help's order
+QUIET_LIBRARIES = {  # read by transformers and huggingface_hub as they load: no progress bars or advice in our output
+    "TRANSFORMERS_VERBOSITY": "error",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -34,41 +32,28 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"specviz: error: {self.prog.removeprefix('python -m ')}: {message} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser for this command line: the named command's module alone, or every command's for --help."""
     parser = OneLineParser(prog="python -m specviz", description="Speculative decoding, run for real.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        command.add_parser(commands)
+    named = [name for name in COMMANDS if list(argv[:1]) == [name]]
+    for name in named or COMMANDS:
+        import_module(f"specviz.cli.{name}").add_parser(commands)
     return parser
 
 
-def set_threads(threads: int) -> None:
-    """Timed commands on a shared CPU: one thread is not held up waiting for a second one that was preempted."""
-    if threads < 1:
-        raise UsageError(f"--threads must be at least 1 (got {threads})")
-    torch.set_num_threads(threads)
-
-
-def quiet_libraries() -> None:
-    """Keep library progress bars and advice off the CLI's output."""
-    logging.set_verbosity_error()
-    logging.disable_progress_bar()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    quiet_libraries()
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    for name, value in QUIET_LIBRARIES.items():
+        os.environ.setdefault(name, value)
+    args = build_parser(argv).parse_args(argv)
     try:
-        threads = getattr(args, "threads", None)
-        if threads is not None:
-            set_threads(threads)
+        if getattr(args, "threads", None) is not None:
+            set_threads(args.threads)
         return args.handler(args)
-    except (UsageError, SettingsError, PromptError, PairError, CatalogueError, ValueError) as error:
+    except (ValueError, PairError) as error:  # UsageError, SettingsError, PromptError, CatalogueError are ValueErrors
         print(f"specviz: error: {error}", file=sys.stderr)
         return 2
-    except HardwareError as error:
-        print(f"specviz: {error}", file=sys.stderr)
-        return 1
 
 
 if __name__ == "__main__":

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from specviz.analysis.score import scored_alpha
-from specviz.cli.options import NA, UsageError, add_pair_arguments, add_threads_argument, pair_from
+from specviz.cli.options import NA, UsageError, add_pair_arguments, add_threads_argument, pair_from, parse_batches
 from specviz.deployment import hardware
 from specviz.deployment.batch import PREDICTED_LABEL, batch_rows, stops_paying, stops_paying_sentence
 from specviz.deployment.device import measure_batch_costs
@@ -37,6 +38,14 @@ def add_parser(commands) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    try:
+        return measure_and_print(args)
+    except hardware.HardwareError as error:  # the pair cannot be measured here: one sentence, exit status 1
+        print(f"specviz: {error}", file=sys.stderr)
+        return 1
+
+
+def measure_and_print(args: argparse.Namespace) -> int:
     if args.alpha is not None and not (0 <= args.alpha <= 1):
         raise UsageError(f"--alpha must be in [0, 1] (got {args.alpha})")
     if args.repeats < 1:
@@ -98,19 +107,6 @@ def command(args: argparse.Namespace) -> int:
     if args.save:
         print(f"  saved to {result['saved_to']}")
     return 0
-
-
-def parse_batches(text: str | None) -> list[int]:
-    """`--batch 1,4,16,64` as sorted distinct sizes; none given: no batch curve."""
-    if text is None:
-        return []
-    try:
-        batches = sorted({int(part) for part in text.split(",")})
-    except ValueError:
-        raise UsageError(f"--batch takes a comma-separated list of batch sizes, e.g. 1,4,16,64 (got {text!r})") from None
-    if batches[0] < 1:
-        raise UsageError(f"--batch sizes must be at least 1 (got {text!r})")
-    return batches
 
 
 def batch_result(plan, models, gamma: int, batches: list[int], alpha, alpha_source, repeats: int) -> dict:

@@ -1,14 +1,21 @@
-"""What every command shares: pair and sampling options, settings from them, and loading the pair they name."""
+"""What every command shares: pair, sampling and prompt options, settings from them, and loading the pair they name.
+
+Light (no torch at import): `theory` and `fetch` read it too. Only `resolve_pair` and `set_threads` reach torch,
+when a command that loads models calls them.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from specviz.drafting import drafter_keys
 from specviz.engine import DecodeSettings, SamplingSettings
 from specviz.models.catalogue import Pair, load_catalogue
-from specviz.models.loading import LoadedPair, load_pair
+
+if TYPE_CHECKING:
+    from specviz.models.loading import LoadedPair
 
 NA = "n/a"  # the command line's word for a number not measured
 
@@ -26,6 +33,32 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_threads_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's; 1 is steadier on a shared machine)")
+
+
+def set_threads(threads: int) -> None:
+    """Timed commands on a shared CPU: one thread is not held up waiting for a second one that was preempted."""
+    if threads < 1:
+        raise UsageError(f"--threads must be at least 1 (got {threads})")
+    import torch  # only commands with --threads get here, and they have loaded it
+
+    torch.set_num_threads(threads)
+
+
+def add_prompts_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prompts", default="heldout", help="code|prose|repetitive|arithmetic|all|heldout|FILE")
+
+
+def parse_batches(text: str | None) -> list[int]:
+    """`--batch 1,4,16,64` as sorted distinct sizes; none given: no batch curve."""
+    if text is None:
+        return []
+    try:
+        batches = sorted({int(part) for part in text.split(",")})
+    except ValueError:
+        raise UsageError(f"--batch takes a comma-separated list of batch sizes, e.g. 1,4,16,64 (got {text!r})") from None
+    if batches[0] < 1:
+        raise UsageError(f"--batch sizes must be at least 1 (got {text!r})")
+    return batches
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +104,9 @@ def pair_from(args: argparse.Namespace) -> tuple[str, Pair]:
 
 
 def resolve_pair(args: argparse.Namespace) -> LoadedPair:
+    """Load the pair the options name (torch and transformers load here, for the commands that run models)."""
+    from specviz.models.loading import load_pair
+
     name, pair = pair_from(args)
     return load_pair(name, pair, load_catalogue().offline_pairs(), dtype=args.dtype, progress=_to_stderr)
 

@@ -6,13 +6,14 @@ import argparse
 import json
 from pathlib import Path
 
-from specviz.cli.hardware import parse_batches
 from specviz.cli.options import (
     UsageError,
     add_decoding_arguments,
     add_pair_arguments,
+    add_prompts_argument,
     add_threads_argument,
     pair_from,
+    parse_batches,
     resolve_pair,
     settings_from,
 )
@@ -27,7 +28,7 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("report", help="both methods over a prompt set: latency, memory, cold start, batch, verdict")
     add_pair_arguments(parser)
     add_decoding_arguments(parser)
-    parser.add_argument("--prompts", default="heldout", help="code|prose|repetitive|arithmetic|all|heldout|FILE")
+    add_prompts_argument(parser)
     parser.add_argument("--out", required=True, help="the HTML file to write (self-contained, works offline)")
     parser.add_argument("--gamma", type=int, help="drafts per cycle (default: the pair's)")
     parser.add_argument("--repeats", type=int, default=3, help="each prompt this many times by each method")

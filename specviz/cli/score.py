@@ -11,6 +11,7 @@ from specviz.cli.options import (
     NA,
     UsageError,
     add_pair_arguments,
+    add_prompts_argument,
     add_sampling_arguments,
     add_threads_argument,
     pair_from,
@@ -27,7 +28,7 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("score", help="rate a draft against its target on text, without generating")
     add_pair_arguments(parser)
     add_sampling_arguments(parser)
-    parser.add_argument("--prompts", default="heldout", help="code|prose|repetitive|arithmetic|all|heldout|FILE")
+    add_prompts_argument(parser)
     parser.add_argument("--gamma", type=int, help="γ for the predictions (default: the pair's)")
     parser.add_argument("--repeats", type=int, default=20, help="timing repeats for τ and ν")
     parser.add_argument(

@@ -1,9 +1,9 @@
 """Collecting a deployment's numbers from a loaded pair: requests' latency, memory, load times, batch rows, the report.
 
-This is the torch side of specviz.deployment (with device.py): it runs the engine, loads models and starts the
-fresh processes cold starts are timed in. `run`, `bench` and `report` read their numbers through it; the app's
-recorder reads memory from it. Nothing here is timed inside a decoding run: load times and batch costs are
-measured before or after, never between a request's tokens.
+This is the torch side of specviz.deployment (with device.py, hardware.py and benchmark.py): it runs the engine,
+loads models and starts the fresh processes cold starts are timed in. `run` and `report` read their numbers through
+it, each method's requests kept as benchmark's MethodResult; the app's recorder reads memory from it. Nothing here is
+timed inside a decoding run: load times and batch costs are measured before or after, never between a request's tokens.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import torch
 from specviz.analysis.readings import readings_of
 from specviz.analysis.score import scored_alpha
 from specviz.deployment.batch import BatchRow, batch_rows
+from specviz.deployment.benchmark import MethodResult
 from specviz.deployment.device import cuda_peak_bytes, measure_batch_costs, reset_cuda_peak
-from specviz.deployment.latency import LatencyStats
 from specviz.deployment.memory import LoadTimes, MemoryReport, ModelMemory, PairLoadTimes, estimated_memory_report
 from specviz.deployment.report import DeploymentReport
-from specviz.engine import DecodeSettings, Summary, Tally
+from specviz.engine import DecodeSettings
 from specviz.models.loading import LoadedPair, load_model
 from specviz.runner import encode_prompt, run
 
@@ -147,17 +147,11 @@ def measure_batches(pair: LoadedPair, gamma: int, batches: Sequence[int], alpha:
 
 @dataclass
 class Requests:
-    """Both methods over a prompt set, request by request (repeat-major), with the tallies and summaries."""
+    """Both methods over a prompt set, request by request (repeat-major): each one's latencies and summaries."""
 
-    speculative: list[LatencyStats] = field(default_factory=list)
-    autoregressive: list[LatencyStats] = field(default_factory=list)
-    speculative_summaries: list[Summary] = field(default_factory=list)
-    autoregressive_summaries: list[Summary] = field(default_factory=list)
+    speculative: MethodResult = field(default_factory=lambda: MethodResult("speculative", None))
+    autoregressive: MethodResult = field(default_factory=lambda: MethodResult("autoregressive", None))
     longest_length: int = 0  # prompt + new tokens, the longest any request reached
-
-    @property
-    def tally(self) -> Tally:
-        return sum((s.tally for s in self.speculative_summaries), Tally())
 
 
 def run_requests(
@@ -177,10 +171,7 @@ def run_requests(
             order = ("autoregressive", "speculative") if (repeat + index) % 2 else ("speculative", "autoregressive")
             for mode in order:
                 request = lambda mode=mode, prompt=prompt: list(run(pair, prompt, settings, mode=mode, drafter=drafter))  # noqa: E731
-                events = peaks.around(mode, request) if peaks else request()
-                summary: Summary = events[-1]
-                getattr(requests, mode).append(LatencyStats.of_events(events))
-                getattr(requests, f"{mode}_summaries").append(summary)
+                summary = getattr(requests, mode).add(peaks.around(mode, request) if peaks else request())
                 requests.longest_length = max(requests.longest_length, length + summary.new_tokens)
         log(f"  repeat {repeat + 1}/{repeats} done")
     return requests
@@ -203,8 +194,8 @@ def deployment_report(
     log("running both methods…")
     peaks = PeakTracker(pair.device, pair.draft.weight_bytes)
     requests = run_requests(pair, prompts, settings, repeats, peaks=peaks, log=log)
-    tally = requests.tally
-    spec, base = requests.speculative_summaries, requests.autoregressive_summaries
+    tally = requests.speculative.tally
+    spec, base = requests.speculative.summaries, requests.autoregressive.summaries
     rate = lambda summaries: sum(s.new_tokens for s in summaries) / sum(s.wall_s for s in summaries)  # noqa: E731
     m = readings_of(
         tally,
@@ -228,8 +219,8 @@ def deployment_report(
         dtype=_dtype_name(pair.dtype),
         prompts=len(prompts),
         gamma=settings.gamma,
-        speculative=tuple(requests.speculative),
-        autoregressive=tuple(requests.autoregressive),
+        speculative=tuple(requests.speculative.latencies),
+        autoregressive=tuple(requests.autoregressive.latencies),
         alpha_run=m.alpha,
         alpha_scored=alpha_scored,
         tau=m.tau,

@@ -163,7 +163,7 @@ def measure_draft(recipe: Recipe, state: State) -> None:
     """5. The saved draft against the target alone on held-out prompts, greedy: bench's own α, τ, ν and speedups."""
     if not recipe.measure_prompts:
         return
-    from specviz.cli.bench import bench  # the numbers have one home: the same code as `python -m specviz bench`
+    from specviz.deployment.benchmark import bench  # the numbers have one home: the same code as `python -m specviz bench`
     from specviz.engine import DecodeSettings
     from specviz.models.loading import load_model, loaded_model, pair_of
     from specviz.runner import run

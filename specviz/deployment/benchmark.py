@@ -1,0 +1,269 @@
+"""The benchmark behind `python -m specviz bench`: autoregressive vs our speculative decoding vs transformers' assisted
+generation, on the same pair, prompts and settings, `repeats` times; rows of medians, tallies and latencies.
+
+distill's last stage reads its draft through the same `bench`, so a model card and the command cannot disagree.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from specviz.analysis.readings import readings_of
+from specviz.deployment.latency import LatencyStats, latency_tail
+from specviz.drafting import Twin, strategy
+from specviz.engine import DecodeSettings, Summary, Tally
+from specviz.engine.kv_cache import synchronize
+from specviz.models.loading import LoadedPair
+from specviz.runner import encode_prompt, run
+
+NO_LATENCY = latency_tail([]).to_json()  # the latency keys, every one None
+TRANSFORMERS_DEFAULT = Twin(  # None: transformers fills in its own defaults (20 drafts, constant, confidence 0.4)
+    assistant_config={"num_assistant_tokens": None, "num_assistant_tokens_schedule": None, "assistant_confidence_threshold": None}
+)
+
+
+@dataclass
+class MethodResult:
+    """One method at one γ, over all prompts, for every repeat."""
+
+    method: str
+    gamma: int | None
+    tokens_per_s: list[float] = field(default_factory=list)  # end to end: prefill + decoding
+    decode_tokens_per_s: list[float] = field(default_factory=list)  # decoding alone, what the theory models
+    outputs: list[list[int]] = field(default_factory=list)  # first repeat, per prompt
+    summaries: list[Summary] = field(default_factory=list)  # every repeat, per prompt
+    latencies: list[LatencyStats] = field(default_factory=list)  # every request (repeat × prompt), from its events
+
+    @property
+    def tally(self) -> Tally:
+        """Every request's counts, folded."""
+        return sum((s.tally for s in self.summaries), Tally())
+
+    def add(self, events: list) -> Summary:
+        """One request's events: its latency and summary kept; the summary returned."""
+        summary: Summary = events[-1]
+        self.latencies.append(LatencyStats.of_events(events))
+        self.summaries.append(summary)
+        return summary
+
+    @property
+    def median_tokens_per_s(self) -> float:
+        return statistics.median(self.tokens_per_s)
+
+    @property
+    def median_decode_tokens_per_s(self) -> float | None:
+        return statistics.median(self.decode_tokens_per_s) if self.decode_tokens_per_s else None
+
+
+def run_ours(
+    pair: LoadedPair, prompts: list[str], settings: DecodeSettings, mode: str, drafter: str, result: MethodResult, record: bool
+) -> None:
+    """Our engine over every prompt once: one tokens/s (end to end and decoding alone) for this repeat."""
+    tokens, wall, prefill = 0, 0.0, 0.0
+    for prompt in prompts:
+        summary = result.add(list(run(pair, prompt, settings, mode=mode, drafter=drafter)))
+        tokens += summary.new_tokens
+        wall += summary.wall_s
+        prefill += summary.prefill_s
+        if record:
+            result.outputs.append(list(summary.new_token_ids))
+    result.tokens_per_s.append(tokens / wall)
+    result.decode_tokens_per_s.append(tokens / (wall - prefill))
+
+
+@contextmanager
+def assistant_settings(model: torch.nn.Module, config: dict) -> Iterator[None]:
+    """Set the draft's generation_config for one call and restore it after.
+
+    transformers reads num_assistant_tokens & co. from the *assistant's* generation_config, not from
+    generate()'s keyword arguments, and its "heuristic" schedule writes back into it.
+    """
+    generation_config = model.generation_config
+    saved = {key: getattr(generation_config, key, None) for key in config}
+    for key, value in config.items():
+        setattr(generation_config, key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            setattr(generation_config, key, value)
+
+
+def run_transformers(
+    pair: LoadedPair, prompts: list[str], settings: DecodeSettings, twin: Twin, result: MethodResult, record: bool
+) -> None:
+    """transformers' own assisted generation (or prompt lookup) on the same pair and prompts."""
+    tokens, wall = 0, 0.0
+    sampling = settings.sampling
+    sampling_kwargs = (
+        {"do_sample": False}
+        if sampling.greedy
+        else {"do_sample": True, "temperature": sampling.temperature, "top_k": sampling.top_k or None, "top_p": sampling.top_p}
+    )
+    drafting = dict(twin.generate_kwargs)
+    if twin.uses_draft_model:
+        drafting["assistant_model"] = pair.draft.model
+    for prompt in prompts:
+        ids = torch.tensor([encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma)], device=pair.device)
+        torch.manual_seed(settings.seed)
+        with assistant_settings(pair.draft.model, twin.assistant_config):
+            started = time.perf_counter()
+            output = pair.target.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=settings.max_new_tokens,
+                pad_token_id=pair.tokenizer.pad_token_id or pair.tokenizer.eos_token_id,
+                **sampling_kwargs,
+                **drafting,
+            )
+            synchronize(pair.device)
+            wall += time.perf_counter() - started
+        new_ids = output[0, ids.shape[1] :].tolist()
+        tokens += len(new_ids)
+        if record:
+            result.outputs.append(new_ids)
+    result.tokens_per_s.append(tokens / wall)
+
+
+def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float) -> dict:
+    """Measured speed next to what Leviathan's formula predicts from our own measured α and τ.
+
+    With a variable window (dynamic drafting) the prediction uses the mean drafts per cycle as γ.
+    """
+    tally = result.tally
+    gamma = result.gamma
+    if gamma is None and tally.cycles:  # a variable window: predict at the mean drafts per cycle
+        gamma = max(1, round(tally.drafts_per_cycle))
+    m = readings_of(
+        tally,
+        gamma=gamma or 0,
+        target_step_s=step_s,
+        tokens_per_s=result.median_tokens_per_s,
+        baseline_tokens_per_s=baseline.median_tokens_per_s,
+        decode_tokens_per_s=result.median_decode_tokens_per_s,
+        baseline_decode_tokens_per_s=baseline.median_decode_tokens_per_s,
+    )
+    per_cycle_ms = 1000 / max(1, tally.cycles)
+    return {
+        "method": result.method,
+        "gamma": result.gamma,
+        "tokens_per_s": m.tokens_per_s,
+        "speedup": m.measured_speedup,
+        "alpha": m.alpha,
+        "alpha_analytic": m.alpha_analytic,
+        "tau": m.tau,
+        "predicted_speedup": m.predicted_speedup,
+        "decode_speedup": m.decode_speedup,
+        "measured_over_predicted": m.measured_over_predicted,
+        "tokens_per_cycle": m.tokens_per_cycle,
+        "drafts_per_cycle": tally.drafts_per_cycle,
+        "mean_acceptance_length": tally.mean_acceptance_length,
+        "acceptance_histogram": list(tally.accepted_histogram),
+        "acceptance_by_position": tally.acceptance_by_position,
+        "draft_ms_per_cycle": tally.draft_s * per_cycle_ms,
+        "verify_ms_per_cycle": tally.verify_s * per_cycle_ms,
+        "other_ms_per_cycle": tally.overhead_s * per_cycle_ms,
+        "verify_cost": m.verify_cost,
+        "predicted_with_verify_cost": m.predicted_with_verify_cost,
+        **latency_tail(result.latencies).to_json(),
+    }
+
+
+def transformers_row(result: MethodResult, baseline: MethodResult) -> dict:
+    return {
+        "method": result.method,
+        "gamma": result.gamma,
+        "tokens_per_s": result.median_tokens_per_s,
+        "speedup": readings_of(
+            Tally(), gamma=0, tokens_per_s=result.median_tokens_per_s, baseline_tokens_per_s=baseline.median_tokens_per_s
+        ).measured_speedup,
+        "alpha": None,
+        "tau": None,
+        "predicted_speedup": None,
+        **NO_LATENCY,  # generate() returns the whole output at once: no token arrival times to read
+    }
+
+
+def bench(
+    pair: LoadedPair,
+    prompts: list[str],
+    settings: DecodeSettings,
+    gammas: list[int],
+    drafter: str = "model",
+    repeats: int = 3,
+    with_transformers: bool = True,
+    with_dynamic: bool = True,
+    log: Callable[[str], None] = lambda line: None,
+) -> dict:
+    """Every method over the same prompts and settings, `repeats` times; rows of medians and tallies.
+
+    Rows: autoregressive; per γ our speculative decoding with `drafter` and transformers' twin of it;
+    then (for a model drafter) our dynamic drafting and transformers' assisted generation with its defaults.
+    """
+    chosen = strategy(drafter)
+    twin = chosen.transformers_twin if with_transformers else None
+    dynamic = with_dynamic and chosen.needs_draft_model
+    at = {gamma: replace(settings, gamma=gamma) for gamma in gammas}
+
+    # warm up every path once (allocators, kernels, caches)
+    warm = replace(settings, max_new_tokens=8, gamma=gammas[0])
+    run_ours(pair, prompts[:1], warm, "autoregressive", drafter, MethodResult("warmup", None), False)
+    run_ours(pair, prompts[:1], warm, "speculative", drafter, MethodResult("warmup", None), False)
+    if twin:
+        run_transformers(pair, prompts[:1], warm, twin(gammas[0]), MethodResult("warmup", None), False)
+
+    baseline = MethodResult("autoregressive", None)
+    ours = {gamma: MethodResult("speculative", gamma) for gamma in gammas}
+    theirs = {gamma: MethodResult("transformers-assisted", gamma) for gamma in gammas}
+    ours_dynamic = MethodResult("speculative-dynamic", None)
+    theirs_default = MethodResult("transformers-assisted-default", None)
+    for repeat in range(repeats):
+        record = repeat == 0
+        run_ours(pair, prompts, at[gammas[0]], "autoregressive", drafter, baseline, record)
+        for gamma in gammas:
+            run_ours(pair, prompts, at[gamma], "speculative", drafter, ours[gamma], record)
+            if twin:
+                run_transformers(pair, prompts, at[gamma], twin(gamma), theirs[gamma], record)
+        if dynamic:
+            run_ours(pair, prompts, settings, "speculative", "dynamic", ours_dynamic, record)
+            if with_transformers:
+                run_transformers(pair, prompts, settings, TRANSFORMERS_DEFAULT, theirs_default, record)
+        log(f"  repeat {repeat + 1}/{repeats} done")
+
+    step_s = statistics.mean(s.step_s for s in baseline.summaries)
+    rows = [
+        {
+            "method": "autoregressive",
+            "gamma": None,
+            "tokens_per_s": baseline.median_tokens_per_s,
+            "speedup": 1.0,
+            "decode_speedup": 1.0,
+            "alpha": None,
+            "tau": None,
+            "predicted_speedup": None,
+            "target_step_ms": 1000 * step_s,
+            **latency_tail(baseline.latencies).to_json(),
+        }
+    ]
+    compared = [*ours.values()]
+    for gamma in gammas:
+        rows.append(speculative_row(ours[gamma], baseline, step_s))
+        if twin:
+            rows.append(transformers_row(theirs[gamma], baseline))
+            compared.append(theirs[gamma])
+    if dynamic:
+        rows.append(speculative_row(ours_dynamic, baseline, step_s))
+        compared.append(ours_dynamic)
+        if with_transformers:
+            rows.append(transformers_row(theirs_default, baseline))
+            compared.append(theirs_default)
+    greedy_identical = None
+    if settings.sampling.greedy and settings.lenience == 1.0:
+        greedy_identical = all(result.outputs == baseline.outputs for result in compared)
+    return {"rows": rows, "greedy_identical": greedy_identical}
