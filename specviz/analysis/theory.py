@@ -60,7 +60,7 @@ def speedup_bound_free_draft(alpha: float) -> float:
 
 
 def practitioner_claim_speedup(alpha: float, tau: float) -> float:
-    """The seeds' "(1 + τ) / (1 + τ/α)": not in the literature, shown only to be checked against Leviathan."""
+    """A common claim, "(1 + τ) / (1 + τ/α)": not in the literature, shown only to be checked against Leviathan."""
     return (1 + tau) / (1 + tau / alpha)
 
 

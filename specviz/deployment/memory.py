@@ -1,7 +1,7 @@
 """Memory of a pair: weight bytes, KV-cache bytes per token, a run's peak, and what speculation adds.
 
 Weights: parameters × bytes per element. KV cache per token: 2 (keys, values) × layers × kv_heads × head_dim ×
-bytes (GUIDE.md, "Memory"). On a GPU the peak of a run is CUDA's allocator peak (specviz.deployment.device); on
+bytes. On a GPU the peak of a run is CUDA's allocator peak (specviz.deployment.device); on
 a CPU it is estimated from the tensors a run holds at its widest point (`estimated_peak_bytes`):
 
   weights of every model run

@@ -1,1 +1,3 @@
-"""The teaching app's views: pure functions from a Trace to HTML and plotly figures."""
+"""The teaching app's parts, without Gradio (app.py lays them out and wires them): views, render, texts, charts and
+deployment_view are pure functions of a recorded Trace; runs, sessions and playback record a Run (the models run in the
+shared measuring slot) and play it back; lessons are scenarios with their explanations; score_panel scores a draft."""
