@@ -13,6 +13,7 @@ for whole forwards of the target, the time of k rows over the time of one row, i
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -24,9 +25,10 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, DynamicCache  # noqa: E402
 
 from specviz.models.loading import load_pair  # noqa: E402
+from specviz.models.weight_forms import FORMS, apply_form, weight_bytes  # noqa: E402
 from specviz.models.pair_cache import catalogue  # noqa: E402
 
-ROWS = (1, 2, 3, 5, 8)
+ROWS = (1, 2, 3, 4, 5, 6, 7, 8)
 
 
 def median_s(call, repeats: int) -> float:
@@ -58,9 +60,8 @@ def matrix_rows(shapes: dict[str, tuple[int, int]], dtype: torch.dtype) -> list[
 
 
 @torch.inference_mode()
-def forward_rows(folder: str, dtype: torch.dtype, context: int = 40) -> str:
-    """A whole target forward over k new tokens after a `context`-token prefix, over a forward over one."""
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
+def forward_rows(model, context: int = 40, repeats: int = 20) -> tuple[float, list[float]]:
+    """A whole target forward over k new tokens after a `context`-token prefix: (one-row seconds, k-row / one-row)."""
     cache = DynamicCache(config=model.config)
     model(input_ids=torch.arange(100, 100 + context).view(1, -1), cache=cache, use_cache=True, logits_to_keep=1)
 
@@ -68,31 +69,65 @@ def forward_rows(folder: str, dtype: torch.dtype, context: int = 40) -> str:
         model(input_ids=torch.arange(5, 5 + rows).view(1, -1), cache=cache, use_cache=True, logits_to_keep=rows)
         cache.crop(-rows)
 
-    one = median_s(lambda: forward(1), 20)
-    cells = [f"{median_s(lambda rows=rows: forward(rows), 20) / one:5.2f}" for rows in ROWS]
-    return f"  {'whole forward (verify pass)':28s} {one * 1e3:8.1f} ms  " + "  ".join(cells)
+    one = median_s(lambda: forward(1), repeats)
+    return one, [median_s(lambda rows=rows: forward(rows), repeats) / one for rows in ROWS]
+
+
+@torch.inference_mode()
+def row_independence(model, context: int = 40, rows: int = 5) -> float:
+    """Largest |Δ logit| between each of `rows` tokens fed alone (after the ones before it) and inside one pass."""
+    prefix = torch.arange(100, 100 + context).view(1, -1)
+    tokens = torch.arange(7, 7 + rows).view(1, -1)
+    cache = DynamicCache(config=model.config)
+    model(input_ids=prefix, cache=cache, use_cache=True, logits_to_keep=1)
+    together = model(input_ids=tokens, cache=cache, use_cache=True, logits_to_keep=rows).logits[0].float()
+    cache.crop(-rows)
+    alone = []
+    for index in range(rows):
+        alone.append(model(input_ids=tokens[:, index : index + 1], cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1])
+    return (together - torch.stack(alone).float()).abs().max().item()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pair", default="smollm2-135m-distilled")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--forms", default=",".join(FORMS), help=f"weight forms to time (of {', '.join(FORMS)})")
+    parser.add_argument("--matrices", action="store_true", help="also time the target's single matrix products (bf16, fp32)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     pair = load_pair(args.pair, catalogue().get(args.pair), catalogue().offline_pairs())
     config = pair.target.model.config
-    shapes = {
-        "attention q/o (h → h)": (config.hidden_size, config.hidden_size),
-        "MLP up/gate (h → ffn)": (config.hidden_size, config.intermediate_size),
-        "MLP down (ffn → h)": (config.intermediate_size, config.hidden_size),
-        "LM head (h → vocabulary)": (config.hidden_size, config.vocab_size),
-    }
     print(f"CPU capability as torch sees it: {torch.backends.cpu.get_cpu_capability()}, {args.threads} threads")
-    print(f"target {pair.target.reference}: time of k rows / time of 1 row, k = {', '.join(map(str, ROWS))}")
-    for dtype in (torch.float32, torch.bfloat16):
-        print(f"{str(dtype).replace('torch.', '')}:")
-        print("\n".join(matrix_rows(shapes, dtype)))
-        print(forward_rows(pair.target.reference, dtype))
+    print(
+        f"ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', '(unset)')}, ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', '(unset)')}"
+    )
+    if args.matrices:
+        shapes = {
+            "attention q/o (h → h)": (config.hidden_size, config.hidden_size),
+            "MLP up/gate (h → ffn)": (config.hidden_size, config.intermediate_size),
+            "MLP down (ffn → h)": (config.intermediate_size, config.hidden_size),
+            "LM head (h → vocabulary)": (config.hidden_size, config.vocab_size),
+        }
+        for dtype in (torch.float32, torch.bfloat16):
+            print(f"{str(dtype).replace('torch.', '')} matrix products, time of k rows / 1 row, k = {', '.join(map(str, ROWS))}:")
+            print("\n".join(matrix_rows(shapes, dtype)))
+    print(
+        f"\nwhole target forward after a 40-token prefix: ν(k) = time of k rows / time of 1 row, k = {', '.join(map(str, ROWS))}"
+    )
+    print(f"{'form':6s} {'1 row':>9s}  " + "  ".join(f"{k:>5d}" for k in ROWS) + "   max |Δlogit| alone vs 5 rows   weights")
+    for form in args.forms.split(","):
+        model = AutoModelForCausalLM.from_pretrained(pair.target.reference, dtype=torch.bfloat16).eval()
+        apply_form(model, form)
+        one, ratios = forward_rows(model)
+        gap = row_independence(model)
+        print(
+            f"{form:6s} {one * 1e3:7.1f} ms  "
+            + "  ".join(f"{r:5.2f}" for r in ratios)
+            + f"   {gap:.3g}".ljust(33)
+            + f"{weight_bytes(model) / 2**20:.0f} MiB",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -86,6 +86,24 @@ register(
         transformers_twin=lambda gamma: _assisted(DYNAMIC_MAX_WINDOW, threshold=DYNAMIC_THRESHOLD),
     )
 )
+
+
+def feature_drafter(pair: LoadedPair) -> Drafter:
+    if pair.feature_head is None:
+        raise SettingsError(
+            f"{pair.name} has no feature head: choose another drafter, or a pair with one (its models.yaml entry names a feature_head)"
+        )
+    return engine.FeatureDrafter(pair.feature_head.head, pair.shared_vocab_size)
+
+
+register(
+    Strategy(
+        "feature",
+        "Feature head (EAGLE-style: reads the target's last hidden state)",
+        feature_drafter,
+        needs_draft_model=False,
+    )
+)
 register(
     Strategy(
         "lookup",

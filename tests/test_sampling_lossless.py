@@ -7,7 +7,16 @@ computed from its logits; a chi-square test compares it with thousands of specul
 import pytest
 import torch
 
-from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, PromptLookupDrafter, SamplingSettings, speculative_decode
+from specviz.engine import (
+    CachedDecoder,
+    DecodeSettings,
+    FeatureDrafter,
+    ModelDrafter,
+    PromptLookupDrafter,
+    SamplingSettings,
+    speculative_decode,
+)
+from specviz.models.feature_head import head_from_target
 from tests.tiny import fake_vocabulary, tiny_llama
 
 VOCAB = 6
@@ -65,10 +74,15 @@ def draft():
     return tiny_llama(VOCAB, seed=1, hidden=16, layers=1)
 
 
-@pytest.mark.parametrize("drafter_kind,top_k", [("model", 0), ("model", 4), ("lookup", 0)])
+@pytest.mark.parametrize("drafter_kind,top_k", [("model", 0), ("model", 4), ("lookup", 0), ("feature", 0)])
 def test_speculative_sampling_matches_the_target_distribution(target, draft, drafter_kind, top_k):
     settings = DecodeSettings(max_new_tokens=3, gamma=3, sampling=SamplingSettings(temperature=1.0, top_k=top_k))
-    factory = (lambda: ModelDrafter(CachedDecoder(draft, VOCAB))) if drafter_kind == "model" else PromptLookupDrafter
+    factories = {
+        "model": lambda: ModelDrafter(CachedDecoder(draft, VOCAB)),
+        "lookup": PromptLookupDrafter,
+        "feature": lambda: FeatureDrafter(head_from_target(target, list(range(VOCAB))).eval(), VOCAB),  # reads p's features
+    }
+    factory = factories[drafter_kind]
     counts = speculative_counts(target, factory, settings)
     p_value = chi_square_p_value(counts, reference_joint(target, top_k))
     assert p_value > SIGNIFICANCE, f"samples do not follow the target's distribution (chi-square p = {p_value:.2e})"

@@ -23,6 +23,17 @@ def add_parser(commands) -> None:
     source.add_argument("--pair", help="distil for this catalogue pair's target (its offline source is used without the hub)")
     source.add_argument("--target", help="a hub id, a model folder or a .gguf file")
     parser.add_argument("--out", required=True, help="the draft's folder (created)")
+    parser.add_argument(
+        "--kind",
+        choices=["model", "feature"],
+        default="model",
+        help="model: an independent small LM (default); feature: an EAGLE-style head that reads the target's last hidden state",
+    )
+    parser.add_argument(
+        "--answers",
+        help="the target's answers as token ids (.npz): read when the file exists (no collection), else collected and written there",
+    )
+    parser.add_argument("--epochs", type=float, default=4.0, help="(feature) passes over the answers")
     parser.add_argument("--prompts", default="chat", help="chat (built-in training prompts) or a FILE, one prompt per line")
     parser.add_argument("--max-prompts", type=int, help="use only the first N prompts (default: all)")
     parser.add_argument("--max-new-tokens", type=int, default=128, help="length of each collected answer")
@@ -39,7 +50,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--steps", type=int, default=1200)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--validate-every", type=int, default=100, help="steps between validations (the best is kept)")
-    parser.add_argument("--learning-rate", type=float, default=2e-3)
+    parser.add_argument("--learning-rate", type=float, help="default 2e-3 (model), 6e-4 (feature)")
     parser.add_argument("--work", help="folder for answer shards and the checkpoint (default: OUT/.work)")
     parser.add_argument(
         "--dtype", choices=["float32", "bfloat16", "float16"], help="the target's dtype while answering (default: fp32 on CPU)"
@@ -92,6 +103,11 @@ def command(args: argparse.Namespace) -> int:
             raise UsageError(f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})")
     if args.hidden % 64:
         raise UsageError(f"--hidden must be a multiple of 64, the head size (got {args.hidden})")
+    args.learning_rate_given = args.learning_rate is not None
+    if not args.learning_rate_given:
+        args.learning_rate = 2e-3
+    if args.epochs <= 0:
+        raise UsageError(f"--epochs must be positive (got {args.epochs})")
     if args.head_vocabulary < 0 or not args.learning_rate > 0:
         raise UsageError("--head-vocabulary must be ≥ 0 and --learning-rate > 0")
     prompts = read_prompts(args.prompts)
@@ -103,6 +119,7 @@ def command(args: argparse.Namespace) -> int:
     from specviz.models.loading import choose_device, choose_dtype, load_tokenizer, target_reference
     from specviz.models.sources import local_folder
     from specviz.training.distill.draft_model import DraftShape
+    from specviz.training.distill.feature_fit import FeatureFitSettings
     from specviz.training.distill.fit import FitSettings
     from specviz.training.distill.pipeline import Recipe, distill
 
@@ -132,6 +149,14 @@ def command(args: argparse.Namespace) -> int:
             share_embeddings=args.share_embeddings,
         ),
         fit=FitSettings(args.steps, args.batch_size, args.learning_rate, validate_every=args.validate_every),
+        kind=args.kind,
+        answers=Path(args.answers) if args.answers else None,
+        feature_fit=FeatureFitSettings(
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            learning_rate=args.learning_rate if args.learning_rate_given else FeatureFitSettings.learning_rate,
+            validate_every=args.validate_every,
+        ),
         max_prompts=args.max_prompts,
         work_folder=Path(args.work) if args.work else None,
         measure_prompts=measure_prompts,

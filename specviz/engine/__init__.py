@@ -14,6 +14,7 @@ _HOMES = {
     "DynamicDrafter": "drafters",
     "Proposal": "drafters",
     "Feedback": "drafters",
+    "FeatureDrafter": "drafters",
     "ModelDrafter": "drafters",
     "PromptLookupDrafter": "drafters",
     "Cycle": "events",

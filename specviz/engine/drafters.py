@@ -54,8 +54,9 @@ class Drafter:
     name = "base"
     wants_target_hidden_states = False
 
-    def start(self, prompt_ids: list[int]) -> None:
-        """Forget the last run and read the prompt."""
+    def start(self, prompt_ids: list[int], prompt_hidden_states: torch.Tensor | None = None) -> None:
+        """Forget the last run and read the prompt (and, if asked for, the target's features over all but its last
+        token: (len(prompt_ids) − 1, hidden))."""
 
     def window(self, gamma: int) -> int:
         """How many drafts to allow this cycle, given the user's γ (a schedule may change it)."""
@@ -85,7 +86,7 @@ class ModelDrafter(Drafter):
         self.decoder = decoder
         self.confidence_threshold = confidence_threshold
 
-    def start(self, prompt_ids: list[int]) -> None:
+    def start(self, prompt_ids: list[int], prompt_hidden_states: torch.Tensor | None = None) -> None:
         self.decoder.reset()
         if len(prompt_ids) > 1:
             self.decoder.feed(prompt_ids[:-1])
@@ -116,6 +117,69 @@ class ModelDrafter(Drafter):
         rollback_to_accepted(self.decoder, committed)
 
 
+class FeatureDrafter(Drafter):
+    """An EAGLE-style head that drafts from the target's own last-layer features (specviz/models/feature_head.py).
+
+    Head position i reads (f_{i-1}, x_i). Every committed position whose previous feature the target has computed
+    is fed with true inputs; the first draft of a cycle is the output at the last committed token, and each
+    further draft feeds back the head's own predicted feature. Rollback keeps only the true-input positions; the
+    verify pass's features (`Feedback.target_hidden_states`) extend what is known for the next cycle.
+    """
+
+    name = "feature"
+    wants_target_hidden_states = True
+
+    def __init__(self, head, vocab_size: int) -> None:
+        self.head = head
+        self.vocab_size = vocab_size
+        self.cache = None
+        self.features: torch.Tensor | None = None  # (known, hidden): the target's feature after each committed token
+        self.true_length = 0  # head positions fed with true features (the rest of the cache is this cycle's drafts)
+
+    def start(self, prompt_ids: list[int], prompt_hidden_states: torch.Tensor | None = None) -> None:
+        from specviz.models.feature_head import FeatureCache
+
+        self.cache = FeatureCache()
+        hidden = self.head.shape.hidden
+        device = self.head.kept_ids.device
+        self.features = prompt_hidden_states if prompt_hidden_states is not None else torch.zeros(0, hidden, device=device)
+        self.true_length = 0
+
+    @torch.inference_mode()
+    def propose(self, committed: list[int], gamma: int, settings: SamplingSettings, generator: torch.Generator) -> Proposal:
+        if gamma == 0:
+            return Proposal([], None, None, 0, WINDOW_FULL)
+        # 1. catch up: head positions true_length+1 … len(committed)−1, each from (f_{i-1}, x_i), all true
+        first, last = self.true_length + 1, len(committed) - 1
+        if last < first:  # a one-token prompt: no feature yet (the first verify pass makes one)
+            return Proposal([], None, None, 0, "no target feature yet")
+        device = self.features.device
+        token_ids = torch.tensor(committed[first : last + 1], dtype=torch.long, device=device)
+        predicted = self.head.step(token_ids, self.features[first - 1 : last], self.cache)[-1:]  # (1, hidden)
+        self.true_length = last
+        # 2. draft: read out a token, feed back (f̂, x̂), γ times
+        tokens, probs_rows, logits_rows = [], [], []
+        for step in range(gamma):
+            logits = self.head.logits(predicted)[:, : self.vocab_size].float()  # (1, vocab)
+            probs = warp(logits, settings)
+            token = sample(probs, settings, generator)  # (1,)
+            tokens.append(token)
+            probs_rows.append(probs)
+            logits_rows.append(logits)
+            if step + 1 < gamma:
+                predicted = self.head.step(token, predicted, self.cache)
+        return Proposal(torch.cat(tokens).tolist(), torch.cat(probs_rows), torch.cat(logits_rows), len(tokens), WINDOW_FULL)
+
+    def rollback(self, committed: list[int]) -> None:
+        self.cache.truncate(self.true_length)  # the drafts' positions go; the true-input ones stay
+
+    def update(self, feedback: Feedback) -> None:
+        """The verify pass computed f at the pending token and at each draft; those of accepted tokens are true."""
+        known = len(feedback.committed) - 1  # features exist for every committed token but the target's new one
+        fresh = feedback.target_hidden_states[: known - len(self.features)]
+        self.features = torch.cat([self.features, fresh.to(self.features.dtype)])
+
+
 class PromptLookupDrafter(Drafter):
     """No model: find the latest earlier occurrence of the last n-gram and propose what followed it."""
 
@@ -139,8 +203,8 @@ class AdaptiveGamma(Drafter):
         self.wants_target_hidden_states = inner.wants_target_hidden_states
         self.scheduled: int | None = None
 
-    def start(self, prompt_ids: list[int]) -> None:
-        self.inner.start(prompt_ids)
+    def start(self, prompt_ids: list[int], prompt_hidden_states: torch.Tensor | None = None) -> None:
+        self.inner.start(prompt_ids, prompt_hidden_states)
         self.scheduled = None  # the schedule restarts from the user's γ every run
 
     def window(self, gamma: int) -> int:

@@ -29,13 +29,14 @@ class CachedDecoder:
 
     @torch.inference_mode()
     def feed_with_hidden_states(
-        self, token_ids: list[int] | torch.Tensor, keep_last: int = 1
+        self, token_ids: list[int] | torch.Tensor, keep_last: int = 1, hidden_last: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Like feed, plus the last layer's hidden states at those positions (what EAGLE-style drafters read)."""  # (keep_last, vocab), (keep_last, hidden)
-        return self._forward(token_ids, keep_last, hidden_states=True)
+        """Like feed, plus the last layer's hidden states (what EAGLE-style drafters read) at the last
+        `hidden_last` positions (default: the same `keep_last`)."""  # (keep_last, vocab), (hidden_last, hidden)
+        return self._forward(token_ids, keep_last, hidden_states=True, hidden_last=hidden_last or keep_last)
 
     def _forward(
-        self, token_ids: list[int] | torch.Tensor, keep_last: int, hidden_states: bool
+        self, token_ids: list[int] | torch.Tensor, keep_last: int, hidden_states: bool, hidden_last: int = 1
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if not isinstance(token_ids, torch.Tensor):
             token_ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
@@ -47,7 +48,7 @@ class CachedDecoder:
             output_hidden_states=hidden_states,
         )
         logits = output.logits[0, -keep_last:, : self.vocab_size].float()
-        return logits, output.hidden_states[-1][0, -keep_last:] if hidden_states else None
+        return logits, output.hidden_states[-1][0, -hidden_last:] if hidden_states else None
 
     def truncate(self, length: int) -> None:
         """Forget cached positions from `length` on."""

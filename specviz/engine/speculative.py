@@ -42,7 +42,12 @@ def speculative_decode(
     """Yield RunStarted, then one Cycle per target forward, then a Summary."""
     drafter = with_schedule(drafter, settings.adaptive_gamma)  # the user's switch picks the strategy; the loop knows no flags
     generator = torch.Generator(device=target.device).manual_seed(settings.seed)
-    prefill_s = prefill(target, prompt_ids, also=lambda: drafter.start(prompt_ids))
+    prefill_s = prefill(
+        target,
+        prompt_ids,
+        also=lambda hidden_states: drafter.start(prompt_ids, hidden_states),
+        with_hidden_states=drafter.wants_target_hidden_states,
+    )
     started = run_started("speculative", prompt_ids, settings, vocabulary, drafter.name, prefill_s)
     yield replace(started, adaptive_gamma=isinstance(drafter, AdaptiveGamma))
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Literal
+
+import torch
 
 from specviz.engine.events import RunStarted
 from specviz.engine.kv_cache import CachedDecoder, synchronize
@@ -11,13 +14,25 @@ from specviz.engine.settings import DecodeSettings
 from specviz.engine.vocabulary import Vocabulary
 
 
-def prefill(target: CachedDecoder, prompt_ids: list[int], also=lambda: None) -> float:
-    """Feed all but the last prompt token (it is fed with the first step); return the synchronised seconds taken."""
+def prefill(
+    target: CachedDecoder,
+    prompt_ids: list[int],
+    also: Callable[[torch.Tensor | None], None] = lambda hidden_states: None,
+    with_hidden_states: bool = False,
+) -> float:
+    """Feed all but the last prompt token (it is fed with the first step); return the synchronised seconds taken.
+
+    `also` runs inside the timed section (the drafter reads the prompt there); with `with_hidden_states` it is
+    handed the target's last-layer features at every fed position, (len(prompt_ids) − 1, hidden), else None.
+    """
     started = time.perf_counter()
     target.reset()
-    if len(prompt_ids) > 1:
+    hidden_states = None
+    if len(prompt_ids) > 1 and with_hidden_states:
+        _, hidden_states = target.feed_with_hidden_states(prompt_ids[:-1], keep_last=1, hidden_last=len(prompt_ids) - 1)
+    elif len(prompt_ids) > 1:
         target.feed(prompt_ids[:-1])
-    also()
+    also(hidden_states)
     synchronize(target.device)
     return time.perf_counter() - started
 

@@ -45,6 +45,9 @@ class Pair:
     domain: Literal["code", "prose", "chat"] = "prose"
     dtype: Literal["float32", "bfloat16", "float16"] | None = None  # overrides the per-device default
     target_offline: WheelSpec | None = None  # where the target comes from when the hub is out of reach
+    feature_head: str | None = None  # a folder with an EAGLE-style head for this target (the "feature" drafter)
+    drafter: str = "model"  # the drafting strategy the pair starts with (a key of specviz/drafting.py)
+    weights: Literal["auto", "bf16", "int8", "int4", "fp32"] | None = None  # the target's form on a CPU (models/weight_forms.py)
 
     def resolve(self, reference: str) -> str:
         """A folder reference made absolute (relative to the models.yaml it is written in); a hub id unchanged."""
@@ -59,6 +62,10 @@ class Pair:
     @property
     def draft_ref(self) -> str:
         return self.resolve(self.draft)
+
+    @property
+    def feature_head_ref(self) -> str | None:
+        return self.resolve(self.feature_head) if self.feature_head else None
 
     @property
     def bundled(self) -> bool:

@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from specviz.engine import Vocabulary
 from specviz.models.catalogue import Pair, PairError, load_catalogue
+from specviz.models.feature_head import FeatureHead, load_head, own_weight_bytes
 from specviz.models.footprint import config_before_loading, count_parameters, too_big_sentence
 from specviz.models.reduced_head import (
     ReducedHead,
@@ -23,8 +24,20 @@ from specviz.models.reduced_head import (
     shares_target_embeddings,
 )
 from specviz.models.sources import Progress, SourceError, WheelFile, local_folder
+from specviz.models.weight_forms import apply_form, choose_form
+from specviz.models.weight_forms import weight_bytes as form_weight_bytes
 
-__all__ = ["LoadedModel", "LoadedPair", "PairError", "choose_device", "choose_dtype", "load_pair", "loaded_model", "pair_of"]
+__all__ = [
+    "LoadedHead",
+    "LoadedModel",
+    "LoadedPair",
+    "PairError",
+    "choose_device",
+    "choose_dtype",
+    "load_pair",
+    "loaded_model",
+    "pair_of",
+]
 
 
 def _quiet(message: str) -> None:
@@ -41,13 +54,25 @@ class LoadedModel:
     parameters: int
     weight_bytes: int
     load_s: float = 0.0  # from_pretrained and the move to the device, timed where it was loaded
+    form: str | None = None  # the weights' form on a CPU (bf16, int8, int4, fp32), where one was chosen
+
+
+@dataclass
+class LoadedHead:
+    """A feature head in memory: its own weights counted (the embedding it reads is the target's)."""
+
+    reference: str
+    head: FeatureHead
+    parameters: int
+    weight_bytes: int
+    load_s: float = 0.0
 
 
 @dataclass
 class LoadedPair:
     name: str
     target: LoadedModel
-    draft: LoadedModel
+    draft: LoadedModel | None  # None: a pair measured with a feature head or lookup alone (distill's last stage)
     tokenizer: PreTrainedTokenizerBase
     shared_vocab_size: int
     device: torch.device
@@ -55,10 +80,12 @@ class LoadedPair:
     load_s: float
     chat_template: bool
     vocabulary: Vocabulary
+    feature_head: LoadedHead | None = None  # an EAGLE-style head reading the target's features, where the pair has one
 
     @property
     def context_length(self) -> int:
-        lengths = [getattr(m.model.config, "max_position_embeddings", None) for m in (self.target, self.draft)]
+        models = [m for m in (self.target, self.draft) if m is not None]
+        lengths = [getattr(m.model.config, "max_position_embeddings", None) for m in models]
         return min(length for length in lengths if length) if any(lengths) else 2048
 
 
@@ -228,14 +255,40 @@ def load_pair(
     check_fits(name, target_ref, draft_ref, device, dtype_chosen)
     progress(f"Loading {name}…")
     target = load_model(target_ref, device, dtype_chosen)
+    form = choose_form(pair.weights, device) if dtype is None else None  # an explicit dtype asks for plain weights
+    if form is not None:
+        target = in_form(target, form)
     draft = load_model(draft_ref, device, dtype_chosen, target=target.model)
-    return pair_of(name, target, draft, target_tok, pair.chat_template, device, dtype_chosen, time.perf_counter() - started)
+    loaded = pair_of(name, target, draft, target_tok, pair.chat_template, device, dtype_chosen, time.perf_counter() - started)
+    if pair.feature_head_ref:
+        loaded.feature_head = load_feature_head(pair.feature_head_ref, target.model)
+        loaded.load_s += loaded.feature_head.load_s
+    return loaded
+
+
+def in_form(loaded: LoadedModel, form: str) -> LoadedModel:
+    """The loaded target with its linear layers in `form` (int8/int4 weight-only, bf16 or fp32), memory recounted."""
+    started = time.perf_counter()
+    apply_form(loaded.model, form)  # the parameter count is the model's, whatever the form stores it in
+    load_s = loaded.load_s + time.perf_counter() - started
+    return LoadedModel(loaded.reference, loaded.model, loaded.parameters, form_weight_bytes(loaded.model), load_s, form)
+
+
+def load_feature_head(reference: str, target: PreTrainedModel) -> LoadedHead:
+    """A feature head beside its target, in the target's dtype, on its device."""
+    started = time.perf_counter()
+    try:
+        head = load_head(reference, target)
+    except (OSError, ValueError, KeyError, RuntimeError) as error:
+        raise PairError(f"Cannot load the feature head {reference}: {str(error).splitlines()[0]}") from None
+    parameters, weight_bytes = own_weight_bytes(head)
+    return LoadedHead(reference, head, parameters, weight_bytes, time.perf_counter() - started)
 
 
 def pair_of(
     name: str,
     target: LoadedModel,
-    draft: LoadedModel,
+    draft: LoadedModel | None,
     tokenizer: PreTrainedTokenizerBase,
     chat_template: bool,
     device: torch.device,
@@ -243,7 +296,8 @@ def pair_of(
     load_s: float = 0.0,
 ) -> LoadedPair:
     """Two loaded models as a pair: the vocabulary they share and the tokens that end a run, derived here only."""
-    shared = min(target.model.config.vocab_size, draft.model.config.vocab_size)  # configs may pad differently
+    sizes = [m.model.config.vocab_size for m in (target, draft) if m is not None]
+    shared = min(sizes)  # configs may pad differently
     return LoadedPair(
         name,
         target,

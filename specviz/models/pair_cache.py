@@ -89,7 +89,8 @@ def _touch(name: str) -> None:
 
 
 def weight_bytes(pair: LoadedPair) -> int:
-    return pair.target.weight_bytes + pair.draft.weight_bytes
+    head = pair.feature_head.weight_bytes if pair.feature_head else 0
+    return pair.target.weight_bytes + pair.draft.weight_bytes + head
 
 
 def budget_bytes() -> int:

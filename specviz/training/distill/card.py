@@ -14,7 +14,27 @@ def _fmt(value, spec: str, suffix: str = "") -> str:
     return "" if value is None else format(value, spec) + suffix
 
 
+def _what_the_head_is(report: dict) -> str:
+    draft, vocabulary = report["draft"], report["vocabulary"]
+    shape = draft["shape"]
+    return "\n".join(
+        [
+            f"- **A feature head (EAGLE-style)**: one decoder layer of the target's shape (width {shape['hidden']}, "
+            f"{shape['heads']} query and {shape['kv_heads']} key/value heads, FFN {shape['ffn']:,}) behind a fusing layer "
+            f"that reads the embedding of token x_i beside the target's last-layer feature f_(i-1); it predicts f_i and the "
+            f"target's own head reads x_(i+1) out of it. {draft['parameters']:,} parameters of its own, "
+            f"{draft.get('bytes', 0) / 1e6:.1f} MB; it started from the target's last layer.",
+            "- **Borrowed, not shipped**: the embedding and the head rows are the target's, shared at load time.",
+            f"- **Head over {vocabulary['head']:,} of {vocabulary['of']:,} tokens**, the ones the target writes most: they "
+            f"cover {100 * vocabulary['answer_tokens_covered']:.2f} % of the answer tokens. q is 0 outside them; "
+            "speculative decoding stays exact (the residual is taken over the whole vocabulary).",
+        ]
+    )
+
+
 def _what_it_is(report: dict) -> str:
+    if report["draft"].get("kind") == "feature":
+        return _what_the_head_is(report)
     draft, vocabulary = report["draft"], report["vocabulary"]
     shape = draft["shape"]
     lines = [
@@ -39,6 +59,14 @@ def _what_it_is(report: dict) -> str:
 
 def _data(report: dict) -> str:
     data = report["data"]
+    if report["draft"].get("kind") == "feature":
+        return (
+            f"The target's own greedy answers to {data['prompts']:,} prompts (chat template "
+            f"{'applied' if data['chat_template'] else 'not applied'}), up to {data['max_new_tokens']} new tokens: "
+            f"**{data['answer_tokens']:,} answer tokens**, read from `{data.get('source', 'collected')}` (the answers as token "
+            "ids, committed so any machine can retrain). The target's features were recomputed from them in one "
+            f"teacher-forced pass ({report['fit']['features_dtype']}, {report['fit']['features_s'] / 60:.1f} min)."
+        )
     return (
         f"The target's own greedy answers to {data['prompts']:,} of {report.get('recipe_prompts', data['prompts']):,} prompts "
         f"(chat template {'applied' if data['chat_template'] else 'not applied'}), up to {data['max_new_tokens']} new tokens: "
@@ -47,7 +75,32 @@ def _data(report: dict) -> str:
     )
 
 
+def _training_the_head(report: dict) -> str:
+    fit = report["fit"]
+    settings, log = fit["settings"], fit["log"]
+    rows = [
+        [str(step), f"{loss:.3f}", f"{first:.3f}", f"{second:.3f}"]
+        for step, loss, first, second in zip(
+            log["steps"], log["train_loss"], log["validation_agreement_first"], log["validation_agreement_second"]
+        )
+    ]
+    return (
+        "At every answer position: cross-entropy on the token the target wrote, KL from the target's distribution over the "
+        "kept tokens, and a smooth-L1 pull of the predicted feature towards the target's; a second unrolled step feeds the "
+        f"head its own prediction, as drafting does (weight {settings['second_step_weight']}). AdamW, learning rate "
+        f"{settings['learning_rate']:g}, {settings['warmup_steps']} warm-up steps, cosine decay, batches of "
+        f"{settings['batch_size']} answers, **{settings['epochs']:g} epochs** ({log['steps'][-1]:,} steps), "
+        f"{fit['seconds'] / 60:.1f} min on this machine; {fit['train_examples']:,} answers ({fit['train_tokens']:,} tokens with "
+        f"their prompts) to train on, {fit['validation_examples']:,} held out. Greedy agreement with the target on the held-out "
+        f"answers: **{fit['validation_agreement_first_draft']:.3f}** at the first draft of a window, "
+        f"**{fit['validation_agreement_second_draft']:.3f}** at the second.\n\n"
+        + _table(["step", "train loss", "agreement, 1st draft", "agreement, 2nd draft"], rows)
+    )
+
+
 def _training(report: dict) -> str:
+    if report["draft"].get("kind") == "feature":
+        return _training_the_head(report)
     fit = report["fit"]
     settings, log = fit["settings"], fit["log"]
     rows = [
@@ -105,7 +158,8 @@ def model_card(report: dict, name: str) -> str:
     command = report.get("command")
     made_by = f"\n\nMade by\n\n```bash\n{command}\n```" if command else ""
     sections = [
-        f"# {name}: a draft distilled by specviz for {report['target']}{made_by}\n\n"
+        f"# {name}: a {'feature head' if report['draft'].get('kind') == 'feature' else 'draft'} distilled by specviz for "
+        f"{report['target']}{made_by}\n\n"
         "Every number below comes from `distill_report.json`, written by the same run.",
         "## What it is\n\n" + _what_it_is(report),
         "## Data\n\n" + _data(report),

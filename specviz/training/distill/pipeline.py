@@ -15,10 +15,13 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from specviz.models.feature_head import WEIGHTS_FILE, FeatureHead, head_from_target, save_head
 from specviz.models.reduced_head import mark_sharing, save_vocabulary
+from specviz.training.distill.answers import load_answers, save_answers
 from specviz.training.distill.card import write_card
 from specviz.training.distill.collect import Example, collect, end_token_ids, load_examples
 from specviz.training.distill.draft_model import DraftShape, build_draft, build_sharing_draft, kept_token_ids
+from specviz.training.distill.feature_fit import FeatureFitSettings, fit_head, target_features
 from specviz.training.distill.fit import FitSettings, KeptHead, evaluate, fit
 
 
@@ -41,6 +44,9 @@ class Recipe:
     measure_new_tokens: int = 96
     measure_dtype: torch.dtype | None = None  # the dtype the pair will run in (None: the target's as loaded)
     command: str | None = None  # the command line that ran the recipe, for the card
+    kind: str = "model"  # "model": an independent small LM; "feature": an EAGLE-style head on the target's features
+    answers: Path | None = None  # the target's answers as token ids (.npz): read if there, else collected and written
+    feature_fit: FeatureFitSettings = field(default_factory=FeatureFitSettings)
 
     @property
     def work(self) -> Path:
@@ -57,12 +63,17 @@ class State:
     examples: list[Example] = field(default_factory=list)
     kept_ids: list[int] | None = None
     draft: PreTrainedModel | None = None
+    head: FeatureHead | None = None
 
 
 def collect_answers(recipe: Recipe, state: State) -> None:
     """1. The target answers the prompts; p's top-k is kept at every answer token."""
     started = time.perf_counter()
     prompts = recipe.prompts[: recipe.max_prompts] if recipe.max_prompts else recipe.prompts
+    if recipe.answers is not None and recipe.answers.is_file():
+        state.examples = load_answers(recipe.answers)[: len(prompts)]
+        _report_answers(recipe, state, started, source=str(recipe.answers.name))
+        return
     shards = collect(
         state.target,
         state.tokenizer,
@@ -73,6 +84,14 @@ def collect_answers(recipe: Recipe, state: State) -> None:
         recipe.chat_template,
     )
     state.examples = load_examples(shards)
+    if recipe.answers is not None:
+        save_answers(
+            state.examples, recipe.answers, {"target_dtype": str(state.target.dtype), "max_new_tokens": recipe.max_new_tokens}
+        )
+    _report_answers(recipe, state, started, source="collected")
+
+
+def _report_answers(recipe: Recipe, state: State, started: float, source: str) -> None:
     ended = sum(example.answer_ids[-1] in end_token_ids(state.target, state.tokenizer) for example in state.examples)
     state.report["data"] = {
         "prompts": len(state.examples),
@@ -81,6 +100,7 @@ def collect_answers(recipe: Recipe, state: State) -> None:
         "max_new_tokens": recipe.max_new_tokens,
         "chat_template": recipe.chat_template,
         "collect_s_this_run": round(time.perf_counter() - started, 1),
+        "source": source,
     }
 
 
@@ -94,7 +114,10 @@ def choose_vocabulary(recipe: Recipe, state: State) -> None:
         return
     mass = torch.zeros(vocab_size)
     for example in state.examples:
-        mass.index_add_(0, example.top_ids.flatten().long(), example.top_probs.flatten().float())
+        if example.top_ids.numel():
+            mass.index_add_(0, example.top_ids.flatten().long(), example.top_probs.flatten().float())
+        else:  # answers kept as ids only: the target's own tokens stand for its probability mass
+            mass.index_add_(0, torch.tensor(example.answer_ids), torch.ones(len(example.answer_ids)))
     state.kept_ids = kept_token_ids(mass, size, end_token_ids(state.target, state.tokenizer))
     kept = set(state.kept_ids)
     answers = [token for example in state.examples for token in example.answer_ids]
@@ -165,14 +188,22 @@ def measure_draft(recipe: Recipe, state: State) -> None:
         return
     from specviz.deployment.benchmark import bench  # the numbers have one home: the same code as `python -m specviz bench`
     from specviz.engine import DecodeSettings
-    from specviz.models.loading import load_model, loaded_model, pair_of
+    from specviz.models.loading import load_feature_head, load_model, loaded_model, pair_of
     from specviz.runner import run
 
     started = time.perf_counter()
     target = state.target.to(recipe.measure_dtype) if recipe.measure_dtype else state.target  # the last stage: no cast back
     device, dtype = target.device, target.dtype
-    draft = load_model(str(recipe.out), device, dtype, target=target)  # as specviz will load it: shared embedding, cut head
-    pair = pair_of(recipe.out.name, loaded_model("target", target), draft, state.tokenizer, recipe.chat_template, device, dtype)
+    if recipe.kind == "feature":  # the head alone beside its target, loaded as specviz loads it
+        pair = pair_of(
+            recipe.out.name, loaded_model("target", target), None, state.tokenizer, recipe.chat_template, device, dtype
+        )
+        pair.feature_head = load_feature_head(str(recipe.out), target)
+    else:
+        draft = load_model(str(recipe.out), device, dtype, target=target)  # as specviz will load it: shared embedding, cut head
+        pair = pair_of(
+            recipe.out.name, loaded_model("target", target), draft, state.tokenizer, recipe.chat_template, device, dtype
+        )
     settings = DecodeSettings(max_new_tokens=recipe.measure_new_tokens)  # greedy
     result = bench(
         pair,
@@ -182,10 +213,14 @@ def measure_draft(recipe: Recipe, state: State) -> None:
         repeats=1,
         with_transformers=False,
         with_dynamic=False,
+        drafter=recipe.kind,  # "model" or "feature": the registry's key for this kind of draft
     )
     keys = ("method", "gamma", "tokens_per_s", "speedup", "decode_speedup", "alpha", "tau", "verify_cost", "tokens_per_cycle")
     sampled = replace(settings, gamma=recipe.measure_gammas[0])
-    samples = [{"prompt": prompt, "answer": list(run(pair, prompt, sampled))[-1].text} for prompt in recipe.measure_prompts[:2]]
+    samples = [
+        {"prompt": prompt, "answer": list(run(pair, prompt, sampled, drafter=recipe.kind))[-1].text}
+        for prompt in recipe.measure_prompts[:2]
+    ]
     state.report["measured"] = {
         "prompts": len(recipe.measure_prompts),
         "max_new_tokens": recipe.measure_new_tokens,
@@ -199,13 +234,53 @@ def measure_draft(recipe: Recipe, state: State) -> None:
     write_report(recipe, state)
 
 
+def fit_feature_head(recipe: Recipe, state: State) -> None:
+    """3. (feature) The target's features over its own answers, then a head fitted to predict them."""
+    examples = list(state.examples)
+    random.Random(recipe.feature_fit.seed).shuffle(examples)
+    n_validation = max(1, int(len(examples) * recipe.validation_share))
+    started = time.perf_counter()
+    sequences = [(example.prompt_ids + example.answer_ids, len(example.prompt_ids)) for example in examples]
+    features = target_features(state.target, sequences)
+    features_s = time.perf_counter() - started
+    validation, train = features[:n_validation], features[n_validation:]
+    state.head = head_from_target(state.target, state.kept_ids or list(range(state.target.config.vocab_size)))
+    log = fit_head(state.head, train, validation, recipe.feature_fit, progress=lambda line: print(line, flush=True))
+    state.report["fit"] = {
+        "settings": asdict(recipe.feature_fit),
+        "train_examples": len(train),
+        "validation_examples": len(validation),
+        "train_tokens": sum(len(s.token_ids) for s in train),
+        "features_dtype": str(state.target.dtype).removeprefix("torch."),
+        "features_s": round(features_s, 1),
+        "log": asdict(log),
+        "validation_agreement_first_draft": log.validation_agreement_first[-1],
+        "validation_agreement_second_draft": log.validation_agreement_second[-1],
+        "seconds": round(log.seconds, 1),
+    }
+
+
+def save_feature_head(recipe: Recipe, state: State) -> None:
+    """4. (feature) The head's own weights (bf16) and shape; the embedding and head rows stay the target's."""
+    save_head(state.head, recipe.out)
+    parameters = sum(p.numel() for p in state.head.parameters())
+    state.report["draft"] = {
+        "kind": "feature",
+        "shape": asdict(state.head.shape),
+        "parameters": parameters,
+        "bytes": (recipe.out / WEIGHTS_FILE).stat().st_size,
+    }
+    write_report(recipe, state)
+
+
 STAGES = (collect_answers, choose_vocabulary, fit_draft, save_draft, measure_draft)
+FEATURE_STAGES = (collect_answers, choose_vocabulary, fit_feature_head, save_feature_head, measure_draft)
 
 
 def distill(recipe: Recipe, target: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target_reference: str) -> dict:
     """Run every stage; return the report (also written to <out>/distill_report.json)."""
     report = {"target": target_reference, "recipe_prompts": len(recipe.prompts), "command": recipe.command}
     state = State(target.eval(), tokenizer, report=report)
-    for stage in STAGES:
+    for stage in FEATURE_STAGES if recipe.kind == "feature" else STAGES:
         stage(recipe, state)
     return state.report

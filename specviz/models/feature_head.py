@@ -1,0 +1,280 @@
+"""A feature-level draft (EAGLE, Li et al. 2024): one decoder layer that reads the target's own last hidden state.
+
+At token position i the head takes f_{i-1}, the target's last-layer (post-norm) feature at the previous
+position, and the embedding of token x_i, and predicts f_i; the target's LM head, cut to the kept ids,
+reads x_{i+1} out of the prediction. To draft further it feeds its own predicted feature back in. It is just
+another drafter: q comes from its logits, and the acceptance test, hence exactness, is unchanged.
+
+The layer is written out here (RMSNorm, grouped-query attention with RoPE, SwiGLU; the target's own layer
+shapes) rather than borrowed from transformers, for two reasons: training unrolls a second drafting step
+whose attention mixes true and predicted keys (`second_step`, EAGLE-3's "training-time test"), which no
+library mask expresses; and a draft step must cost a fraction of a millisecond, so its KV cache is two
+plain tensors cropped by slicing. The embedding and the LM head rows are the target's, borrowed at load
+time (never shipped); the folder holds the head's own 4.3M weights.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from torch.nn import functional as F
+
+CONFIG_FILE = "feature_head.json"
+WEIGHTS_FILE = "feature_head.safetensors"
+
+
+@dataclass(frozen=True)
+class FeatureHeadShape:
+    """The target's layer shape, which the head copies (and starts from)."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    rope_theta: float
+    rms_norm_eps: float
+    vocab_size: int  # the target's: logits keep full width, −∞ outside the kept ids
+
+    @classmethod
+    def of_target(cls, config) -> FeatureHeadShape:
+        rope = getattr(config, "rope_parameters", None) or {}
+        theta = rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))
+        return cls(
+            hidden=config.hidden_size,
+            heads=config.num_attention_heads,
+            kv_heads=config.num_key_value_heads,
+            ffn=config.intermediate_size,
+            rope_theta=float(theta),
+            rms_norm_eps=config.rms_norm_eps,
+            vocab_size=config.vocab_size,
+        )
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+class FeatureHead(nn.Module):
+    """(f_{i-1}, x_i) → f̂_i → logits of x_{i+1} over the kept ids."""
+
+    def __init__(self, shape: FeatureHeadShape, embedding: torch.Tensor, kept_ids: list[int]) -> None:
+        super().__init__()
+        self.shape = shape
+        hidden, kv_width = shape.hidden, shape.kv_heads * shape.head_dim
+        self.fuse = nn.Linear(2 * hidden, hidden, bias=False)  # cat(embedding of x_i, f_{i-1}) → the layer's input
+        self.input_norm = nn.RMSNorm(hidden, eps=shape.rms_norm_eps)
+        self.q_proj = nn.Linear(hidden, hidden, bias=False)
+        self.k_proj = nn.Linear(hidden, kv_width, bias=False)
+        self.v_proj = nn.Linear(hidden, kv_width, bias=False)
+        self.o_proj = nn.Linear(hidden, hidden, bias=False)
+        self.post_attention_norm = nn.RMSNorm(hidden, eps=shape.rms_norm_eps)
+        self.gate_proj = nn.Linear(hidden, shape.ffn, bias=False)
+        self.up_proj = nn.Linear(hidden, shape.ffn, bias=False)
+        self.down_proj = nn.Linear(shape.ffn, hidden, bias=False)
+        self.embedding = embedding  # the target's (vocab, hidden): borrowed, not a parameter of the head
+        kept = torch.tensor(kept_ids, dtype=torch.long, device=embedding.device)
+        self.register_buffer("kept_ids", kept, persistent=False)
+        self.register_buffer("head_weight", embedding[kept].detach().clone(), persistent=False)  # (kept, hidden)
+        # float32 whatever the head's dtype (a plain attribute, so .to(dtype) leaves it alone): bf16 angles drift
+        self.rope_inverse = 1.0 / shape.rope_theta ** (torch.arange(0, shape.head_dim, 2, dtype=torch.float32) / shape.head_dim)
+
+    # -- the pieces -------------------------------------------------------------------------------------------
+
+    def layer_input(self, token_ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """The fused input: embedding of x_i beside f_{i-1}."""  # (..., n), (..., n, hidden) → (..., n, hidden)
+        embedded = F.embedding(token_ids, self.embedding).to(features.dtype)
+        return self.fuse(torch.cat([embedded, features], dim=-1))
+
+    def rotary(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        angles = positions.float()[:, None] * self.rope_inverse.to(positions.device)[None, :]  # (n, head_dim/2)
+        angles = torch.cat([angles, angles], dim=-1)  # (n, head_dim)
+        return angles.cos().to(dtype), angles.sin().to(dtype)
+
+    def queries_keys_values(self, x: torch.Tensor, positions: torch.Tensor):
+        """Normed input → rotated q (b, heads, n, d), k and v (b, kv_heads, n, d)."""
+        batch, length, _ = x.shape
+        d = self.shape.head_dim
+        normed = self.input_norm(x)
+        q = self.q_proj(normed).view(batch, length, self.shape.heads, d).transpose(1, 2)
+        k = self.k_proj(normed).view(batch, length, self.shape.kv_heads, d).transpose(1, 2)
+        v = self.v_proj(normed).view(batch, length, self.shape.kv_heads, d).transpose(1, 2)
+        cos, sin = self.rotary(positions, q.dtype)
+        return _rotate(q, cos, sin), _rotate(k, cos, sin), v
+
+    def finish(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        """Attention output (b, heads, n, d) → residual, MLP → the predicted feature (b, n, hidden)."""
+        batch, _, length, _ = attended.shape
+        h = x + self.o_proj(attended.transpose(1, 2).reshape(batch, length, self.shape.hidden))
+        normed = self.post_attention_norm(h)
+        return h + self.down_proj(F.silu(self.gate_proj(normed)) * self.up_proj(normed))
+
+    def kept_logits(self, predicted: torch.Tensor) -> torch.Tensor:
+        """Logits over the kept ids only."""  # (..., hidden) → (..., kept)
+        return predicted @ self.head_weight.T.to(predicted.dtype)
+
+    def logits(self, predicted: torch.Tensor) -> torch.Tensor:
+        """Full-width logits: −∞ outside the kept ids, so q is 0 there (exactness is kept)."""  # (n, hidden) → (n, vocab)
+        kept_logits = self.kept_logits(predicted)
+        full = kept_logits.new_full((*kept_logits.shape[:-1], self.shape.vocab_size), float("-inf"))
+        return full.index_copy_(-1, self.kept_ids, kept_logits)
+
+    # -- training: whole sequences ---------------------------------------------------------------------------
+
+    def forward(self, token_ids: torch.Tensor, features: torch.Tensor, attention_mask: torch.Tensor | None = None):
+        """Teacher forcing over sequences: f̂ at every position, and the keys/values (for `second_step`)."""  # (b, n), (b, n, hidden)
+        x = self.layer_input(token_ids, features)
+        positions = torch.arange(token_ids.shape[1], device=token_ids.device)
+        q, k, v = self.queries_keys_values(x, positions)
+        groups = self.shape.heads // self.shape.kv_heads
+        mask = _causal_mask(token_ids.shape[1], attention_mask, token_ids.device)
+        attended = F.scaled_dot_product_attention(
+            q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1), attn_mask=mask
+        )
+        return self.finish(x, attended), (k, v)
+
+    def second_step(self, token_ids: torch.Tensor, predicted: torch.Tensor, first_kv, attention_mask=None) -> torch.Tensor:
+        """The second draft, as drafting runs it: position i reads its own predicted f̂_{i-1} and x_i, and attends to
+        the true-feature keys of positions < i plus its own key (EAGLE-3's training-time test)."""  # (b, n), (b, n, hidden)
+        x = self.layer_input(token_ids, predicted)
+        positions = torch.arange(token_ids.shape[1], device=token_ids.device)
+        q, k_self, v_self = self.queries_keys_values(x, positions)
+        k_true, v_true = first_kv
+        groups = self.shape.heads // self.shape.kv_heads
+        k_true, v_true = k_true.repeat_interleave(groups, 1), v_true.repeat_interleave(groups, 1)
+        k_self, v_self = k_self.repeat_interleave(groups, 1), v_self.repeat_interleave(groups, 1)
+        scale = self.shape.head_dim**-0.5
+        earlier = (q @ k_true.transpose(-1, -2)) * scale  # (b, heads, n, n)
+        length = token_ids.shape[1]
+        allowed = torch.ones(length, length, dtype=torch.bool, device=q.device).tril(-1)  # strictly earlier positions
+        if attention_mask is not None:
+            allowed = allowed & attention_mask[:, None, None, :].bool()
+        earlier = earlier.masked_fill(~allowed, float("-inf"))
+        own = (q * k_self).sum(-1, keepdim=True) * scale  # (b, heads, n, 1)
+        weights = torch.softmax(torch.cat([earlier, own], dim=-1).float(), dim=-1).to(q.dtype)
+        attended = weights[..., :length] @ v_true + weights[..., length:] * v_self
+        return self.finish(x, attended)
+
+    # -- drafting: one position at a time through a KV cache -------------------------------------------------
+
+    def step(self, token_ids: torch.Tensor, features: torch.Tensor, cache: FeatureCache) -> torch.Tensor:
+        """Feed positions that follow the cache; return f̂ at each."""  # (n,), (n, hidden) → (n, hidden)
+        x = self.layer_input(token_ids.view(1, -1), features.view(1, -1, self.shape.hidden).to(self.fuse.weight.dtype))
+        start = cache.length
+        positions = torch.arange(start, start + x.shape[1], device=x.device)
+        q, k, v = self.queries_keys_values(x, positions)
+        k, v = cache.append(k, v)
+        groups = self.shape.heads // self.shape.kv_heads
+        mask = None
+        if x.shape[1] > 1:  # several new positions: each sees the cache and the new ones up to itself
+            mask = torch.ones(x.shape[1], k.shape[2], dtype=torch.bool, device=x.device).tril(start)
+        attended = F.scaled_dot_product_attention(
+            q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1), attn_mask=mask
+        )
+        return self.finish(x, attended)[0]
+
+
+class FeatureCache:
+    """The head's keys and values: two tensors, grown by concatenation and rolled back by slicing."""
+
+    def __init__(self) -> None:
+        self.keys: torch.Tensor | None = None  # (1, kv_heads, length, head_dim)
+        self.values: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return 0 if self.keys is None else self.keys.shape[2]
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.keys = keys if self.keys is None else torch.cat([self.keys, keys], dim=2)
+        self.values = values if self.values is None else torch.cat([self.values, values], dim=2)
+        return self.keys, self.values
+
+    def truncate(self, length: int) -> None:
+        """Forget positions from `length` on."""
+        if self.keys is not None and self.keys.shape[2] > length:
+            self.keys, self.values = self.keys[:, :, :length], self.values[:, :, :length]
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+def _causal_mask(length: int, attention_mask: torch.Tensor | None, device: torch.device) -> torch.Tensor:
+    mask = torch.ones(length, length, dtype=torch.bool, device=device).tril()
+    if attention_mask is None:
+        return mask
+    mask = mask[None, None] & attention_mask[:, None, None, :].bool()  # (b, 1, n, n)
+    return mask | torch.eye(length, dtype=torch.bool, device=device)  # a padded row still sees itself: no NaN
+
+
+# -- building, saving, loading --------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def head_from_target(target, kept_ids: list[int]) -> FeatureHead:
+    """A new head in float32 that starts from the target's last decoder layer (same shapes)."""
+    shape = FeatureHeadShape.of_target(target.config)
+    embedding = target.get_input_embeddings().weight.detach().float()
+    head = FeatureHead(shape, embedding, kept_ids)
+    last = target.model.layers[-1]
+    for name, module in (
+        ("q_proj", last.self_attn.q_proj),
+        ("k_proj", last.self_attn.k_proj),
+        ("v_proj", last.self_attn.v_proj),
+        ("o_proj", last.self_attn.o_proj),
+        ("gate_proj", last.mlp.gate_proj),
+        ("up_proj", last.mlp.up_proj),
+        ("down_proj", last.mlp.down_proj),
+    ):
+        getattr(head, name).weight.copy_(module.weight.float())
+    head.input_norm.weight.copy_(last.input_layernorm.weight.float())
+    head.post_attention_norm.weight.copy_(last.post_attention_layernorm.weight.float())
+    hidden = shape.hidden
+    head.fuse.weight.zero_()
+    head.fuse.weight[:, hidden:] = torch.eye(hidden)  # starts by passing the target's feature through
+    head.fuse.weight[:, :hidden] = torch.randn(hidden, hidden) * hidden**-0.5 * 0.1
+    return head
+
+
+def own_state(head: FeatureHead) -> dict[str, torch.Tensor]:
+    """The head's own weights: the borrowed embedding and head rows are the target's, not shipped."""
+    return {name: value.detach().contiguous() for name, value in head.state_dict().items()}
+
+
+def save_head(head: FeatureHead, folder: Path, dtype: torch.dtype = torch.bfloat16) -> None:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({name: value.to(dtype) for name, value in own_state(head).items()}, folder / WEIGHTS_FILE)
+    config = {"kind": "feature head (EAGLE-style)", "shape": asdict(head.shape), "kept_token_ids": head.kept_ids.tolist()}
+    (folder / CONFIG_FILE).write_text(json.dumps(config))
+
+
+def is_feature_head(folder: str | Path) -> bool:
+    return (Path(folder) / CONFIG_FILE).is_file()
+
+
+def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> FeatureHead:
+    """The saved head on the target's device, borrowing the target's embedding; in `dtype` (default the target's)."""
+    folder = Path(folder)
+    config = json.loads((folder / CONFIG_FILE).read_text())
+    shape = FeatureHeadShape(**config["shape"])
+    embedding = target.get_input_embeddings().weight.detach()
+    if embedding.shape != (shape.vocab_size, shape.hidden):
+        raise ValueError(f"the feature head in {folder} was made for another target (embedding {tuple(embedding.shape)})")
+    head = FeatureHead(shape, embedding, config["kept_token_ids"])
+    head.load_state_dict(load_file(folder / WEIGHTS_FILE), strict=True)
+    dtype = dtype or embedding.dtype
+    return head.to(device=embedding.device, dtype=dtype).eval()
+
+
+def own_weight_bytes(head: FeatureHead) -> tuple[int, int]:
+    """(parameters, bytes) of what the head adds to memory: its layer and its copy of the kept head rows."""
+    tensors = [*head.parameters(), head.head_weight]
+    return sum(t.numel() for t in tensors), sum(t.numel() * t.element_size() for t in tensors)

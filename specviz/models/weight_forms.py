@@ -1,0 +1,128 @@
+"""The forms a target's weights can take on a CPU, and why the verify pass cares which.
+
+Speculation pays when verifying γ + 1 tokens costs about one step (ν ≈ 1): the weights are read once for all
+rows. How close a CPU gets depends on the kernel behind each matrix product:
+
+- `bf16`: torch's linear. With AVX-512 bf16 (or AMX) it goes through oneDNN, which multiplies a few rows for
+  little more than one; on AVX2 torch computes bf16 row by row, so k rows cost k steps.
+- `int8`: weight-only int8 (`torch.ops.aten._weight_int8pack_mm`): one scale per output channel, bf16
+  activations, each row with its own accumulator. Half the bytes of bf16 to read, and vectorised on AVX2 too.
+- `int4`: weight-only int4 in groups of 32 (`_weight_int4pack_mm_for_cpu`). The real pair's source is Q4_1
+  (groups of 32, a scale and a minimum each), so its weights fit this form almost as they were.
+- `fp32`: MKL's float32 GEMM: twice bf16's bytes, but a real matrix kernel on any x86 CPU.
+
+Not `quantize_dynamic`: it quantises activations with one scale shared by all rows of a forward, so a token's
+logits would depend on which other tokens share the verify pass, and greedy speculation would stop being exact.
+Whatever the form, tests/test_weight_forms.py checks that a token's logits are the same alone and inside a
+5-row pass, on the target's own weights, and that speculative greedy output equals plain decoding in that form.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from torch import nn
+
+FORMS = ("bf16", "int8", "int4", "fp32")
+INT4_GROUP = 32
+# "auto": what benchmarks/verify_rows.py measured fastest for a verify pass (README, "Weight forms")
+AUTO_WITH_BF16_KERNEL = "bf16"
+AUTO_WITHOUT_BF16_KERNEL = "int8"
+
+
+class Int8WeightOnly(nn.Module):
+    """y = x Wᵀ with W stored as int8 and one bf16 scale per output channel; x in bf16."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        weight = linear.weight.detach().float()  # (out, in)
+        scales = (weight.abs().amax(dim=1) / 127).clamp(min=1e-12)
+        self.register_buffer("weight_int8", torch.round(weight / scales[:, None]).clamp(-127, 127).to(torch.int8))
+        self.register_buffer("scales", scales.to(torch.bfloat16))
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
+        out = torch.ops.aten._weight_int8pack_mm(rows, self.weight_int8, self.scales)  # (rows, out)
+        return out.view(*x.shape[:-1], self.out_features)
+
+
+class Int4WeightOnly(nn.Module):
+    """y = x Wᵀ with W stored as 4-bit codes in groups of 32 along the input, each with a bf16 scale and offset."""
+
+    def __init__(self, linear: nn.Linear, group: int = INT4_GROUP) -> None:
+        super().__init__()
+        weight = linear.weight.detach().float()  # (out, in)
+        n_out, n_in = weight.shape
+        grouped = weight.view(n_out, n_in // group, group)
+        low, high = grouped.amin(dim=-1), grouped.amax(dim=-1)
+        scale = ((high - low) / 15).clamp(min=1e-12)  # (out, groups)
+        codes = torch.round((grouped - low[..., None]) / scale[..., None]).clamp(0, 15).to(torch.int32).view(n_out, n_in)
+        # the kernel computes (code − 8) · scale + zero, so zero = low + 8 · scale
+        zero = low + 8 * scale
+        self.register_buffer("packed", torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1))
+        self.register_buffer(
+            "scales_and_zeros", torch.stack([scale, zero], dim=-1).transpose(0, 1).contiguous().to(torch.bfloat16)
+        )
+        self.group = group
+        self.in_features, self.out_features = n_in, n_out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
+        out = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group, self.scales_and_zeros)
+        return out.view(*x.shape[:-1], self.out_features)
+
+
+def supports(form: str, linear: nn.Linear) -> bool:
+    if form == "int4":
+        return linear.in_features % INT4_GROUP == 0 and linear.out_features % 16 == 0
+    return True
+
+
+def apply_form(model: nn.Module, form: str) -> nn.Module:
+    """Put the model's linear layers (its LM head included) in `form`, in place; bf16 and fp32 cast the whole model."""
+    if form not in FORMS:
+        raise ValueError(f"unknown weight form {form!r}: choose one of {', '.join(FORMS)}")
+    if form in ("bf16", "fp32"):
+        return model.to(torch.bfloat16 if form == "bf16" else torch.float32)
+    model.to(torch.bfloat16)  # what the kernels take as activations; norms and the embedding stay bf16
+    make = Int8WeightOnly if form == "int8" else Int4WeightOnly
+    if hasattr(model, "config"):
+        model.config.tie_word_embeddings = False  # the head becomes its own quantised copy; the embedding stays
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.Linear) and supports(form, child):
+                setattr(parent, name, make(child))
+    return model
+
+
+NO_BF16_KERNEL_ISAS = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI")  # ONEDNN_MAX_CPU_ISA caps
+
+
+def cpu_has_bf16_matrix_kernel() -> bool:
+    """Whether oneDNN can multiply bf16 matrices here: AVX-512 bf16 or AMX, and no ONEDNN_MAX_CPU_ISA cap below them."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    if cap in NO_BF16_KERNEL_ISAS:
+        return False
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def choose_form(requested: str | None, device: torch.device) -> str | None:
+    """The form to load a target in: None leaves the dtype alone (a GPU, or no request); "auto" picks by CPU."""
+    if requested is None or device.type != "cpu":
+        return None
+    if requested != "auto":
+        return requested
+    return AUTO_WITH_BF16_KERNEL if cpu_has_bf16_matrix_kernel() else AUTO_WITHOUT_BF16_KERNEL
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """Bytes of every parameter and buffer: what the form keeps in memory."""
+    tensors = [*model.parameters(), *model.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors)
