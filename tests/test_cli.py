@@ -1,6 +1,7 @@
 """`python -m specviz`: the JSON contract our own checks rely on, and one clear line for bad input."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -9,14 +10,23 @@ import pytest
 from tests.local_models import save_model_folder
 
 
-def specviz(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "specviz", *args], capture_output=True, text=True, timeout=timeout)
+def specviz(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`python -m specviz ARGS` in a fresh process, with `env` added to this one's environment."""
+    environment = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "specviz", *args], capture_output=True, text=True, timeout=timeout, env=environment
+    )
+
+
+def specviz_json(*args: str, timeout: float = 300, env: dict | None = None) -> dict:
+    """The JSON a command printed; a failed command fails the test with its stderr."""
+    result = specviz(*args, timeout=timeout, env=env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
 
 
 def test_run_json_on_the_bundled_pair():
-    result = specviz("run", "--prompt", "def main():\n", "--max-new-tokens", "24", "--json")
-    assert result.returncode == 0, result.stderr
-    output = json.loads(result.stdout)
+    output = specviz_json("run", "--prompt", "def main():\n", "--max-new-tokens", "24", "--json")
     assert {"mode", "text", "new_token_ids", "cycles", "summary"} <= output.keys()
     assert output["mode"] == "speculative" and len(output["new_token_ids"]) == 24
     assert set(output["cycles"][0]) >= {
@@ -50,9 +60,10 @@ def test_samples_use_consecutive_seeds():
 
 def test_custom_pair_from_folders(tmp_path):
     folder = save_model_folder(tmp_path / "m")
-    result = specviz("run", "--target", str(folder), "--draft", str(folder), "--prompt", "def", "--max-new-tokens", "8", "--json")
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["summary"]["alpha"] == 1.0, "a draft identical to its target is always accepted"
+    output = specviz_json(
+        "run", "--target", str(folder), "--draft", str(folder), "--prompt", "def", "--max-new-tokens", "8", "--json"
+    )
+    assert output["summary"]["alpha"] == 1.0, "a draft identical to its target is always accepted"
 
 
 def test_theory_json():
@@ -108,11 +119,9 @@ def test_bad_arguments_exit_nonzero_with_one_line(args, complaint):
 def test_bench_json_compares_every_method(tmp_path):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("def main():\n    return\n---\nimport os\nimport sys\n\n\ndef run(")
-    result = specviz(
+    output = specviz_json(
         "bench", "--prompts", str(prompts), "--repeats", "1", "--max-new-tokens", "16", "--gamma", "2,4", "--json", timeout=600
     )
-    assert result.returncode == 0, result.stderr
-    output = json.loads(result.stdout)
     methods = [row["method"] for row in output["rows"]]
     assert methods == [
         "autoregressive",

@@ -1,6 +1,5 @@
 """The deployment numbers on the command line: run --json's memory and load_s, hardware --batch, the report command."""
 
-import json
 import math
 
 import pytest
@@ -8,15 +7,13 @@ import pytest
 from specviz.analysis.readings import speed_verdict
 from specviz.analysis.theory import expected_speedup_with_verify_cost
 from specviz.deployment.verdict import judge
-from tests.test_cli import specviz
+from tests.test_cli import specviz, specviz_json
 
 PROMPTS = "def main():\n    return\n---\nimport os\nimport sys\n\n\ndef run("
 
 
 def test_run_json_carries_memory_and_load_times():
-    result = specviz("run", "--prompt", "def main():\n", "--max-new-tokens", "12", "--json")
-    assert result.returncode == 0, result.stderr
-    output = json.loads(result.stdout)
+    output = specviz_json("run", "--prompt", "def main():\n", "--max-new-tokens", "12", "--json")
     memory, load = output["memory"], output["load_s"]
     for role in ("target", "draft"):
         model = memory[role]
@@ -33,9 +30,9 @@ def test_run_json_carries_memory_and_load_times():
 
 
 def test_hardware_batch_json_on_the_bundled_pair():
-    result = specviz("hardware", "--pair", "pycode-distilled", "--alpha", "0.8", "--batch", "4,1", "--repeats", "1", "--json")
-    assert result.returncode == 0, result.stderr
-    output = json.loads(result.stdout)
+    output = specviz_json(
+        "hardware", "--pair", "pycode-distilled", "--alpha", "0.8", "--batch", "4,1", "--repeats", "1", "--json"
+    )
     assert output["weights"] == "real (local folders)", "a bundled pair is timed on its own weights"
     assert output["batch_alpha"] == 0.8 and output["batch_alpha_source"] == "given"
     assert output["batch_prediction"] == "predicted from measured step costs"
@@ -58,9 +55,7 @@ def test_report_writes_one_offline_html_file(tmp_path):
     prompts.write_text(PROMPTS)
     out = tmp_path / "report.html"
     args = ("--prompts", str(prompts), "--out", str(out), "--repeats", "1", "--max-new-tokens", "8", "--batch", "1,2")
-    result = specviz("report", *args, "--no-cold-start", "--threads", "1", "--json", timeout=600)
-    assert result.returncode == 0, result.stderr
-    output = json.loads(result.stdout)
+    output = specviz_json("report", *args, "--no-cold-start", "--threads", "1", "--json", timeout=600)
     html = out.read_text()
     assert html.startswith("<!DOCTYPE html>") and "Verdict" in html and "Batch size" in html
     assert "<script src=" not in html and "<link" not in html, "plotly.js is inline, nothing is fetched: the file works offline"

@@ -1,11 +1,7 @@
 """Every architecture family in the catalogue, built from a recorded shape: exact speculative decoding on each,
 and the `hardware` command on tiny stand-ins (nothing is downloaded)."""
 
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +12,7 @@ from specviz.deployment.hardware import build_random
 from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, speculative_decode
 from specviz.models.catalogue import Architecture, load_catalogue
 from specviz.models.footprint import config_of, count_parameters
+from tests.test_cli import specviz, specviz_json
 from tests.test_greedy_exact import PROMPT, VOCAB, final, transformers_greedy
 from tests.tiny import fake_vocabulary
 
@@ -103,12 +100,6 @@ architectures:
 """
 
 
-def specviz(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "specviz", *args], capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}
-    )
-
-
 @pytest.fixture
 def tiny_catalogue(tmp_path):
     path = tmp_path / "models.yaml"
@@ -117,9 +108,7 @@ def tiny_catalogue(tmp_path):
 
 
 def test_hardware_json_and_the_saved_sentence(tiny_catalogue, tmp_path):
-    result = specviz("hardware", "--alpha", "0.8", "--repeats", "2", "--save", "--json", env=tiny_catalogue)
-    assert result.returncode == 0, result.stderr
-    output = json.loads(result.stdout)
+    output = specviz_json("hardware", "--alpha", "0.8", "--repeats", "2", "--save", "--json", env=tiny_catalogue)
     assert {
         "tau",
         "verify_cost",
@@ -139,9 +128,7 @@ def test_hardware_json_and_the_saved_sentence(tiny_catalogue, tmp_path):
 
 
 def test_hardware_scores_alpha_when_the_weights_are_here():
-    result = specviz("hardware", "--pair", "pycode-plain", "--repeats", "2", "--json")
-    assert result.returncode == 0, result.stderr
-    output = json.loads(result.stdout)
+    output = specviz_json("hardware", "--pair", "pycode-plain", "--repeats", "2", "--json")
     assert output["alpha_source"].startswith("scored") and 0 < output["alpha"] < 1
     assert output["target_parameters"] == stored_parameters(ASSETS / "pycode-target"), "the bundled target's own config.json"
 
@@ -182,11 +169,10 @@ def test_catalogue_folders_resolve_next_to_their_models_yaml(tmp_path):
     )
     catalogue = load_catalogue(tmp_path / "models.yaml")
     assert catalogue.get("p").target_ref == str(tmp_path / "models" / "t") and catalogue.get("p").bundled
-    result = specviz(
+    output = specviz_json(
         "run", "--prompt", "def", "--max-new-tokens", "4", "--json", env={"SPECVIZ_CATALOGUE": str(tmp_path / "models.yaml")}
     )
-    assert result.returncode == 0, result.stderr
-    assert len(json.loads(result.stdout)["new_token_ids"]) == 4
+    assert len(output["new_token_ids"]) == 4
 
 
 @pytest.mark.parametrize(

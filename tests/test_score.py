@@ -1,7 +1,5 @@
 """The draft scorecard (teacher forcing) against what generation measures, on the bundled pair."""
 
-import json
-
 import pytest
 
 from specviz.analysis.score import ScoredText, score_token_ids, scorecard
@@ -11,7 +9,7 @@ from specviz.models.catalogue import load_catalogue
 from specviz.models.loading import load_pair
 from specviz.prompts import PROMPTS
 from specviz.runner import encode_prompt, run
-from tests.test_cli import specviz
+from tests.test_cli import specviz, specviz_json
 
 TIMES = StepTimes(
     draft_step_s=0.001, target_step_s=0.01, verify_s=0.012, gamma=4, context=64, repeats=1
@@ -114,9 +112,7 @@ def test_scored_text_alpha_is_the_mean_overlap():
 
 
 def test_score_command_json():
-    result = specviz("score", "--prompts", "code", "--repeats", "2", "--json")
-    assert result.returncode == 0, result.stderr
-    output = json.loads(result.stdout)
+    output = specviz_json("score", "--prompts", "code", "--repeats", "2", "--json")
     assert {
         "alpha",
         "alpha_by_text",

@@ -37,9 +37,9 @@ def speed_verdict(speedup: float | None) -> SpeedVerdict | None:
     return "slower" if speedup <= SLOWER_FROM else "even"
 
 
-def _from_prediction(name: str, doc: str) -> property:
-    """A number of the prediction, or None while there is none."""
-    return property(lambda self: getattr(self.prediction, name) if self.prediction else None, doc=doc)
+def _read(held: str, name: str, doc: str) -> property:
+    """One number of what a Readings holds (its tally, its prediction), or None while it holds none."""
+    return property(lambda self: None if getattr(self, held) is None else getattr(getattr(self, held), name), doc=doc)
 
 
 @dataclass(frozen=True)
@@ -63,26 +63,14 @@ class Readings:
             return None
         return Prediction.of(self.alpha, self.gamma, self.tau, self.verify_cost, limit=BEST_GAMMA_LIMIT)
 
-    predicted_speedup = _from_prediction("speedup", "Leviathan: E / (γτ + 1).")
-    predicted_with_verify_cost = _from_prediction("speedup_with_verify_cost", "E / (γτ + ν).")
-    best_gamma = _from_prediction("best_gamma", "By the prediction with ν when measured, else Leviathan's.")
-    best_speedup = _from_prediction("best_speedup", "The speedup at the best γ.")
-
-    @property
-    def n_cycles(self) -> int:
-        return self.tally.cycles
-
-    @property
-    def alpha_naive(self) -> float | None:
-        return self.tally.alpha_naive
-
-    @property
-    def alpha_analytic(self) -> float | None:
-        return self.tally.alpha_analytic
-
-    @property
-    def tokens_per_cycle(self) -> float | None:
-        return self.tally.tokens_per_cycle
+    predicted_speedup = _read("prediction", "speedup", "Leviathan: E / (γτ + 1).")
+    predicted_with_verify_cost = _read("prediction", "speedup_with_verify_cost", "E / (γτ + ν).")
+    best_gamma = _read("prediction", "best_gamma", "By the prediction with ν when measured, else Leviathan's.")
+    best_speedup = _read("prediction", "best_speedup", "The speedup at the best γ.")
+    n_cycles = _read("tally", "cycles", "Cycles counted.")
+    alpha_naive = _read("tally", "alpha_naive", "Accepted / drafted: biased low (the tally says why).")
+    alpha_analytic = _read("tally", "alpha_analytic", "Mean Σ min(p, q) over tested positions.")
+    tokens_per_cycle = _read("tally", "tokens_per_cycle", "Tokens emitted per target forward.")
 
     @property
     def measured_over_predicted(self) -> float | None:

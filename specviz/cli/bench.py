@@ -9,8 +9,7 @@ from specviz.cli.options import (
     UsageError,
     add_decoding_arguments,
     add_pair_arguments,
-    add_prompts_argument,
-    add_threads_argument,
+    add_prompt_set_arguments,
     resolve_pair,
     settings_from,
 )
@@ -55,12 +54,10 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("bench", help="autoregressive vs ours vs transformers' assisted generation")
     add_pair_arguments(parser)
     add_decoding_arguments(parser)
-    add_prompts_argument(parser)
+    add_prompt_set_arguments(parser, 3)
     parser.add_argument("--gamma", type=str, default="4", help="one γ or a comma list for a sweep, e.g. 2,4,6")
-    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
     parser.add_argument("--no-dynamic", action="store_true", help="skip the dynamic-drafting rows")
-    add_threads_argument(parser)
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(handler=command)
 
@@ -70,8 +67,6 @@ def command(args: argparse.Namespace) -> int:
         gammas = [int(g) for g in str(args.gamma).split(",")]
     except ValueError:
         raise UsageError(f"--gamma takes an integer or a comma-separated list (got {args.gamma!r})") from None
-    if args.repeats < 1:
-        raise UsageError(f"--repeats must be at least 1 (got {args.repeats})")
     settings = {gamma: settings_from(args, gamma) for gamma in gammas}  # validates before any model is loaded
     prompts = load_prompt_set(args.prompts)
     pair = resolve_pair(args)

@@ -8,11 +8,19 @@ import json
 import sys
 
 from specviz.analysis.score import scored_alpha
-from specviz.cli.options import NA, UsageError, add_pair_arguments, add_threads_argument, pair_from, parse_batches
+from specviz.cli.options import (
+    NA,
+    UsageError,
+    add_pair_arguments,
+    add_repeats_argument,
+    add_threads_argument,
+    pair_and_gamma,
+    parse_batches,
+)
 from specviz.deployment import hardware
 from specviz.deployment.batch import PREDICTED_LABEL, batch_rows, stops_paying, stops_paying_sentence
 from specviz.deployment.device import measure_batch_costs
-from specviz.engine import DecodeSettings, SamplingSettings
+from specviz.engine import SamplingSettings
 from specviz.models.catalogue import load_catalogue
 from specviz.models.loading import load_pair
 from specviz.numbers import number
@@ -26,7 +34,7 @@ def add_parser(commands) -> None:
     add_pair_arguments(parser)
     parser.add_argument("--alpha", type=float, help="α to predict the speedup with (default: scored, if the weights are local)")
     parser.add_argument("--gamma", type=int, help="γ for the verify pass and the prediction (default: the pair's)")
-    parser.add_argument("--repeats", type=int, default=10)
+    add_repeats_argument(parser, 10)
     add_threads_argument(parser)
     parser.add_argument("--batch", help="comma list of batch sizes, e.g. 1,4,16,64: time each and predict the speedup at each")
     parser.add_argument("--memory-gib", type=float, help="memory to plan with instead of what is available")
@@ -48,15 +56,10 @@ def command(args: argparse.Namespace) -> int:
 def measure_and_print(args: argparse.Namespace) -> int:
     if args.alpha is not None and not (0 <= args.alpha <= 1):
         raise UsageError(f"--alpha must be in [0, 1] (got {args.alpha})")
-    if args.repeats < 1:
-        raise UsageError(f"--repeats must be at least 1 (got {args.repeats})")
     if args.memory_gib is not None and not args.memory_gib > 0:
         raise UsageError(f"--memory-gib must be positive (got {args.memory_gib})")
-    if args.gamma is not None:
-        DecodeSettings(gamma=args.gamma).validate()
     batches = parse_batches(args.batch)
-    name, entry = pair_from(args)
-    gamma = entry.gamma if args.gamma is None else args.gamma
+    name, entry, gamma = pair_and_gamma(args)
     catalogue = load_catalogue()
     plan = hardware.plan(name, entry, catalogue, dtype=args.dtype)
     largest = max(batches, default=1)

@@ -31,21 +31,39 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="default: the pair's, else fp32 on CPU")
 
 
+def at_least_one(text: str) -> int:
+    """A count (--repeats, --threads, --samples): a whole number from 1, refused by argparse in one line otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a whole number (got {text!r})") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
+
+
+def add_repeats_argument(parser: argparse.ArgumentParser, default: int, help: str | None = None) -> None:
+    parser.add_argument("--repeats", type=at_least_one, default=default, help=help)
+
+
 def add_threads_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's; 1 is steadier on a shared machine)")
+    parser.add_argument(
+        "--threads", type=at_least_one, help="CPU threads for torch (default: torch's; 1 is steadier on a shared machine)"
+    )
 
 
 def set_threads(threads: int) -> None:
     """Timed commands on a shared CPU: one thread is not held up waiting for a second one that was preempted."""
-    if threads < 1:
-        raise UsageError(f"--threads must be at least 1 (got {threads})")
     import torch  # only commands with --threads get here, and they have loaded it
 
     torch.set_num_threads(threads)
 
 
-def add_prompts_argument(parser: argparse.ArgumentParser) -> None:
+def add_prompt_set_arguments(parser: argparse.ArgumentParser, repeats: int, repeats_help: str | None = None) -> None:
+    """What a command timed over a prompt set takes (bench, score, report): the set, the repeats, the threads."""
     parser.add_argument("--prompts", default="heldout", help="code|prose|repetitive|arithmetic|all|heldout|FILE")
+    add_repeats_argument(parser, repeats, repeats_help)
+    add_threads_argument(parser)
 
 
 def parse_batches(text: str | None) -> list[int]:
@@ -101,6 +119,14 @@ def pair_from(args: argparse.Namespace) -> tuple[str, Pair]:
         return "custom", Pair(target=args.target, draft=args.draft, description="from the command line")
     name = args.pair or catalogue.default
     return name, catalogue.get(name)
+
+
+def pair_and_gamma(args: argparse.Namespace) -> tuple[str, Pair, int]:
+    """The pair the options name and its γ: --gamma, else the pair's own; the γ is checked before any model loads."""
+    name, pair = pair_from(args)
+    gamma = pair.gamma if args.gamma is None else args.gamma
+    DecodeSettings(gamma=gamma).validate()
+    return name, pair, gamma
 
 
 def resolve_pair(args: argparse.Namespace) -> LoadedPair:

@@ -10,9 +10,8 @@ from specviz.cli.options import (
     UsageError,
     add_decoding_arguments,
     add_pair_arguments,
-    add_prompts_argument,
-    add_threads_argument,
-    pair_from,
+    add_prompt_set_arguments,
+    pair_and_gamma,
     parse_batches,
     resolve_pair,
     settings_from,
@@ -28,30 +27,25 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("report", help="both methods over a prompt set: latency, memory, cold start, batch, verdict")
     add_pair_arguments(parser)
     add_decoding_arguments(parser)
-    add_prompts_argument(parser)
+    add_prompt_set_arguments(parser, 3, "each prompt this many times by each method")
     parser.add_argument("--out", required=True, help="the HTML file to write (self-contained, works offline)")
     parser.add_argument("--gamma", type=int, help="drafts per cycle (default: the pair's)")
-    parser.add_argument("--repeats", type=int, default=3, help="each prompt this many times by each method")
     parser.add_argument(
         "--batch",
         default=",".join(map(str, BATCH_SIZES)),
         help="batch sizes to time for the batch curve (default %(default)s; 'none' skips it)",
     )
     parser.add_argument("--no-cold-start", action="store_true", help="skip the fresh process that times cold loads")
-    add_threads_argument(parser)
     parser.add_argument("--json", action="store_true", help="also print the report's numbers as JSON")
     parser.set_defaults(handler=command)
 
 
 def command(args: argparse.Namespace) -> int:
-    if args.repeats < 1:
-        raise UsageError(f"--repeats must be at least 1 (got {args.repeats})")
     batches = [] if args.batch.strip().lower() == "none" else parse_batches(args.batch)
     out = Path(args.out)
     if out.is_dir() or not out.parent.is_dir():
         raise UsageError(f"--out must be a file in an existing folder (got {args.out})")
-    _, entry = pair_from(args)
-    gamma = entry.gamma if args.gamma is None else args.gamma
+    _, _, gamma = pair_and_gamma(args)
     settings = settings_from(args, gamma)  # validates before any model is loaded
     prompts = load_prompt_set(args.prompts)
     pair = resolve_pair(args)

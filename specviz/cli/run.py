@@ -6,7 +6,7 @@ import argparse
 import json
 
 from specviz.analysis.readings import readings_of
-from specviz.cli.options import NA, UsageError, add_decoding_arguments, add_pair_arguments, resolve_pair, settings_from
+from specviz.cli.options import NA, add_decoding_arguments, add_pair_arguments, at_least_one, resolve_pair, settings_from
 from specviz.deployment import collect
 from specviz.engine import Cycle, Summary
 from specviz.numbers import number
@@ -20,7 +20,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--prompt", required=True)
     parser.add_argument("--gamma", type=int, default=4)
     parser.add_argument("--mode", choices=["speculative", "autoregressive"], default="speculative")
-    parser.add_argument("--samples", type=int, default=1, help="N continuations with seeds S..S+N-1")
+    parser.add_argument("--samples", type=at_least_one, default=1, help="N continuations with seeds S..S+N-1")
     parser.add_argument(
         "--cold-start",
         action="store_true",
@@ -74,8 +74,6 @@ def run_to_dict(events: list) -> dict:
 
 
 def command(args: argparse.Namespace) -> int:
-    if args.samples < 1:
-        raise UsageError(f"--samples must be at least 1 (got {args.samples})")
     settings_from(args, args.gamma)  # validate before loading any model
     check_prompt_text(args.prompt)
     pair = resolve_pair(args)

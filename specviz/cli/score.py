@@ -11,15 +11,13 @@ from specviz.cli.options import (
     NA,
     UsageError,
     add_pair_arguments,
-    add_prompts_argument,
+    add_prompt_set_arguments,
     add_sampling_arguments,
-    add_threads_argument,
-    pair_from,
+    pair_and_gamma,
+    resolve_pair,
     sampling_from,
 )
 from specviz.engine import DecodeSettings
-from specviz.models.catalogue import load_catalogue
-from specviz.models.loading import load_pair
 from specviz.numbers import number
 from specviz.prompts import load_prompt_set
 
@@ -28,9 +26,8 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("score", help="rate a draft against its target on text, without generating")
     add_pair_arguments(parser)
     add_sampling_arguments(parser)
-    add_prompts_argument(parser)
+    add_prompt_set_arguments(parser, 20, "timing repeats for τ and ν")
     parser.add_argument("--gamma", type=int, help="γ for the predictions (default: the pair's)")
-    parser.add_argument("--repeats", type=int, default=20, help="timing repeats for τ and ν")
     parser.add_argument(
         "--continue",
         dest="continue_tokens",
@@ -39,22 +36,18 @@ def add_parser(commands) -> None:
         help="score the target's own continuation of each prompt (N tokens) instead of the prompts: the α a run will see",
     )
     parser.add_argument("--seed", type=int, default=0, help="for --continue under sampling")
-    add_threads_argument(parser)
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(handler=command)
 
 
 def command(args: argparse.Namespace) -> int:
     sampling = sampling_from(args)
-    DecodeSettings(gamma=1 if args.gamma is None else args.gamma, sampling=sampling).validate()  # one line if bad
-    if args.repeats < 1:
-        raise UsageError(f"--repeats must be at least 1 (got {args.repeats})")
+    DecodeSettings(sampling=sampling).validate()  # one line if bad
     if args.continue_tokens < 0:
         raise UsageError(f"--continue must be ≥ 0 (got {args.continue_tokens})")
     texts = load_prompt_set(args.prompts)
-    name, entry = pair_from(args)
-    gamma = entry.gamma if args.gamma is None else args.gamma
-    pair = load_pair(name, entry, load_catalogue().offline_pairs())
+    _, _, gamma = pair_and_gamma(args)
+    pair = resolve_pair(args)
     times = measure_step_times(pair.target.model, pair.draft.model, pair.shared_vocab_size, gamma, repeats=args.repeats)
     card = scorecard(pair, texts, sampling, gamma, times, continue_tokens=args.continue_tokens, seed=args.seed)
     scored = f"the target's own {args.continue_tokens}-token continuations of" if args.continue_tokens else ""
