@@ -136,7 +136,7 @@ def measure(
 
 
 def report(p: Plan, times: StepTimes, alpha: float | None, alpha_source: str | None) -> dict:
-    """The JSON of `hardware`: sizes, timings, τ, ν and what they predict (through measures_of)."""
+    """The JSON of `hardware`: sizes, timings, τ, ν and what they predict (through readings_of_steps)."""
     m = predicted(times, alpha)
     return {
         "pair": p.pair,
