@@ -89,36 +89,20 @@ def session_of(http: gr.Request | None) -> str:
     return http.session_hash if http is not None and http.session_hash else "anonymous"
 
 
-def page_updates(update) -> dict:
-    """A runs.Update as {component: value}; parts the update leaves as None are not sent."""
-    out = {}
-    for component, value in (
-        (status, update.status),
-        (run_numbers, update.numbers),
-        (trace_state, update.trace),
-        (cursor_state, update.cursor),
-        (lesson_box, update.lesson),
-    ):
-        if value is not None:
-            out[component] = value
+def page_updates(update: runs.Update) -> dict:
+    """A runs.Update as {component: value}: its parts by name (shows), the live charts by key; parts left None are not sent."""
+    frame = update.frame
+    parts = vars(update) | (vars(frame) if frame is not None else {})
+    out = {stream: MEASURING_STREAM, narration_box: "", summary: ""} if update.clear else {}
+    out |= {component: parts[name] for name, component in shows.items() if parts.get(name) is not None}
     if update.lesson_chart is not None:
         out[lesson_chart] = gr.update(value=update.lesson_chart, visible=True)
-    if update.clear:
-        out.update({stream: MEASURING_STREAM, narration_box: "", summary: ""})
-    frame = update.frame
     if frame is not None:
-        out[stream], out[summary] = frame.stream, frame.summary
-        if frame.narration is not None:
-            out[narration_box] = frame.narration
-        if frame.charts is not None:
-            out[alpha_chart], out[tau_chart], out[speedup_chart] = frame.charts
-        if frame.race_chart is not None:
-            out[race_chart], out[race_numbers] = frame.race_chart, frame.race_numbers
-        if frame.race is not None:
-            out.update({race: frame.race, verdict: frame.verdict, inspector: gr.update(choices=frame.inspector, value=None)})
-        if frame.deployment is not None:
+        out.update({live_charts[key]: figure for key, figure in (frame.charts or {}).items()})
+        if frame.inspector is not None:
+            out[inspector] = gr.update(choices=frame.inspector, value=None)
+        if frame.deployment_charts is not None:
             batch, memory = frame.deployment_charts
-            out[deployment_box] = frame.deployment
             out[batch_chart] = gr.update(value=batch, visible=batch is not None)
             out[memory_chart] = gr.update(value=memory, visible=memory is not None)
     if update.trace is not None and update.trace.pair:
@@ -367,10 +351,8 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                 race_numbers = gr.HTML("", elem_id="race-numbers")
                 race = gr.HTML('<div class="sv-race"></div>', elem_id="race-lanes")
             with gr.Tabs():
-                with gr.Tab("Live charts"):
-                    alpha_chart = gr.Plot(label="α", elem_id="alpha-chart")
-                    tau_chart = gr.Plot(label="τ", elem_id="tau-chart")
-                    speedup_chart = gr.Plot(label="speedup", elem_id="speedup-chart")
+                with gr.Tab("Live charts"):  # every chart registered with charts.live_chart, in its order
+                    live_charts = {chart.key: gr.Plot(label=chart.label, elem_id=chart.key) for chart in charts.LIVE_CHARTS}
                 with gr.Tab("Token inspector"):
                     inspector = gr.Dropdown([], label="Pick a drafted token (or the target's own)", elem_id="inspector")
                     inspector_chart = gr.Plot(label="p, q and the residual", elem_id="inspector-chart")
@@ -437,29 +419,23 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
         "lenience": lenience,
         "playback": playback,
     }
-    page = {
-        status,
-        run_numbers,
-        stream,
-        summary,
-        narration_box,
-        alpha_chart,
-        tau_chart,
-        speedup_chart,
-        race,
-        race_chart,
-        race_numbers,
-        verdict,
-        deployment_box,
-        batch_chart,
-        memory_chart,
-        inspector,
-        details,
-        trace_state,
-        cursor_state,
-        lesson_box,
-        lesson_chart,
+    # Where each part of a run's update lands, by its name in runs.Update or views.Frame (page_updates sends them).
+    shows = {
+        "status": status,
+        "numbers": run_numbers,
+        "trace": trace_state,
+        "cursor": cursor_state,
+        "lesson": lesson_box,
+        "stream": stream,
+        "summary": summary,
+        "narration": narration_box,
+        "race_chart": race_chart,
+        "race_numbers": race_numbers,
+        "race": race,
+        "verdict": verdict,
+        "deployment": deployment_box,
     }
+    page = {*shows.values(), *live_charts.values(), lesson_chart, inspector, batch_chart, memory_chart, details}
     playing = dict(
         concurrency_limit=None, concurrency_id="play", trigger_mode="multiple", show_progress="hidden"
     )  # the measuring slot, not the queue, serialises timings

@@ -62,12 +62,8 @@ def test_readings_and_figures(trace):
     assert m.measured_speedup == pytest.approx(trace.summary.tokens_per_s / trace.baseline.tokens_per_s)
     assert m.tau_source == TAU_OVER_STEP
     assert m.tau == pytest.approx(m.tally.draft_step_s / trace.baseline.step_s)
-    for figure in (
-        charts.alpha_figure(Tally.running(trace.cycles)),
-        charts.tau_figure(trace.cycles, m),
-        charts.speedup_figure(m),
-        charts.theory_figure(0.8, 0.05, 4),
-    ):
+    so_far = charts.SoFar(trace.cycles, Tally.running(trace.cycles), m)
+    for figure in (*(chart.draw(so_far) for chart in charts.LIVE_CHARTS), charts.theory_figure(0.8, 0.05, 4)):
         assert figure.data, "every chart draws something"
     choice = inspector_choices(trace.cycles)[0][1]
     assert charts.inspector_figure(trace, *map(int, choice.split(":"))).data

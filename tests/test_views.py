@@ -152,7 +152,7 @@ def test_race_and_summary_and_verdict_say_the_same_speedup():
     speedup = f"{readings_of_trace(trace).measured_speedup:.2f}×"
     for view in (last.race, last.verdict, last.summary):
         assert speedup in view, f"{speedup} missing from {view[:120]}"
-    assert last.charts is not None and all(figure.data for figure in last.charts)
+    assert last.charts is not None and all(figure.data for figure in last.charts.values())
 
 
 def test_readings_during_playback_are_so_far_and_final_at_the_end():

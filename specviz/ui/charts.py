@@ -1,6 +1,13 @@
-"""Plotly figures of a trace: α, τ, speedup (measured vs theory), the token inspector, the theory explorer."""
+"""Plotly figures of a trace: α, τ, speedup (measured vs theory), the token inspector, the theory explorer.
+
+A chart decorated with @live_chart is on the "Live charts" tab and redrawn during playback: the page lays
+it out and every frame draws it from the registry, so adding one is this one function.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -18,6 +25,35 @@ MAX_GAMMA_PLOTTED = MAX_GAMMA  # the curve over γ spans every γ the page offer
 THEORY_GAMMAS = 32  # the theory explorer's curve runs over γ = 1..32
 
 
+@dataclass(frozen=True)
+class SoFar:
+    """What a live chart reads at a playback cursor: the cycles shown, the tally after each of them, and their Readings."""
+
+    cycles: list[Cycle]
+    running: list[Tally]
+    readings: Readings
+
+
+@dataclass(frozen=True)
+class LiveChart:
+    key: str  # the chart's elem_id on the page
+    label: str
+    draw: Callable[[SoFar], go.Figure]
+
+
+LIVE_CHARTS: list[LiveChart] = []  # in the order the tab shows them
+
+
+def live_chart(key: str, label: str) -> Callable[[Callable[[SoFar], go.Figure]], Callable[[SoFar], go.Figure]]:
+    """Put a chart on the Live charts tab: the page lays it out under `label` and playback redraws it."""
+
+    def register(draw: Callable[[SoFar], go.Figure]) -> Callable[[SoFar], go.Figure]:
+        LIVE_CHARTS.append(LiveChart(key, label, draw))
+        return draw
+
+    return register
+
+
 def _layout(figure: go.Figure, title: str) -> go.Figure:
     figure.update_layout(
         title={"text": title, "font": {"size": 15}},
@@ -32,8 +68,10 @@ def _layout(figure: go.Figure, title: str) -> go.Figure:
     return figure
 
 
-def alpha_figure(running: list[Tally]) -> go.Figure:
+@live_chart("alpha-chart", "α")
+def alpha_figure(so_far: SoFar) -> go.Figure:
     """Running α (two estimators) by cycle, and acceptance by position in the window, from the tallies after each cycle."""
+    running = so_far.running
     figure = make_subplots(rows=1, cols=2, column_widths=[0.6, 0.4], subplot_titles=("running α", "acceptance by position"))
     xs = list(range(1, len(running) + 1))
     for name, values, line in (
@@ -68,11 +106,13 @@ def alpha_figure(running: list[Tally]) -> go.Figure:
     return _layout(figure, "α: how often the target accepts a draft")
 
 
-def tau_figure(cycles: list[Cycle], m: Readings) -> go.Figure:
+@live_chart("tau-chart", "τ")
+def tau_figure(so_far: SoFar) -> go.Figure:
     """τ per cycle and over the run: one draft step over the same target step the summary uses."""
+    m = so_far.readings
     figure = go.Figure()
     xs, per_cycle = [], []
-    for cycle in cycles:
+    for cycle in so_far.cycles:
         tau = m.cycle_tau(cycle)
         if tau is not None:
             xs.append(cycle.index + 1)
@@ -92,8 +132,10 @@ def tau_figure(cycles: list[Cycle], m: Readings) -> go.Figure:
     return _layout(figure, f"τ = {m.tau_source}")
 
 
-def speedup_figure(m: Readings) -> go.Figure:
+@live_chart("speedup-chart", "speedup")
+def speedup_figure(so_far: SoFar) -> go.Figure:
     """Measured speedup next to the predictions from the measured α, τ (and ν), and the predicted curve over γ."""
+    m = so_far.readings
     figure = make_subplots(rows=1, cols=2, column_widths=[0.38, 0.62], subplot_titles=("measured vs theory", "theory over γ"))
     bars = [
         ("measured", m.measured_speedup, COLOURS["accepted"]),

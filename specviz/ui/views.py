@@ -38,7 +38,7 @@ class Frame:
     stream: str
     summary: str
     narration: str | None
-    charts: tuple[Any, Any, Any] | None  # α, τ, speedup figures; None: leave the charts as they are
+    charts: dict[str, Any] | None  # {live chart key: figure} for every chart in charts.LIVE_CHARTS; None: leave them as they are
     race: str | None = None  # the race's text lanes, verdict and inspector choices come with the last frame
     verdict: str | None = None
     inspector: list[tuple[str, str]] | None = None
@@ -62,11 +62,8 @@ def frame(
     m = recording.readings_at(shown)
     figures = None
     if with_charts:
-        figures = (
-            charts.alpha_figure(recording.running[:shown]),
-            charts.tau_figure(trace.cycles[:shown], m),
-            charts.speedup_figure(m),
-        )
+        so_far = charts.SoFar(trace.cycles[:shown], recording.running[:shown], m)
+        figures = {chart.key: chart.draw(so_far) for chart in charts.LIVE_CHARTS}
     result = Frame(
         stream=stream_html(trace, shown, phase),
         summary=texts.summary_markdown(m, trace, shown),
