@@ -1,59 +1,96 @@
-"""The app times a run only once other programs are quiet, and flags a run timed while they were not."""
+"""The app times a run only once other programs are quiet, and flags a run timed while they were not.
+
+The waiting and the arithmetic are checked on a fake clock and fake /proc readings, so no test here depends on
+how busy the machine is; benchmarks/controller_timings.py spins real processes and prints what settle() and
+LoadMeter make of them. Reading /proc itself is checked against CPU time a child process reports for itself.
+"""
 
 import subprocess
 import sys
-import time
 
 import pytest
 
 from specviz import machine_load
 from specviz.analysis.readings import readings_of_trace
-from specviz.machine_load import LoadMeter, OtherLoad, cpu_between, quiet_cores, settle
+from specviz.machine_load import POLL_S, LoadMeter, OtherLoad, cpu_between, process_cpu_s, settle, snapshot
 from specviz.trace import Trace
 from specviz.ui.texts import run_numbers_html
 from tests.tiny import record_tiny_trace
 
 needs_proc = pytest.mark.skipif(machine_load.snapshot() is None, reason="no /proc on this system")
-SPIN = "import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass"
+BURN = """import sys, time
+while time.process_time() < {cpu_s}: pass
+print("burned", flush=True)
+sys.stdin.read()  # stay alive, idle, until the test closes our stdin
+"""
 
 
-def busy_process(seconds: float) -> subprocess.Popen:
-    """Another program keeping one core busy for `seconds`."""
-    process = subprocess.Popen([sys.executable, "-c", SPIN.format(seconds=seconds)])
-    time.sleep(0.3)  # past its start-up
-    return process
+class FakeClock:
+    """Stands in for the time module in machine_load: sleep() moves the clock on at once."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(machine_load, "time", fake)
+    return fake
+
+
+def others_using(monkeypatch, clock: FakeClock, cores: float) -> None:
+    """/proc as it reads while another program keeps `cores` cores busy."""
+    monkeypatch.setattr(machine_load, "snapshot", lambda: {(4242, 1): cores * clock.now})
 
 
 @needs_proc
-def test_a_busy_program_is_measured_as_load():
-    process = busy_process(3.0)
-    try:
-        with LoadMeter() as meter:
-            time.sleep(1.0)
-    finally:
-        process.kill()
-        process.wait()
-    assert meter.result.other_cores is not None and meter.result.other_cores > 0.5, (
-        f"a process spinning on one core should count as > 0.5 cores of other load, measured {meter.result.other_cores}"
+def test_a_process_cpu_seconds_are_read_from_proc():
+    before = snapshot()
+    child = subprocess.Popen(
+        [sys.executable, "-c", BURN.format(cpu_s=0.3)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
-
-
-@needs_proc
-def test_settle_waits_while_other_programs_are_busy():
-    processes = [busy_process(10.0) for _ in range(int(quiet_cores()) + 1)]  # more than the quiet threshold, on any machine
     try:
-        waited = settle(min_s=0.1, max_s=1.5)
+        assert child.stdout.readline().strip() == "burned"
+        started_at, cpu_s = process_cpu_s(child.pid)
+        after = snapshot()
     finally:
-        for process in processes:
-            process.kill()
-            process.wait()
-    assert waited >= 1.5, f"settle should wait the whole 1.5 s while other processes spin, it waited {waited:.2f} s"
+        child.stdin.close()
+        child.wait()
+    assert cpu_s >= 0.3 - 2 / machine_load.TICKS_PER_S, f"the child used 0.3 CPU-seconds by its own clock; /proc read {cpu_s}"
+    assert (child.pid, started_at) in after and cpu_between(before, after) >= cpu_s, "a process that started counts all of it"
 
 
-def test_settle_gives_up_waiting_when_the_run_is_stopped():
-    started = time.perf_counter()
-    settle(min_s=0.0, max_s=30.0, should_stop=lambda: True)
-    assert time.perf_counter() - started < 5, "a stopped run must not hold the measuring slot while waiting for quiet"
+def test_load_is_other_programs_cpu_seconds_over_the_window(monkeypatch, clock):
+    others_using(monkeypatch, clock, cores=1.5)
+    with LoadMeter(settle_s=0.5) as meter:
+        clock.sleep(2.0)
+    assert meter.result == OtherLoad(pytest.approx(1.5), 0.5), f"1.5 busy cores for 2 s, measured {meter.result}"
+    assert meter.result.busy
+
+
+def test_settle_waits_while_other_programs_are_busy(monkeypatch, clock):
+    others_using(monkeypatch, clock, cores=machine_load.quiet_cores() + 1)
+    waited = settle(min_s=0.1, max_s=1.5)
+    assert 1.5 <= waited <= 1.5 + POLL_S, f"settle should wait the whole 1.5 s while others are busy, it waited {waited:.2f} s"
+
+
+def test_settle_ends_once_other_programs_are_quiet(monkeypatch, clock):
+    others_using(monkeypatch, clock, cores=machine_load.quiet_cores() / 2)
+    waited = settle(min_s=0.5, max_s=8.0)
+    assert waited == pytest.approx(0.5 + POLL_S), f"quiet after the minimum wait: one poll, then time; it waited {waited:.2f} s"
+
+
+def test_settle_gives_up_waiting_when_the_run_is_stopped(monkeypatch, clock):
+    others_using(monkeypatch, clock, cores=machine_load.quiet_cores() + 1)
+    waited = settle(min_s=0.0, max_s=30.0, should_stop=lambda: True)
+    assert waited < POLL_S, "a stopped run must not hold the measuring slot while waiting for quiet"
 
 
 def test_processes_that_end_or_start_in_the_window_do_not_skew_the_load():
