@@ -31,6 +31,14 @@ CHAT_HELDOUT = [  # chat prompts the smollm2 draft never saw: topics and phrasin
     "Why is it important to wash your hands?",
 ]
 
+# Input-grounded chat prompts: the answer repeats much of the prompt, which is where prompt lookup shines.
+CHAT_REWRITE = [
+    "Rewrite this paragraph with the spelling mistakes fixed:\n\n"
+    "Our class went on a trip to the museum last friday. We saw the bones of a huge dinosour and a room full of "
+    "old coins. The guide told us that the museum was bilt more than a hundred years ago. After lunch we visited "
+    "the space exibition and watched a short film about the moon.",
+]
+
 PROMPTS: dict[str, list[str]] = {
     "code": [  # each ends mid-line: a prompt ending in a newline splits the tokenizer's newline+indent tokens
         # Chosen with benchmarks/preset_candidates.py on the bundled pair (greedy, 96 new tokens): the target

@@ -71,7 +71,9 @@ def test_the_drafter_reads_the_targets_true_features(target):
     head = random_head(target)
     drafter = FeatureDrafter(head, VOCAB)
     summary = list(
-        speculative_decode(CachedDecoder(target, VOCAB), drafter, PROMPT, DecodeSettings(max_new_tokens=25, gamma=3), fake_vocabulary())
+        speculative_decode(
+            CachedDecoder(target, VOCAB), drafter, PROMPT, DecodeSettings(max_new_tokens=25, gamma=3), fake_vocabulary()
+        )
     )[-1]
     sequence = PROMPT + list(summary.new_token_ids)
     with torch.no_grad():

@@ -234,6 +234,11 @@ def head_from_target(target, kept_ids: list[int]) -> FeatureHead:
         ("down_proj", last.mlp.down_proj),
     ):
         getattr(head, name).weight.copy_(module.weight.float())
+    # the residual branches start silent, so at first the head passes the target's feature through: started as they
+    # are, the last layer's attention and MLP (made for the target's own residual stream, not a post-norm feature)
+    # swamp it (logits 7× too wide; initial loss 367 against 35 on the real answers)
+    head.o_proj.weight.zero_()
+    head.down_proj.weight.zero_()
     head.input_norm.weight.copy_(last.input_layernorm.weight.float())
     head.post_attention_norm.weight.copy_(last.post_attention_layernorm.weight.float())
     hidden = shape.hidden

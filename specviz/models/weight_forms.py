@@ -11,6 +11,11 @@ rows. How close a CPU gets depends on the kernel behind each matrix product:
   (groups of 32, a scale and a minimum each), so its weights fit this form almost as they were.
 - `fp32`: MKL's float32 GEMM: twice bf16's bytes, but a real matrix kernel on any x86 CPU.
 
+Row independence also needs plain ("eager") attention: torch's fused CPU attention (SDPA) splits its work by the
+number of query rows, so a token's output differs in the last bits between a one-row step and a five-row pass, and
+oneDNN's bf16 GEMM blocks by rows too (measured on SmolLM2, AVX-512: |Δ logit| up to 0.78 with SDPA, 1.16 in bf16).
+The weight-only forms switch the model to eager attention; with it their logits are bit-identical alone and in a pass.
+
 Not `quantize_dynamic`: it quantises activations with one scale shared by all rows of a forward, so a token's
 logits would depend on which other tokens share the verify pass, and greedy speculation would stop being exact.
 Whatever the form, tests/test_weight_forms.py checks that a token's logits are the same alone and inside a
@@ -91,6 +96,10 @@ def apply_form(model: nn.Module, form: str) -> nn.Module:
     make = Int8WeightOnly if form == "int8" else Int4WeightOnly
     if hasattr(model, "config"):
         model.config.tie_word_embeddings = False  # the head becomes its own quantised copy; the embedding stays
+    if hasattr(model, "set_attn_implementation"):
+        # torch's fused CPU attention blocks its work by the number of query rows, so one token's output changed
+        # with the tokens beside it (|Δ logit| up to 0.78 on SmolLM2); plain attention keeps rows independent
+        model.set_attn_implementation("eager")
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear) and supports(form, child):

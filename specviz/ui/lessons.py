@@ -17,7 +17,7 @@ from pathlib import Path
 
 from specviz.analysis.readings import Readings
 from specviz.numbers import number
-from specviz.prompts import CHAT_HELDOUT, PROMPTS
+from specviz.prompts import CHAT_HELDOUT, CHAT_REWRITE, PROMPTS
 from specviz.trace import Trace
 from specviz.ui import charts
 from specviz.ui.request import RunRequest
@@ -26,6 +26,8 @@ CODE_PROMPT = PROMPTS["code"][0]
 PROSE_PROMPT = PROMPTS["prose"][0]
 REPETITIVE_PROMPT = PROMPTS["repetitive"][3]
 QUESTION_PROMPT = CHAT_HELDOUT[0]  # "Explain why the sky is blue in two sentences."
+REWRITE_PROMPT = CHAT_REWRITE[0]  # a paragraph to copy with its spelling fixed: the answer repeats the prompt
+DRAFTER_NAMES = {"feature": "feature head", "model": "independent draft", "lookup": "prompt lookup"}
 SWEEP_GAMMAS = (1, 2, 3, 4, 6, 8, 12)
 
 
@@ -194,28 +196,68 @@ def _explain_real_model(main: Measured, extra: list[Measured]) -> str:
     info = main.trace.pair
     same = main.trace.summary.new_token_ids == main.trace.baseline.new_token_ids
     params = info.get("target_parameters") or 0
+    form = f", weights in {info['weight_form']}" if info.get("weight_form") else ""
     return (
-        f"<p>A real pretrained chat model: <b>SmolLM2-135M-Instruct</b> ({params / 1e6:.0f}M parameters, {info.get('dtype', '')}) "
-        f"answers the question above, wrapped in its own chat template (the grey bubble is the user's message). Its draft, "
-        f"{(info.get('draft_parameters') or 0) / 1e6:.1f}M parameters of its own (it borrows the target's embedding), was distilled for it by <code>python -m specviz distill</code> "
-        f"from the target's own answers, and its head keeps only the tokens the target writes most.</p>"
-        f"<p>α = <b>{number(m.alpha, 2)}</b>, {number(m.tokens_per_cycle, 2)} tokens per target forward, τ = {number(m.tau, 3)}, "
-        f"ν = {number(m.verify_cost, 2)}: <b>{_speed(m)}</b>. "
+        f"<p>A real pretrained chat model: <b>SmolLM2-135M-Instruct</b> ({params / 1e6:.0f}M parameters, {info.get('dtype', '')}{form}) "
+        f"answers the question above, wrapped in its own chat template (the grey bubble is the user's message). Its drafts come "
+        f"from a <b>feature head</b> (EAGLE-style): one layer, {(info.get('feature_head_parameters') or 0) / 1e6:.1f}M parameters of "
+        "its own, that reads the target's own last hidden state and the next token, predicts the target's next hidden state, and "
+        "reads a token out of it through the target's own head. It sees what the target saw, at a fraction of a layer's cost.</p>"
+        f"<p>α = <b>{number(m.alpha, 2)}</b> at γ = {main.request.gamma} "
+        f"(by position in the window: {_by_position(m)}), {number(m.tokens_per_cycle, 2)} tokens per target forward, "
+        f"τ = {number(m.tau, 3)}, ν = {number(m.verify_cost, 2)}: <b>{_speed(m)}</b>. "
         + ("The answer is identical, token for token, to the target decoding alone." if same else _parting(main))
-        + f"</p><p><b>Question:</b> this draft {_distillation(info.get('name'))}, and on this question its guess is the "
-        f"target's {number(m.alpha, 2)} of the time. What would more of the target's answers buy, and when would a 2-layer "
-        "draft for a 7B target on a GPU pay for itself?</p>"
+        + f"</p><p><b>Question:</b> this head {_distillation(info.get('name'), 'feature_head_ref')}. An independent 2-layer draft "
+        "of the same size, trained on the same answers, is accepted far less often (lesson 10): what does the head know that "
+        "the draft has to guess?</p>"
     )
 
 
-def _distillation(pair_name: str | None) -> str:
-    """How the pair's draft was distilled, from its own distill_report.json (the one home of those numbers)."""
+def _by_position(m: Readings) -> str:
+    rates = [number(rate, 2) for rate in m.tally.acceptance_by_position if rate is not None]
+    return ", ".join(rates) if rates else "—"
+
+
+def _explain_drafters(main: Measured, extra: list[Measured]) -> str:
+    runs = [replace(main, label=extra[0].label), *extra]  # the main run is the first drafter on the first prompt
+    rows = "".join(
+        f"<tr><td>{html.escape(r.label)}</td><td>{DRAFTER_NAMES.get(r.request.drafter, r.request.drafter)}</td>"
+        f"<td>{number(r.readings.alpha, 2)}</td><td>{number(r.readings.tokens_per_cycle, 2)}</td><td>{number(r.readings.tau, 3)}</td>"
+        f"<td>{number(r.readings.verify_cost, 2)}</td><td><b>{number(r.readings.measured_speedup, 2)}×</b></td></tr>"
+        for r in runs
+    )
+    best = {
+        label: max((r for r in runs if r.label == label), key=lambda r: r.readings.measured_speedup or 0)
+        for label in _labels(runs)
+    }
+    winners = "; ".join(
+        f"on the {label}, <b>{DRAFTER_NAMES.get(r.request.drafter, r.request.drafter)}</b>" for label, r in best.items()
+    )
+    return (
+        "<p>Three ways to draft for the same real target, each measured against the target alone in this same session: an "
+        "<b>independent draft</b> (a 2-layer model distilled on the target's answers: it has to guess from the text alone), the "
+        "<b>feature head</b> (one layer reading the target's own hidden state), and <b>prompt lookup</b> (no model: it copies what "
+        "followed the last matching words earlier in the text, so τ ≈ 0).</p>"
+        f"<table><tr><th>prompt</th><th>drafter</th><th>α</th><th>tokens / forward</th><th>τ</th><th>ν</th><th>measured</th></tr>{rows}</table>"
+        f"<p>Fastest {winners}. A question's answer is new text: only a drafter that knows the target does well. A rewrite "
+        "repeats its input: lookup finds whole phrases to copy for free.</p>"
+        "<p><b>Question:</b> transformers' <code>prompt_lookup_num_tokens</code> and vLLM's n-gram speculator exist for a reason: "
+        "which of your own workloads repeat their input?</p>"
+    )
+
+
+def _labels(runs: list[Measured]) -> list[str]:
+    return list(dict.fromkeys(r.label for r in runs))
+
+
+def _distillation(pair_name: str | None, folder: str = "draft_ref") -> str:
+    """How the pair's draft (or feature head) was distilled, from its own distill_report.json (the one home of those numbers)."""
     from specviz.models.catalogue import CatalogueError, load_catalogue
 
     try:
-        report = json.loads((Path(load_catalogue().get(pair_name or "").draft_ref) / "distill_report.json").read_text())
+        report = json.loads((Path(getattr(load_catalogue().get(pair_name or ""), folder)) / "distill_report.json").read_text())
         minutes, tokens = report["fit"]["seconds"] / 60, report["data"]["answer_tokens"]
-    except (CatalogueError, OSError, KeyError, ValueError):
+    except (CatalogueError, OSError, KeyError, ValueError, TypeError):
         return "was distilled by specviz"
     return f"was distilled in {minutes:.0f} minutes of training on {tokens / 1000:.0f} thousand of the target's answer tokens"
 
@@ -264,9 +306,13 @@ def _explain_bf16(main: Measured, extra: list[Measured]) -> str:
     )
 
 
-def lessons(default_pair: str, plain_pair: str, real_pair: str | None = None) -> list[Lesson]:
+def lessons(default_pair: str, plain_pair: str, real_pair: str | None = None, real_gamma: int = 3) -> list[Lesson]:
     base = RunRequest(pair=default_pair, prompt=CODE_PROMPT)
-    chat = RunRequest(pair=real_pair or default_pair, prompt=QUESTION_PROMPT, max_new_tokens=96, gamma=2)
+    chat = RunRequest(
+        pair=real_pair or default_pair, prompt=QUESTION_PROMPT, max_new_tokens=96, gamma=real_gamma, drafter="feature"
+    )
+    rewrite = replace(chat, prompt=REWRITE_PROMPT, max_new_tokens=64)
+    question = replace(chat, max_new_tokens=64)
     real = (
         [
             Lesson("lesson-8", "A real model answers a question", chat, explain=_explain_real_model),
@@ -278,6 +324,19 @@ def lessons(default_pair: str, plain_pair: str, real_pair: str | None = None) ->
                     (f"question {n}", replace(chat, prompt=question)) for n, question in enumerate(CHAT_HELDOUT[2:5], start=3)
                 ),
                 explain=_explain_bf16,
+            ),
+            Lesson(
+                "lesson-10",
+                "Three drafters, one real model",
+                question,
+                extra=(
+                    ("question", replace(question, drafter="model")),
+                    ("question", replace(question, drafter="lookup")),
+                    ("rewrite", rewrite),
+                    ("rewrite", replace(rewrite, drafter="model")),
+                    ("rewrite", replace(rewrite, drafter="lookup")),
+                ),
+                explain=_explain_drafters,
             ),
         ]
         if real_pair

@@ -145,8 +145,28 @@ def details_markdown(info: dict) -> str:
         f"| parameters | {info['target_parameters'] / 1e6:,.1f} M | {info['draft_parameters'] / 1e6:,.1f} M |\n"
         f"| weights in memory | {info['target_weight_mb']:,.1f} MiB | {info['draft_weight_mb']:,.1f} MiB |\n"
         f"{_deployment_rows(info)}\n"
-        f"Device **{info['device']}**{_capability(info)}, dtype **{info['dtype']}**, shared vocabulary {info['shared_vocab']:,} tokens, "
-        f"cold load {info['load_s']:.2f} s (tokenizers + both models)." + _peak_line(info.get("memory"))
+        f"{_feature_head_row(info)}"
+        f"Device **{info['device']}**{_capability(info)}, dtype **{info['dtype']}**{_form(info)}, shared vocabulary "
+        f"{info['shared_vocab']:,} tokens, cold load {info['load_s']:.2f} s (tokenizers + both models)."
+        + _peak_line(info.get("memory"))
+    )
+
+
+def _feature_head_row(info: dict) -> str:
+    """The pair's feature head (EAGLE-style drafter), where it has one."""
+    if not info.get("feature_head"):
+        return ""
+    return (
+        f"Feature head `{info['feature_head']}`: {info['feature_head_parameters'] / 1e6:,.1f} M parameters of its own, "
+        f"{info['feature_head_weight_mb']:,.1f} MiB (it reads the target's embedding and head rows).\n\n"
+    )
+
+
+def _form(info: dict) -> str:
+    """The target's weight form on a CPU, where the pair chose one (models/weight_forms.py)."""
+    form = info.get("weight_form")
+    return (
+        f", target weights **{form}**" + (" weight-only (bf16 activations)" if form in ("int8", "int4") else "") if form else ""
     )
 
 

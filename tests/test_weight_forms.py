@@ -1,0 +1,78 @@
+"""Weight forms of the target: a token's logits must not depend on the rows beside it, so speculation stays exact.
+
+Speculative decoding compares the verify pass (γ + 1 rows in one forward) with what plain decoding would compute
+one row at a time. A kernel whose result for a row depends on the other rows (quantize_dynamic's shared activation
+scale) breaks that; weight-only kernels compute each row alone. Checked on a tiny Llama here, and on the real
+target's own weights in tests/test_real_model.py.
+"""
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from specviz.engine import CachedDecoder, DecodeSettings, FeatureDrafter, Summary, autoregressive_decode, speculative_decode
+from specviz.models.feature_head import head_from_target
+from specviz.models.weight_forms import FORMS, apply_form, choose_form
+from tests.tiny import fake_vocabulary, tiny_llama
+
+VOCAB = 64
+PROMPT = [3, 17, 5, 42, 8, 8, 9]
+
+
+def formed(form: str):
+    model = tiny_llama(VOCAB, seed=0, hidden=64)  # int4 groups of 32 need widths that 32 divides
+    return apply_form(model, form)
+
+
+def logits_alone_and_together(model, prefix: list[int], tokens: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each token's logits fed one at a time after the prefix, and all of them in one pass (a verify pass)."""
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        model(input_ids=torch.tensor([prefix]), cache=cache, use_cache=True)
+        together = model(input_ids=torch.tensor([tokens]), cache=cache, use_cache=True, logits_to_keep=len(tokens)).logits[0]
+        cache.crop(-len(tokens))
+        alone = [model(input_ids=torch.tensor([[t]]), cache=cache, use_cache=True).logits[0, -1] for t in tokens]
+    return torch.stack(alone).float(), together.float()
+
+
+@pytest.mark.parametrize("form", ["int8", "int4"])
+def test_weight_only_rows_are_independent(form):
+    alone, together = logits_alone_and_together(formed(form), PROMPT, [11, 12, 13, 14, 15])
+    assert torch.equal(alone, together), (
+        f"{form}: a token's logits changed with the rows beside it (max |Δ| {(alone - together).abs().max():.3g}); "
+        "greedy speculation would not be exact in this form"
+    )
+
+
+@pytest.mark.parametrize("form", ["int8", "int4"])
+def test_weight_only_forms_stay_close_to_the_model(form):
+    reference = tiny_llama(VOCAB, seed=0, hidden=64).to(torch.bfloat16)
+    with torch.inference_mode():
+        expected = reference(torch.tensor([PROMPT])).logits.float()
+        got = formed(form)(torch.tensor([PROMPT])).logits.float()
+    spread = expected.std().item()
+    assert (got - expected).abs().mean().item() < 0.1 * spread, f"{form} drifted far from the bf16 model"
+
+
+@pytest.mark.parametrize("form", ["int8", "int4"])
+def test_greedy_speculation_equals_plain_decoding_in_the_form(form):
+    model = tiny_llama(VOCAB, seed=0, hidden=64)
+    head = head_from_target(model, list(range(VOCAB))).to(torch.bfloat16).eval()  # from the unquantised layer
+    apply_form(model, form)
+    settings = DecodeSettings(max_new_tokens=30, gamma=4)
+    drafter = FeatureDrafter(head, VOCAB)
+    speculative = list(speculative_decode(CachedDecoder(model, VOCAB), drafter, PROMPT, settings, fake_vocabulary()))[-1]
+    plain = list(autoregressive_decode(CachedDecoder(model, VOCAB), PROMPT, settings, fake_vocabulary()))[-1]
+    assert isinstance(speculative, Summary)
+    assert speculative.new_token_ids == plain.new_token_ids, f"{form}: speculative greedy parted from plain greedy"
+
+
+def test_forms_are_named_and_chosen_per_machine(monkeypatch):
+    with pytest.raises(ValueError, match="unknown weight form"):
+        apply_form(tiny_llama(VOCAB), "int3")
+    assert set(FORMS) == {"bf16", "int8", "int4", "fp32"}
+    assert choose_form(None, torch.device("cpu")) is None
+    assert choose_form("auto", torch.device("cuda")) is None, "a GPU keeps the pair's dtype"
+    assert choose_form("int4", torch.device("cpu")) == "int4"
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert choose_form("auto", torch.device("cpu")) != "bf16", "without a bf16 matrix kernel, auto must not pick bf16"
