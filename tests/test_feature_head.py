@@ -17,9 +17,9 @@ def target():
     return tiny_llama(VOCAB, seed=0)
 
 
-def random_head(target, seed: int = 1, kept: list[int] | None = None):
+def random_head(target, seed: int = 1, kept: list[int] | None = None, layers: tuple[int, ...] = (-1,)):
     """A head from the target's last layer, its weights then scrambled: it drafts, and is often wrong."""
-    head = head_from_target(target, kept or list(range(VOCAB))).eval()
+    head = head_from_target(target, kept or list(range(VOCAB)), layers).eval()
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for parameter in head.parameters():
@@ -65,10 +65,11 @@ def test_feature_drafter_greedy_equals_generate(target, gamma):
     assert speculative.tally.rejections > 0, "a scrambled head should be rejected sometimes, or this test proves little"
 
 
-def test_the_drafter_reads_the_targets_true_features(target):
+@pytest.mark.parametrize("layers", [(-1,), (-1, 1)])
+def test_the_drafter_reads_the_targets_true_features(target, layers):
     """After a run, every known feature is the target's own (teacher-forced over the output), and the head's cache
     holds exactly the true-input positions: a bookkeeping slip would only lower α, so exactness tests cannot see it."""
-    head = random_head(target)
+    head = random_head(target, layers=layers)
     drafter = FeatureDrafter(head, VOCAB)
     summary = list(
         speculative_decode(
@@ -77,7 +78,8 @@ def test_the_drafter_reads_the_targets_true_features(target):
     )[-1]
     sequence = PROMPT + list(summary.new_token_ids)
     with torch.no_grad():
-        truth = target(torch.tensor([sequence]), output_hidden_states=True).hidden_states[-1][0]  # (n, hidden)
+        states = target(torch.tensor([sequence]), output_hidden_states=True).hidden_states
+        truth = torch.cat([states[layer][0] for layer in layers], dim=-1)  # (n, hidden · layers)
         known = len(drafter.features)
         assert known == len(sequence) - 1, "features are known for every token but the last emitted one"
         torch.testing.assert_close(drafter.features, truth[:known], atol=1e-4, rtol=1e-4)

@@ -34,6 +34,12 @@ def add_parser(commands) -> None:
         help="the target's answers as token ids (.npz): read when the file exists (no collection), else collected and written there",
     )
     parser.add_argument("--epochs", type=float, default=4.0, help="(feature) passes over the answers")
+    parser.add_argument(
+        "--feature-layers",
+        default="-1",
+        help="(feature) the target's hidden states the head reads, comma-separated: -1 (the last, normed) first, then "
+        "lower layers to fuse beside it, e.g. -1,4,15 (EAGLE-3's low/mid/high)",
+    )
     parser.add_argument("--prompts", default="chat", help="chat (built-in training prompts) or a FILE, one prompt per line")
     parser.add_argument("--max-prompts", type=int, help="use only the first N prompts (default: all)")
     parser.add_argument("--max-new-tokens", type=int, default=128, help="length of each collected answer")
@@ -68,6 +74,16 @@ def add_parser(commands) -> None:
         help="the dtype the draft is measured in (default: the pair's; with --target, the target's while answering)",
     )
     parser.set_defaults(handler=command)
+
+
+def feature_layers(text: str) -> tuple[int, ...]:
+    try:
+        layers = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise UsageError(f"--feature-layers takes comma-separated layer numbers (got {text!r})") from None
+    if layers[0] != -1 or len(set(layers)) != len(layers):
+        raise UsageError(f"--feature-layers must start with -1 (the last layer) and not repeat one (got {text!r})")
+    return layers
 
 
 def read_prompts(name: str) -> list[str]:
@@ -150,6 +166,7 @@ def command(args: argparse.Namespace) -> int:
         ),
         fit=FitSettings(args.steps, args.batch_size, args.learning_rate, validate_every=args.validate_every),
         kind=args.kind,
+        feature_layers=feature_layers(args.feature_layers),
         answers=Path(args.answers) if args.answers else None,
         feature_fit=FeatureFitSettings(
             epochs=args.epochs,

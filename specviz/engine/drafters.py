@@ -53,6 +53,7 @@ class Drafter:
 
     name = "base"
     wants_target_hidden_states = False
+    target_hidden_layers: tuple[int, ...] = (-1,)  # which of the target's hidden states, side by side (−1: the last)
 
     def start(self, prompt_ids: list[int], prompt_hidden_states: torch.Tensor | None = None) -> None:
         """Forget the last run and read the prompt (and, if asked for, the target's features over all but its last
@@ -132,6 +133,7 @@ class FeatureDrafter(Drafter):
     def __init__(self, head, vocab_size: int) -> None:
         self.head = head
         self.vocab_size = vocab_size
+        self.target_hidden_layers = head.shape.feature_layers  # the last layer first, then any lower ones it fuses
         self.cache = None
         self.features: torch.Tensor | None = None  # (known, hidden): the target's feature after each committed token
         self.true_length = 0  # head positions fed with true features (the rest of the cache is this cycle's drafts)
@@ -140,9 +142,9 @@ class FeatureDrafter(Drafter):
         from specviz.models.feature_head import FeatureCache
 
         self.cache = FeatureCache()
-        hidden = self.head.shape.hidden
+        width = self.head.shape.feature_width
         device = self.head.kept_ids.device
-        self.features = prompt_hidden_states if prompt_hidden_states is not None else torch.zeros(0, hidden, device=device)
+        self.features = prompt_hidden_states if prompt_hidden_states is not None else torch.zeros(0, width, device=device)
         self.true_length = 0
 
     @torch.inference_mode()
@@ -166,8 +168,8 @@ class FeatureDrafter(Drafter):
             tokens.append(token)
             probs_rows.append(probs)
             logits_rows.append(logits)
-            if step + 1 < gamma:
-                predicted = self.head.step(token, predicted, self.cache)
+            if step + 1 < gamma:  # the prediction stands in for the last layer; lower layers are unknown (zeros)
+                predicted = self.head.step(token, self.head.fed_back(predicted), self.cache)
         return Proposal(torch.cat(tokens).tolist(), torch.cat(probs_rows), torch.cat(logits_rows), len(tokens), WINDOW_FULL)
 
     def rollback(self, committed: list[int]) -> None:
@@ -201,6 +203,7 @@ class AdaptiveGamma(Drafter):
         self.inner, self.max_gamma = inner, max_gamma
         self.name = f"{inner.name}, adaptive γ"
         self.wants_target_hidden_states = inner.wants_target_hidden_states
+        self.target_hidden_layers = inner.target_hidden_layers
         self.scheduled: int | None = None
 
     def start(self, prompt_ids: list[int], prompt_hidden_states: torch.Tensor | None = None) -> None:

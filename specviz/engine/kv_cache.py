@@ -25,18 +25,23 @@ class CachedDecoder:
     @torch.inference_mode()
     def feed(self, token_ids: list[int] | torch.Tensor, keep_last: int = 1) -> torch.Tensor:
         """Run the model on tokens that follow the cache; return logits of the last `keep_last` of them."""  # (keep_last, vocab)
-        return self._forward(token_ids, keep_last, hidden_states=False)[0]
+        return self._forward(token_ids, keep_last)[0]
 
     @torch.inference_mode()
     def feed_with_hidden_states(
-        self, token_ids: list[int] | torch.Tensor, keep_last: int = 1, hidden_last: int | None = None
+        self,
+        token_ids: list[int] | torch.Tensor,
+        keep_last: int = 1,
+        hidden_last: int | None = None,
+        layers: tuple[int, ...] = (-1,),
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Like feed, plus the last layer's hidden states (what EAGLE-style drafters read) at the last
-        `hidden_last` positions (default: the same `keep_last`)."""  # (keep_last, vocab), (hidden_last, hidden)
-        return self._forward(token_ids, keep_last, hidden_states=True, hidden_last=hidden_last or keep_last)
+        """Like feed, plus hidden states (what EAGLE-style drafters read) at the last `hidden_last` positions (default:
+        `keep_last`): those of `layers` (indices into transformers' hidden_states; −1 is the last, after the final norm)
+        side by side."""  # (keep_last, vocab), (hidden_last, hidden · len(layers))
+        return self._forward(token_ids, keep_last, layers, hidden_last or keep_last)
 
     def _forward(
-        self, token_ids: list[int] | torch.Tensor, keep_last: int, hidden_states: bool, hidden_last: int = 1
+        self, token_ids: list[int] | torch.Tensor, keep_last: int, layers: tuple[int, ...] = (), hidden_last: int = 1
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if not isinstance(token_ids, torch.Tensor):
             token_ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
@@ -45,10 +50,12 @@ class CachedDecoder:
             cache=self.cache,
             use_cache=True,
             logits_to_keep=keep_last,
-            output_hidden_states=hidden_states,
+            output_hidden_states=bool(layers),
         )
         logits = output.logits[0, -keep_last:, : self.vocab_size].float()
-        return logits, output.hidden_states[-1][0, -hidden_last:] if hidden_states else None
+        if not layers:
+            return logits, None
+        return logits, torch.cat([output.hidden_states[layer][0, -hidden_last:] for layer in layers], dim=-1)
 
     def truncate(self, length: int) -> None:
         """Forget cached positions from `length` on."""

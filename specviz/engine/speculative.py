@@ -47,6 +47,7 @@ def speculative_decode(
         prompt_ids,
         also=lambda hidden_states: drafter.start(prompt_ids, hidden_states),
         with_hidden_states=drafter.wants_target_hidden_states,
+        layers=drafter.target_hidden_layers,
     )
     started = run_started("speculative", prompt_ids, settings, vocabulary, drafter.name, prefill_s)
     yield replace(started, adaptive_gamma=isinstance(drafter, AdaptiveGamma))
@@ -104,7 +105,8 @@ def speculative_cycle(
     draft_done = time.perf_counter()
 
     # 2. parallel inference on the target: the pending token plus every draft, one forward
-    target_logits, hidden_states = verify_pass(target, committed, proposal.token_ids, drafter.wants_target_hidden_states)
+    wanted = drafter.target_hidden_layers if drafter.wants_target_hidden_states else ()
+    target_logits, hidden_states = verify_pass(target, committed, proposal.token_ids, wanted)
     synchronize(target.device)
     verify_done = time.perf_counter()
 
@@ -140,13 +142,13 @@ def speculative_cycle(
 
 
 def verify_pass(
-    target: CachedDecoder, committed: list[int], draft_ids: list[int], with_hidden_states: bool
+    target: CachedDecoder, committed: list[int], draft_ids: list[int], hidden_layers: tuple[int, ...] = ()
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One target forward over the pending token and every draft: the logits of p_1..p_{k+1} (and hidden states if asked)."""
     target_input = committed[target.cached_length :] + draft_ids
     n_verified = len(draft_ids) + 1
-    if with_hidden_states:
-        return target.feed_with_hidden_states(target_input, keep_last=n_verified)  # (k+1, vocab), (k+1, hidden)
+    if hidden_layers:  # (k+1, vocab), (k+1, hidden · layers)
+        return target.feed_with_hidden_states(target_input, keep_last=n_verified, layers=hidden_layers)
     return target.feed(target_input, keep_last=n_verified), None  # (k+1, vocab)
 
 

@@ -19,6 +19,7 @@ def prefill(
     prompt_ids: list[int],
     also: Callable[[torch.Tensor | None], None] = lambda hidden_states: None,
     with_hidden_states: bool = False,
+    layers: tuple[int, ...] = (-1,),
 ) -> float:
     """Feed all but the last prompt token (it is fed with the first step); return the synchronised seconds taken.
 
@@ -29,7 +30,9 @@ def prefill(
     target.reset()
     hidden_states = None
     if len(prompt_ids) > 1 and with_hidden_states:
-        _, hidden_states = target.feed_with_hidden_states(prompt_ids[:-1], keep_last=1, hidden_last=len(prompt_ids) - 1)
+        _, hidden_states = target.feed_with_hidden_states(
+            prompt_ids[:-1], keep_last=1, hidden_last=len(prompt_ids) - 1, layers=layers
+        )
     elif len(prompt_ids) > 1:
         target.feed(prompt_ids[:-1])
     also(hidden_states)

@@ -39,9 +39,16 @@ class FeatureHeadShape:
     rope_theta: float
     rms_norm_eps: float
     vocab_size: int  # the target's: logits keep full width, −∞ outside the kept ids
+    # which of the target's hidden states the head reads (indices into transformers' hidden_states): the last (after
+    # the final norm) first, then lower layers fused beside it (EAGLE-3's low/mid/high features)
+    feature_layers: tuple[int, ...] = (-1,)
+
+    @property
+    def feature_width(self) -> int:
+        return self.hidden * len(self.feature_layers)
 
     @classmethod
-    def of_target(cls, config) -> FeatureHeadShape:
+    def of_target(cls, config, feature_layers: tuple[int, ...] = (-1,)) -> FeatureHeadShape:
         rope = getattr(config, "rope_parameters", None) or {}
         theta = rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))
         return cls(
@@ -52,6 +59,7 @@ class FeatureHeadShape:
             rope_theta=float(theta),
             rms_norm_eps=config.rms_norm_eps,
             vocab_size=config.vocab_size,
+            feature_layers=tuple(feature_layers),
         )
 
     @property
@@ -66,7 +74,9 @@ class FeatureHead(nn.Module):
         super().__init__()
         self.shape = shape
         hidden, kv_width = shape.hidden, shape.kv_heads * shape.head_dim
-        self.fuse = nn.Linear(2 * hidden, hidden, bias=False)  # cat(embedding of x_i, f_{i-1}) → the layer's input
+        self.fuse = nn.Linear(hidden + shape.feature_width, hidden, bias=False)  # cat(embedding of x_i, f_{i-1}) → input
+        # lower layers' residual streams are far wider than the final normed feature: each is normed before fusing
+        self.lower_norms = nn.ModuleList(nn.RMSNorm(hidden, eps=shape.rms_norm_eps) for _ in shape.feature_layers[1:])
         self.input_norm = nn.RMSNorm(hidden, eps=shape.rms_norm_eps)
         self.q_proj = nn.Linear(hidden, hidden, bias=False)
         self.k_proj = nn.Linear(hidden, kv_width, bias=False)
@@ -86,9 +96,16 @@ class FeatureHead(nn.Module):
     # -- the pieces -------------------------------------------------------------------------------------------
 
     def layer_input(self, token_ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
-        """The fused input: embedding of x_i beside f_{i-1}."""  # (..., n), (..., n, hidden) → (..., n, hidden)
+        """The fused input: embedding of x_i beside f_{i-1} (and the lower layers' states, normed)."""  # (..., n), (..., n, width) → (..., n, hidden)
         embedded = F.embedding(token_ids, self.embedding).to(features.dtype)
-        return self.fuse(torch.cat([embedded, features], dim=-1))
+        last, *lower = features.split(self.shape.hidden, dim=-1)
+        lower = [norm(state) for norm, state in zip(self.lower_norms, lower)]
+        return self.fuse(torch.cat([embedded, last, *lower], dim=-1))
+
+    def fed_back(self, predicted: torch.Tensor) -> torch.Tensor:
+        """A predicted feature as the next position's input: it stands in for the last layer; lower layers are unknown."""  # (..., hidden) → (..., width)
+        missing = self.shape.feature_width - self.shape.hidden
+        return torch.cat([predicted, predicted.new_zeros(*predicted.shape[:-1], missing)], dim=-1) if missing else predicted
 
     def rotary(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         angles = positions.float()[:, None] * self.rope_inverse.to(positions.device)[None, :]  # (n, head_dim/2)
@@ -163,7 +180,7 @@ class FeatureHead(nn.Module):
 
     def step(self, token_ids: torch.Tensor, features: torch.Tensor, cache: FeatureCache) -> torch.Tensor:
         """Feed positions that follow the cache; return f̂ at each."""  # (n,), (n, hidden) → (n, hidden)
-        x = self.layer_input(token_ids.view(1, -1), features.view(1, -1, self.shape.hidden).to(self.fuse.weight.dtype))
+        x = self.layer_input(token_ids.view(1, -1), features.view(1, -1, self.shape.feature_width).to(self.fuse.weight.dtype))
         start = cache.length
         positions = torch.arange(start, start + x.shape[1], device=x.device)
         q, k, v = self.queries_keys_values(x, positions)
@@ -218,9 +235,9 @@ def _causal_mask(length: int, attention_mask: torch.Tensor | None, device: torch
 
 
 @torch.no_grad()
-def head_from_target(target, kept_ids: list[int]) -> FeatureHead:
+def head_from_target(target, kept_ids: list[int], feature_layers: tuple[int, ...] = (-1,)) -> FeatureHead:
     """A new head in float32 that starts from the target's last decoder layer (same shapes)."""
-    shape = FeatureHeadShape.of_target(target.config)
+    shape = FeatureHeadShape.of_target(target.config, feature_layers)
     embedding = target.get_input_embeddings().weight.detach().float()
     head = FeatureHead(shape, embedding, kept_ids)
     last = target.model.layers[-1]
@@ -242,8 +259,8 @@ def head_from_target(target, kept_ids: list[int]) -> FeatureHead:
     head.input_norm.weight.copy_(last.input_layernorm.weight.float())
     head.post_attention_norm.weight.copy_(last.post_attention_layernorm.weight.float())
     hidden = shape.hidden
-    head.fuse.weight.zero_()
-    head.fuse.weight[:, hidden:] = torch.eye(hidden)  # starts by passing the target's feature through
+    head.fuse.weight.zero_()  # lower layers start unread
+    head.fuse.weight[:, hidden : 2 * hidden] = torch.eye(hidden)  # starts by passing the target's last feature through
     head.fuse.weight[:, :hidden] = torch.randn(hidden, hidden) * hidden**-0.5 * 0.1
     return head
 
@@ -269,7 +286,7 @@ def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> F
     """The saved head on the target's device, borrowing the target's embedding; in `dtype` (default the target's)."""
     folder = Path(folder)
     config = json.loads((folder / CONFIG_FILE).read_text())
-    shape = FeatureHeadShape(**config["shape"])
+    shape = FeatureHeadShape(**{**config["shape"], "feature_layers": tuple(config["shape"].get("feature_layers", (-1,)))})
     embedding = target.get_input_embeddings().weight.detach()
     if embedding.shape != (shape.vocab_size, shape.hidden):
         raise ValueError(f"the feature head in {folder} was made for another target (embedding {tuple(embedding.shape)})")

@@ -58,8 +58,10 @@ class FeatureFitLog:
 
 
 @torch.inference_mode()
-def target_features(target, sequences: list[tuple[list[int], int]], batch_size: int = 16) -> list[FeatureSequence]:
-    """The target's last-layer features over each (token ids, answer start), in batches of similar length."""
+def target_features(
+    target, sequences: list[tuple[list[int], int]], layers: tuple[int, ...] = (-1,), batch_size: int = 16
+) -> list[FeatureSequence]:
+    """The target's hidden states of `layers` (side by side) over each (token ids, answer start), in batches of similar length."""
     order = sorted(range(len(sequences)), key=lambda index: len(sequences[index][0]))
     results: list[FeatureSequence | None] = [None] * len(sequences)
     for start in tqdm(range(0, len(order), batch_size), desc="target features", unit="batch"):
@@ -71,20 +73,23 @@ def target_features(target, sequences: list[tuple[list[int], int]], batch_size: 
             ids = sequences[index][0]
             input_ids[row, : len(ids)] = torch.tensor(ids)
             attention[row, : len(ids)] = 1
-        output = target.model(input_ids=input_ids.to(target.device), attention_mask=attention.to(target.device))
-        hidden = output.last_hidden_state.to(torch.bfloat16).cpu()  # (b, width, hidden): post-norm, what the LM head reads
+        output = target.model(
+            input_ids=input_ids.to(target.device), attention_mask=attention.to(target.device), output_hidden_states=True
+        )
+        # (b, width, hidden · layers); layer −1 is post-norm, what the LM head reads
+        hidden = torch.cat([output.hidden_states[layer] for layer in layers], dim=-1).to(torch.bfloat16).cpu()
         for row, index in enumerate(batch):
             ids, answer_start = sequences[index]
             results[index] = FeatureSequence(torch.tensor(ids), hidden[row, : len(ids)].clone(), answer_start)
     return results  # type: ignore[return-value]
 
 
-def _batch(sequences: list[FeatureSequence], row_of: torch.Tensor):
-    """Head inputs for a batch, right-padded: x_i, f_{i-1}, the true f_i, the label x_{i+1} (kept row or −1)."""
+def _batch(sequences: list[FeatureSequence], row_of: torch.Tensor, hidden: int):
+    """Head inputs for a batch, right-padded: x_i, f_{i-1}, the true f_i (last layer), the label x_{i+1} (kept row or −1)."""
     lengths = [len(s.token_ids) - 1 for s in sequences]  # head positions i = 1 … n−1
-    width, hidden = max(lengths), sequences[0].features.shape[1]
+    width, feature_width = max(lengths), sequences[0].features.shape[1]
     tokens = torch.zeros(len(sequences), width, dtype=torch.long)
-    features_in = torch.zeros(len(sequences), width, hidden)
+    features_in = torch.zeros(len(sequences), width, feature_width)
     features_out = torch.zeros(len(sequences), width, hidden)
     labels = torch.full((len(sequences), width), -1, dtype=torch.long)
     mask = torch.zeros(len(sequences), width, dtype=torch.long)
@@ -92,7 +97,7 @@ def _batch(sequences: list[FeatureSequence], row_of: torch.Tensor):
         n = lengths[row]
         tokens[row, :n] = s.token_ids[1:]
         features_in[row, :n] = s.features[:-1].float()
-        features_out[row, :n] = s.features[1:].float()
+        features_out[row, :n] = s.features[1:, :hidden].float()
         mask[row, :n] = 1
         nxt = row_of[s.token_ids[2:]]  # the label at head position j is x_{j+2}
         first = max(0, s.answer_start - 2)  # only positions whose label is an answer token are scored
@@ -122,7 +127,9 @@ def _losses(head: FeatureHead, batch, settings: FeatureFitSettings):
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=features_in.device.type == "cpu"):
         first, first_kv = head(tokens, features_in, mask)
         loss_1, right_1, count = _step_loss(head, first, features_out, labels, scored, settings)
-        fed_back = torch.cat([features_in[:, :1], first[:, :-1].to(features_in.dtype)], dim=1)  # f̂_{i-1} in place of f_{i-1}
+        fed_back = torch.cat(
+            [features_in[:, :1], head.fed_back(first[:, :-1].to(features_in.dtype))], dim=1
+        )  # f̂_{i-1} for f_{i-1}
         second = head.second_step(tokens, fed_back, first_kv, mask)
         loss_2, right_2, _ = _step_loss(head, second, features_out, labels, scored, settings)
     return loss_1 + settings.second_step_weight * loss_2, right_1, right_2, count
@@ -134,7 +141,8 @@ def evaluate_head(head: FeatureHead, validation: list[FeatureSequence], row_of, 
     head.eval()
     right_1 = right_2 = count = 0
     for start in range(0, len(validation), settings.batch_size):
-        _, r1, r2, n = _losses(head, _batch(validation[start : start + settings.batch_size], row_of), settings)
+        batch = _batch(validation[start : start + settings.batch_size], row_of, head.shape.hidden)
+        _, r1, r2, n = _losses(head, batch, settings)
         right_1, right_2, count = right_1 + r1, right_2 + r2, count + n
     head.train()
     return right_1 / max(1, count), right_2 / max(1, count)
@@ -165,7 +173,7 @@ def fit_head(
             order = list(range(len(train)))
             rng.shuffle(order)
         picked, order = order[: settings.batch_size], order[settings.batch_size :]
-        loss, *_ = _losses(head, _batch([train[index] for index in picked], row_of), settings)
+        loss, *_ = _losses(head, _batch([train[index] for index in picked], row_of, head.shape.hidden), settings)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trainable, 1.0)

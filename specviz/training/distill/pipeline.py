@@ -47,6 +47,7 @@ class Recipe:
     kind: str = "model"  # "model": an independent small LM; "feature": an EAGLE-style head on the target's features
     answers: Path | None = None  # the target's answers as token ids (.npz): read if there, else collected and written
     feature_fit: FeatureFitSettings = field(default_factory=FeatureFitSettings)
+    feature_layers: tuple[int, ...] = (-1,)  # the target's hidden states a feature head reads: the last, then lower ones
 
     @property
     def work(self) -> Path:
@@ -241,10 +242,11 @@ def fit_feature_head(recipe: Recipe, state: State) -> None:
     n_validation = max(1, int(len(examples) * recipe.validation_share))
     started = time.perf_counter()
     sequences = [(example.prompt_ids + example.answer_ids, len(example.prompt_ids)) for example in examples]
-    features = target_features(state.target, sequences)
+    features = target_features(state.target, sequences, recipe.feature_layers)
     features_s = time.perf_counter() - started
     validation, train = features[:n_validation], features[n_validation:]
-    state.head = head_from_target(state.target, state.kept_ids or list(range(state.target.config.vocab_size)))
+    kept = state.kept_ids or list(range(state.target.config.vocab_size))
+    state.head = head_from_target(state.target, kept, recipe.feature_layers)
     log = fit_head(state.head, train, validation, recipe.feature_fit, progress=lambda line: print(line, flush=True))
     state.report["fit"] = {
         "settings": asdict(recipe.feature_fit),
