@@ -29,6 +29,11 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", help="target model: hub id or folder (with --draft, instead of --pair)")
     parser.add_argument("--draft", help="draft model: hub id or folder")
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="default: the pair's, else fp32 on CPU")
+    parser.add_argument(
+        "--weights",
+        choices=["auto", "bf16", "int8", "int4", "fp32"],
+        help="the target's weight form on a CPU (specviz/models/weight_forms.py); default: the pair's (models.yaml)",
+    )
 
 
 def at_least_one(text: str) -> int:
@@ -89,7 +94,9 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     add_sampling_arguments(parser)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--drafter", choices=drafter_keys(), default="model", help="a drafting strategy (specviz/drafting.py)")
+    parser.add_argument(
+        "--drafter", choices=drafter_keys(), help="a drafting strategy (specviz/drafting.py); default: the pair's own (models.yaml)"
+    )
     parser.add_argument("--lenience", type=float, default=1.0, help="1 is exact; below 1 is lossy")
     parser.add_argument("--adaptive-gamma", action="store_true", help="+2 after a full accept, -1 otherwise")
 
@@ -134,7 +141,10 @@ def resolve_pair(args: argparse.Namespace) -> LoadedPair:
     from specviz.models.loading import load_pair
 
     name, pair = pair_from(args)
-    return load_pair(name, pair, load_catalogue().offline_pairs(), dtype=args.dtype, progress=_to_stderr)
+    if getattr(args, "drafter", "unset") is None:
+        args.drafter = pair.drafter  # the pair's own strategy: a feature head where it has one
+    weights = getattr(args, "weights", None)
+    return load_pair(name, pair, load_catalogue().offline_pairs(), dtype=args.dtype, progress=_to_stderr, weights=weights)
 
 
 def _to_stderr(message: str) -> None:

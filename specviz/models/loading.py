@@ -241,6 +241,7 @@ def load_pair(
     device: torch.device | None = None,
     dtype: str | None = None,
     progress: Progress = _quiet,
+    weights: str | None = None,
 ) -> LoadedPair:
     """Load tokenizer, target and draft: mismatched tokenizers and pairs too big for this machine are refused
     before any weights are read. `dtype` overrides the pair's and the device's default."""
@@ -255,7 +256,8 @@ def load_pair(
     check_fits(name, target_ref, draft_ref, device, dtype_chosen)
     progress(f"Loading {name}…")
     target = load_model(target_ref, device, dtype_chosen)
-    form = choose_form(pair.weights, device) if dtype is None else None  # an explicit dtype asks for plain weights
+    # the target's weight form on a CPU: `weights` overrides the pair's; an explicit dtype alone asks for plain weights
+    form = choose_form(weights or (pair.weights if dtype is None else None), device)
     if form is not None:
         target = in_form(target, form)
     draft = load_model(draft_ref, device, dtype_chosen, target=target.model)
