@@ -250,7 +250,7 @@ def import_trace(path: str | None, http: gr.Request):
         raise gr.Error(f"Cannot replay that file: {error}") from None
     ticket = sessions.start(session_of(http))
     yield {prompt: trace.prompt}
-    yield from updates_until_stopped(runs.play(trace, PLAYBACK[DEFAULT_PLAYBACK], ticket, sessions), ticket)
+    yield from updates_until_stopped(runs.play(trace, DEFAULT_PLAYBACK, ticket, sessions), ticket)
 
 
 def pair_defaults(name: str):

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from specviz.models.loading import LoadedPair
 
 MEASURING_SLOT = threading.Lock()
-REPEAT_BUDGET_S = 2.0  # measure three times when three rounds fit in this, else once
-SETTLE_S = 0.5  # in the app: inside the slot, let the pages (ours and others', now frozen) finish drawing before timing…
+REPEAT_BUDGET_S = 1.0  # measure three times when three rounds fit in this, else once: the first tokens show ≤ 2 s after Run
+SETTLE_S = 0.25  # in the app: inside the slot, let the pages (ours and others', now frozen) finish drawing before timing…
 SETTLE_MAX_S = 8.0  # …and then wait for the other programs to be quiet, at most this long
 
 

@@ -14,8 +14,8 @@ from specviz.runner import PromptError
 from specviz.trace import Trace
 from specviz.ui import playback as playback_module
 from specviz.ui import runs
-from specviz.ui.playback import next_cursor, playback, timeline
-from specviz.ui.request import RunRequest
+from specviz.ui.playback import next_cursor, playback, recorded_s, timeline
+from specviz.ui.request import DEFAULT_PLAYBACK, SLOW_MOTION, SLOW_MOTION_S, RunRequest, slowdown
 from specviz.ui.sessions import Sessions
 
 PROMPT = "def parse(text):\n    return"
@@ -69,6 +69,15 @@ def test_requests_are_built_by_name_and_modes_map_to_settings():
     assert not RunRequest("p", PROMPT, verification="exact", lenience=0.3).settings().lossy, (
         "lenience only counts in lenient mode"
     )
+
+
+@pytest.mark.parametrize("seconds", [0.05, 0.4, 5.0, 30.0])
+def test_slow_motion_fits_any_run_into_a_few_seconds_but_never_plays_faster_than_real(seconds):
+    assert DEFAULT_PLAYBACK == SLOW_MOTION, "a new user's first Run plays in slow motion"
+    factor = slowdown(SLOW_MOTION, seconds)
+    assert factor >= 1.0, "playback is never faster than the run was"
+    assert seconds * factor == pytest.approx(max(SLOW_MOTION_S, seconds)), f"a {seconds} s run plays {seconds * factor:.1f} s"
+    assert slowdown("10× slower", seconds) == 10.0 and slowdown("real pace", seconds) == 1.0, "the other choices are factors"
 
 
 @pytest.mark.parametrize("overrides", [{"gamma": 0}, {"gamma": 17}, {"top_p": 0.0}, {"temperature": "hot"}])
@@ -152,13 +161,13 @@ def test_stop_during_measurement_records_no_baseline(bundled_pair):
 
 
 def test_playback_follows_the_recorded_pace_times_the_slowdown(recorded, clock):
-    slowdown, interval = 20.0, 0.02
-    moments = timeline(recorded, slowdown)
-    expected = moments[-1][0]
-    assert expected == pytest.approx(slowdown * recorded.summary.wall_s, rel=0.05), "the timeline is the engine's own clock"
+    factor, interval = 20.0, 0.02
+    moments = timeline(recorded, factor)
+    assert moments[-1][0] == pytest.approx(factor * recorded_s(recorded))
+    assert recorded_s(recorded) == pytest.approx(recorded.summary.wall_s, rel=0.05), "the timeline is the engine's own clock"
     due = {(shown, phase): at for at, shown, phase in moments}
     shown_at = []
-    for position in playback(recorded, slowdown, frame_interval_s=interval):
+    for position in playback(recorded, factor, frame_interval_s=interval):
         assert due[position] <= clock.now <= due[position] + interval + 1e-9, (
             f"{position} is due at {due[position]:.3f} s: it must be shown then or within one frame interval, "
             f"not at {clock.now:.3f} s"
@@ -231,10 +240,10 @@ def test_step_cursor_walks_every_phase(recorded):
 
 
 def test_playback_freezes_while_another_session_is_measured(recorded, clock):
-    slowdown, held_s = 5.0, 0.4
-    due = {(shown, phase): at for at, shown, phase in timeline(recorded, slowdown)}
+    factor, held_s = 5.0, 0.4
+    due = {(shown, phase): at for at, shown, phase in timeline(recorded, factor)}
     shown = []
-    for position in playback(recorded, slowdown, frame_interval_s=0.02, hold=lambda: clock.now < held_s):
+    for position in playback(recorded, factor, frame_interval_s=0.02, hold=lambda: clock.now < held_s):
         assert clock.now >= due[position] + held_s, f"{position} was shown during the hold or before its moment"
         shown.append(position)
     assert shown[-1] == (len(recorded.cycles), "decide"), "the playback clock resumes where it froze"

@@ -23,6 +23,12 @@ def timeline(trace: Trace, slowdown: float) -> list[tuple[float, int, Phase]]:
     return moments
 
 
+def recorded_s(trace: Trace) -> float:
+    """Seconds from the start of the recorded run to its last decision: what playback stretches by the slowdown."""
+    moments = timeline(trace, 1.0)
+    return moments[-1][0] if moments else 0.0
+
+
 def playback(
     trace: Trace,
     slowdown: float,

@@ -7,8 +7,10 @@ from typing import Literal
 
 from specviz.engine.settings import DecodeSettings, SamplingSettings, SettingsError
 
-PLAYBACK = {"real pace": 1.0, "10× slower": 10.0, "50× slower": 50.0}
-DEFAULT_PLAYBACK = "10× slower"
+SLOW_MOTION_S = 8.0  # the default playback lasts about this long, whatever the pair and the machine
+SLOW_MOTION = f"slow motion ({SLOW_MOTION_S:g} s)"
+PLAYBACK = {"real pace": 1.0, SLOW_MOTION: None, "10× slower": 10.0, "50× slower": 50.0}  # choice → slowdown; None: fitted
+DEFAULT_PLAYBACK = SLOW_MOTION
 AcceptanceRule = Literal["exact", "greedy", "lenient"]  # the page's "Verification" choice: how drafts are accepted
 
 
@@ -51,6 +53,14 @@ class RunRequest:
                 raise
             raise SettingsError(f"a setting is not a number: {error}") from None
 
-    @property
-    def slowdown(self) -> float:
-        return PLAYBACK.get(self.playback, PLAYBACK[DEFAULT_PLAYBACK])
+
+def slowdown(playback: str, recorded_s: float) -> float:
+    """How many times slower than real a run recorded in `recorded_s` seconds plays back: never faster than real.
+
+    Slow motion fits the run into SLOW_MOTION_S, so a new user waits the same few seconds for a 0.4 s run of the
+    bundled pair and a 5 s run of a real model; the other choices are fixed factors.
+    """
+    factor = PLAYBACK.get(playback, PLAYBACK[DEFAULT_PLAYBACK])
+    if factor is None:
+        return max(1.0, SLOW_MOTION_S / recorded_s) if recorded_s > 0 else 1.0
+    return factor

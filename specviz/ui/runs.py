@@ -18,13 +18,15 @@ from specviz.runner import check_prompt_text
 from specviz.trace import Trace
 from specviz.ui import texts
 from specviz.ui.lessons import Lesson, Measured
-from specviz.ui.playback import next_cursor, playback
+from specviz.ui.playback import next_cursor, playback, recorded_s
 from specviz.ui.render import Phase
-from specviz.ui.request import RunRequest
+from specviz.ui.request import SLOW_MOTION, RunRequest, slowdown
 from specviz.ui.sessions import Sessions, Ticket
 from specviz.ui.views import Frame, Recording, frame
 
-CHART_EVERY_S = 1.0  # playback redraws the plotly charts at most this often (and at the end)
+CHART_EVERY_S = 2.0  # playback redraws the plotly charts at most this often (and at the end): each redraw of the four
+# stalled Chromium's main thread 0.17–0.3 s on a busy 2-core machine, and a click waits for that
+FIRST_CHARTS_S = 0.5  # …the first time this long after playback starts, once the first tokens are on the page
 
 
 @dataclass
@@ -96,43 +98,46 @@ def run_and_play(
             yield item
     if not sessions.is_current(ticket):
         return
-    yield from play(trace, request.slowdown, ticket, sessions, hardware_line, saved_batches)
+    yield from play(trace, request.playback, ticket, sessions, hardware_line, saved_batches)
 
 
 def play(
     trace: Trace,
-    slowdown: float,
+    pace: str,
     ticket: Ticket,
     sessions: Sessions,
     hardware_line: str | None = None,
     saved_batches: dict | None = None,
 ) -> Iterator[Update]:
-    """Animate a recorded trace: frames at its measured pace × slowdown, charts about once a second, everything at the end."""
+    """Animate a recorded trace at the chosen pace (the page's Playback choice): frames at its measured pace × the
+    slowdown, charts every CHART_EVERY_S, everything at the end."""
     keep_going = lambda: sessions.is_current(ticket)  # noqa: E731
     recording = Recording.of(trace)
     if trace.summary is None or trace.summary.stop_reason == "stopped" or trace.baseline is None:
         yield Update(status="Stopped.", numbers=texts.run_numbers_html(None, "stopped", ticket.number), trace=trace)
         return
+    factor = slowdown(pace, recorded_s(trace))
     numbers = texts.run_numbers_html(recording.final, "playing", ticket.number, trace)
-    pace = "real pace" if slowdown == 1 else f"{slowdown:g}× slower than real"
+    said = "real pace" if factor == 1 else f"{factor:.3g}× slower than real"
+    said = f"in {pace}, {said}" if pace == SLOW_MOTION else f"at {said}"
     yield Update(
-        status=f"Playing back the measured run at {pace}… · {where(trace)}",
+        status=f"Playing back the measured run {said}… · {where(trace)}",
         numbers=numbers,
         trace=trace,
-        frame=frame(recording, 0, "decide", slowdown, True),
+        frame=frame(recording, 0, "decide", factor, False),
     )
-    last_charts = time.perf_counter()
-    for shown, phase in playback(trace, slowdown, keep_going, hold=recorder.slot_is_busy):
-        with_charts = time.perf_counter() - last_charts >= CHART_EVERY_S
+    next_charts = time.perf_counter() + FIRST_CHARTS_S
+    for shown, phase in playback(trace, factor, keep_going, hold=recorder.slot_is_busy):
+        with_charts = time.perf_counter() >= next_charts
         if with_charts:
-            last_charts = time.perf_counter()
-        yield Update(frame=frame(recording, shown, phase, slowdown, with_charts, hardware_line))
+            next_charts = time.perf_counter() + CHART_EVERY_S
+        yield Update(frame=frame(recording, shown, phase, factor, with_charts, hardware_line))
     if not keep_going():
         return
     yield Update(
         status=f"Done. · run {ticket.number} · {where(trace)}",
         numbers=texts.run_numbers_html(recording.final, "done", ticket.number, trace),
-        frame=frame(recording, len(trace.cycles), "decide", slowdown, True, hardware_line, saved_batches),
+        frame=frame(recording, len(trace.cycles), "decide", factor, True, hardware_line, saved_batches),
         cursor=(0, "decide"),  # Step now walks this run from cycle 1
     )
 
