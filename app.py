@@ -81,7 +81,8 @@ sessions = Sessions()
 MEASURING_STREAM = '<div class="sv-stream" data-empty="1">Measuring… the tokens appear once both runs are timed.</div>'
 default_pair = catalogue().default
 plain_pair = "pycode-plain" if "pycode-plain" in catalogue().pairs else default_pair
-LESSONS = lessons(default_pair, plain_pair, next(iter(real_pairs()), None))
+real_pair = next(iter(real_pairs()), None)
+LESSONS = lessons(default_pair, plain_pair, real_pair, catalogue().get(real_pair).gamma if real_pair else 1)
 default_request = LESSONS[0].request  # the app opens on the first lesson's scenario
 
 
@@ -255,7 +256,7 @@ def import_trace(path: str | None, http: gr.Request):
 
 def pair_defaults(name: str):
     pair = catalogue().get(name)
-    return {gamma: pair.gamma, temperature: pair.temperature}
+    return {gamma: pair.gamma, temperature: pair.temperature, drafter: pair.drafter}
 
 
 def theory_view(alpha: float, tau: float, gamma_value: int):
@@ -446,7 +447,7 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
         button.click(lesson_handler(lesson), [playback], page | set(run_inputs.values()), **playing)
     stop_button.click(stop_clicked, None, {status, run_numbers}, queue=False)  # the runs end themselves: updates_until_stopped
     preset.change(lambda value: value or gr.update(), preset, prompt)
-    pair_box.input(pair_defaults, pair_box, [gamma, temperature])
+    pair_box.input(pair_defaults, pair_box, [gamma, temperature, drafter])
     verification.change(lambda mode: gr.update(visible=mode == "lenient"), verification, lenience)
     inspector.change(inspect, [trace_state, inspector], inspector_chart)
     export_button.click(export_trace, trace_state, export_file)

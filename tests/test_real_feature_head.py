@@ -1,0 +1,51 @@
+"""The real pair as it ships: SmolLM2-135M-Instruct in its int4 weight-only form, drafted for by its feature head.
+
+Exactness in that form needs a token's logits to be the same alone and inside a verify pass (checked bit for bit
+on the target's own weights), and then greedy speculative output equal to plain decoding in the same form.
+"""
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, DynamicCache
+
+from specviz.engine import CachedDecoder, DecodeSettings, FeatureDrafter, autoregressive_decode, speculative_decode
+from specviz.models.catalogue import load_catalogue
+from specviz.models.feature_head import load_head
+from specviz.models.weight_forms import apply_form
+from specviz.prompts import CHAT_HELDOUT
+from specviz.runner import encode_prompt
+from tests.conftest import REAL_PAIR
+
+
+@pytest.fixture(scope="module")
+def int4_target(real_pair):
+    model = AutoModelForCausalLM.from_pretrained(real_pair.target.reference, dtype=torch.bfloat16).eval()
+    return apply_form(model, "int4")
+
+
+def test_a_tokens_logits_are_the_same_alone_and_inside_a_5_row_verify_pass(real_pair, int4_target):
+    prompt = encode_prompt(real_pair, CHAT_HELDOUT[0], 40, 4)
+    tokens = [28, 1175, 314, 3276, 30]  # any five tokens: what matters is that they share one forward
+    with torch.inference_mode():
+        cache = DynamicCache(config=int4_target.config)
+        int4_target(input_ids=torch.tensor([prompt]), cache=cache, use_cache=True)
+        together = int4_target(input_ids=torch.tensor([tokens]), cache=cache, use_cache=True, logits_to_keep=5).logits[0]
+        cache.crop(-5)
+        alone = torch.stack(
+            [int4_target(input_ids=torch.tensor([[t]]), cache=cache, use_cache=True).logits[0, -1] for t in tokens]
+        )
+    assert torch.equal(alone, together), f"max |Δ logit| {(alone - together).abs().max():.3g}: rows are not independent"
+
+
+@pytest.mark.parametrize("question", CHAT_HELDOUT[:3])
+def test_feature_head_greedy_equals_plain_decoding_in_int4(real_pair, int4_target, question):
+    head = load_head(load_catalogue().get(REAL_PAIR).feature_head_ref, int4_target)
+    prompt = encode_prompt(real_pair, question, 48, 3)
+    settings = DecodeSettings(max_new_tokens=48, gamma=3)
+    vocab = real_pair.shared_vocab_size
+    spec = list(
+        speculative_decode(CachedDecoder(int4_target, vocab), FeatureDrafter(head, vocab), prompt, settings, real_pair.vocabulary)
+    )
+    plain = list(autoregressive_decode(CachedDecoder(int4_target, vocab), prompt, settings, real_pair.vocabulary))
+    assert spec[-1].new_token_ids == plain[-1].new_token_ids, "greedy speculation parted from plain decoding in int4"
+    assert spec[-1].tally.accepted > 0, "the feature head should have some drafts accepted"
