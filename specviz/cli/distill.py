@@ -164,7 +164,12 @@ def command(args: argparse.Namespace) -> int:
             head_vocabulary=args.head_vocabulary,
             share_embeddings=args.share_embeddings,
         ),
-        fit=FitSettings(args.steps, args.batch_size, args.learning_rate, validate_every=args.validate_every),
+        fit=FitSettings(
+            steps=args.steps,
+            batch_size=args.batch_size,
+            learning_rate=args.learning_rate,
+            validate_every=args.validate_every,
+        ),
         kind=args.kind,
         feature_layers=feature_layers(args.feature_layers),
         answers=Path(args.answers) if args.answers else None,

@@ -18,15 +18,20 @@ from dataclasses import dataclass, fields
 from typing import Protocol
 
 
+def ratio(numerator: float, denominator: float) -> float | None:
+    """numerator / denominator, or None where there is nothing to divide by."""
+    return numerator / denominator if denominator else None
+
+
 def alpha_maximum_likelihood(n_accepted: int, n_rejections: int) -> float | None:
     """accepted / (accepted + rejections): drafts after a rejection were never tested, so they don't count."""
     tested = n_accepted + n_rejections
-    return n_accepted / tested if tested else None
+    return ratio(n_accepted, tested)
 
 
 def alpha_analytic(overlap_sum: float, positions: int) -> float | None:
     """Mean of Σ_x min(p(x), q(x)) over tested (or teacher-forced) positions (Corollary 3.6): far less variance."""
-    return overlap_sum / positions if positions else None
+    return ratio(overlap_sum, positions)
 
 
 class PositionOverlap(Protocol):
@@ -130,7 +135,7 @@ class Tally:
     @property
     def alpha_naive(self) -> float | None:
         """accepted / drafted: biased low, since drafts after a rejection are never tested."""
-        return self.accepted / self.drafted if self.drafted else None
+        return ratio(self.accepted, self.drafted)
 
     @property
     def alpha_analytic(self) -> float | None:
@@ -140,29 +145,30 @@ class Tally:
     @property
     def tokens_per_cycle(self) -> float | None:
         """Tokens emitted per target forward (Leviathan's E, measured)."""
-        return self.emitted / self.cycles if self.cycles else None
+        return ratio(self.emitted, self.cycles)
 
     @property
     def mean_acceptance_length(self) -> float | None:
         """1 + accepted / cycles: vLLM's mean acceptance length (tokens per forward before any cut)."""
-        return 1 + self.accepted / self.cycles if self.cycles else None
+        per_cycle = ratio(self.accepted, self.cycles)
+        return None if per_cycle is None else 1 + per_cycle
 
     @property
     def acceptance_by_position(self) -> list[float | None]:
         """P(draft i accepted | draft i tested), for i = 1..longest window."""
-        return [a / t if t else None for a, t in zip(self.accepted_by_position, self.tested_by_position)]
+        return [ratio(a, t) for a, t in zip(self.accepted_by_position, self.tested_by_position)]
 
     @property
     def drafts_per_cycle(self) -> float | None:
         """Mean window actually drafted (variable under adaptive or dynamic drafting)."""
-        return self.drafted / self.cycles if self.cycles else None
+        return ratio(self.drafted, self.cycles)
 
     @property
     def draft_step_s(self) -> float | None:
         """Mean time of one drafted token."""
-        return self.draft_s / self.drafted if self.drafted else None
+        return ratio(self.draft_s, self.drafted)
 
     @property
     def verify_pass_s(self) -> float | None:
         """Mean time of one verify pass (one target forward over the pending token and the drafts)."""
-        return self.verify_s / self.cycles if self.cycles else None
+        return ratio(self.verify_s, self.cycles)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -12,17 +12,19 @@ import torch.nn.functional as F
 from tqdm import tqdm
 from transformers import LlamaForCausalLM
 
+from specviz.training.optimiser import OptimiserSettings, learning_rate_at
 
-@dataclass(frozen=True)
-class TrainSettings:
+
+@dataclass(frozen=True, kw_only=True)
+class TrainSettings(OptimiserSettings):
+    """Language-model training on random windows of a token stream."""
+
     steps: int
-    batch_size: int
+    batch_size: int = field()  # required here: field() keeps the base class's default from being inherited
     sequence_length: int
-    learning_rate: float
-    warmup_steps: int = 50
+    learning_rate: float = field()
     weight_decay: float = 0.1
     eval_every: int = 100
-    seed: int = 0
     on_policy_share: float = 0.0  # share of each batch drawn from the on-policy rows, when train() is given some
 
 
@@ -51,14 +53,6 @@ def training_batch(
     n = round(settings.batch_size * settings.on_policy_share)
     picks = torch.randint(0, len(on_policy), (n,), generator=generator)
     return torch.cat([on_policy[picks, : settings.sequence_length], batch[n:]])
-
-
-def learning_rate_at(step: int, settings: TrainSettings) -> float:
-    """Linear warm-up, then cosine decay to a tenth of the peak."""
-    if step < settings.warmup_steps:
-        return settings.learning_rate * (step + 1) / settings.warmup_steps
-    progress = (step - settings.warmup_steps) / max(1, settings.steps - settings.warmup_steps)
-    return settings.learning_rate * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
@@ -109,7 +103,7 @@ def train(
     progress = tqdm(range(settings.steps), desc=description, mininterval=5)
     for step in progress:
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate_at(step, settings)
+            group["lr"] = learning_rate_at(step, settings, settings.steps)
         batch = training_batch(train_tokens, settings, generator, on_policy)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             if teacher is None:

@@ -75,15 +75,16 @@ def _data(report: dict) -> str:
     )
 
 
+def _log_rows(log: dict, keys: tuple[str, ...]) -> list[list[str]]:
+    """One table row per validated step: the step, then the log's `keys` at that step to three decimals."""
+    columns = zip(log["steps"], *(log[key] for key in keys))
+    return [[str(step), *(f"{value:.3f}" for value in values)] for step, *values in columns]
+
+
 def _training_the_head(report: dict) -> str:
     fit = report["fit"]
     settings, log = fit["settings"], fit["log"]
-    rows = [
-        [str(step), f"{loss:.3f}", f"{first:.3f}", f"{second:.3f}"]
-        for step, loss, first, second in zip(
-            log["steps"], log["train_loss"], log["validation_agreement_first"], log["validation_agreement_second"]
-        )
-    ]
+    rows = _log_rows(log, ("train_loss", "validation_agreement_first", "validation_agreement_second"))
     return (
         "At every answer position: cross-entropy on the token the target wrote, KL from the target's distribution over the "
         "kept tokens, and a smooth-L1 pull of the predicted feature towards the target's; a second unrolled step feeds the "
@@ -103,12 +104,7 @@ def _training(report: dict) -> str:
         return _training_the_head(report)
     fit = report["fit"]
     settings, log = fit["settings"], fit["log"]
-    rows = [
-        [str(step), f"{train:.3f}", f"{validation:.3f}", f"{agreement:.3f}"]
-        for step, train, validation, agreement in zip(
-            log["steps"], log["train_loss"], log["validation_loss"], log["validation_agreement"]
-        )
-    ]
+    rows = _log_rows(log, ("train_loss", "validation_loss", "validation_agreement"))
     return (
         f"Cross-entropy of q against the target's top-k plus {settings['greedy_weight']} × cross-entropy on the token the "
         f"target wrote; AdamW, learning rate {settings['learning_rate']:g}, {settings['warmup_steps']} warm-up steps, cosine "

@@ -24,6 +24,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from specviz.models.feature_head import FeatureHead
+from specviz.training.optimiser import OptimiserSettings, TrainingLog
 
 
 @dataclass(frozen=True)
@@ -36,25 +37,24 @@ class FeatureSequence:
 
 
 @dataclass(frozen=True)
-class FeatureFitSettings:
-    epochs: float = 4.0
-    batch_size: int = 16
+class FeatureFitSettings(OptimiserSettings):
+    """A feature head's fit: AdamW over `epochs` passes, two unrolled steps, validated every `validate_every`."""
+
     learning_rate: float = 6e-4
     warmup_steps: int = 40
     weight_decay: float = 0.0
+    epochs: float = 4.0
     second_step_weight: float = 0.5
     feature_weight: float = 1.0
     validate_every: int = 100
-    seed: int = 0
 
 
 @dataclass
-class FeatureFitLog:
-    steps: list[int] = field(default_factory=list)
-    train_loss: list[float] = field(default_factory=list)
+class FeatureFitLog(TrainingLog):
+    """Train loss and greedy agreement at the first and second unrolled step, over the steps."""
+
     validation_agreement_first: list[float] = field(default_factory=list)
     validation_agreement_second: list[float] = field(default_factory=list)
-    seconds: float = 0.0
 
 
 @torch.inference_mode()

@@ -8,7 +8,6 @@ positions where the draft's argmax is the target's token: under greedy decoding,
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -19,29 +18,24 @@ from tqdm import tqdm
 from transformers import LlamaForCausalLM
 
 from specviz.training.distill.collect import Example
+from specviz.training.optimiser import OptimiserSettings, TrainingLog, learning_rate_at
 
 
 @dataclass(frozen=True)
-class FitSettings:
+class FitSettings(OptimiserSettings):
+    """A small draft's fit: AdamW over `steps` batches, validated every `validate_every`."""
+
     steps: int = 1200
-    batch_size: int = 16
-    learning_rate: float = 2e-3
-    warmup_steps: int = 50
-    weight_decay: float = 0.01
     greedy_weight: float = 0.5  # weight of the cross-entropy on the target's own token
     validate_every: int = 100
-    seed: int = 0
 
 
 @dataclass
-class FitLog:
+class FitLog(TrainingLog):
     """What the model card reports: losses and greedy agreement over the steps, and the time spent."""
 
-    steps: list[int] = field(default_factory=list)
-    train_loss: list[float] = field(default_factory=list)
     validation_loss: list[float] = field(default_factory=list)
     validation_agreement: list[float] = field(default_factory=list)
-    seconds: float = 0.0
 
 
 class KeptHead:
@@ -131,12 +125,6 @@ def fit(
         log, start, best = state["log"], state["step"], state["best"]
         rng.setstate(state["rng"])
 
-    def learning_rate(step: int) -> float:
-        if step < settings.warmup_steps:
-            return settings.learning_rate * (step + 1) / settings.warmup_steps
-        progress = (step - settings.warmup_steps) / max(1, settings.steps - settings.warmup_steps)
-        return settings.learning_rate * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
-
     by_length = sorted(train, key=lambda example: len(example.prompt_ids) + len(example.answer_ids))
     chunks = [by_length[i : i + settings.batch_size] for i in range(0, len(by_length), settings.batch_size)]
     started = time.perf_counter() - log.seconds
@@ -144,7 +132,7 @@ def fit(
     for step in tqdm(range(start, settings.steps), desc="distilling", initial=start, total=settings.steps):
         draft.train()
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step)
+            group["lr"] = learning_rate_at(step, settings, settings.steps)
         loss, _ = _losses(draft, head, _batch(rng.choice(chunks), head, pad_id), settings.greedy_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
