@@ -71,6 +71,13 @@ def add_prompt_set_arguments(parser: argparse.ArgumentParser, repeats: int, repe
     add_threads_argument(parser)
 
 
+def add_timed_pair_arguments(parser: argparse.ArgumentParser, repeats: int, repeats_help: str, gamma_help: str) -> None:
+    """What a command that times one pair over a prompt set takes (score, report): the pair, the set, γ."""
+    add_pair_arguments(parser)
+    add_prompt_set_arguments(parser, repeats, repeats_help)
+    parser.add_argument("--gamma", type=int, help=gamma_help)
+
+
 def parse_batches(text: str | None) -> list[int]:
     """`--batch 1,4,16,64` as sorted distinct sizes; none given: no batch curve."""
     if text is None:
@@ -95,7 +102,9 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--drafter", choices=drafter_keys(), help="a drafting strategy (specviz/drafting.py); default: the pair's own (models.yaml)"
+        "--drafter",
+        choices=drafter_keys(),
+        help="a drafting strategy (specviz/drafting.py); default: the pair's own (models.yaml)",
     )
     parser.add_argument("--lenience", type=float, default=1.0, help="1 is exact; below 1 is lossy")
     parser.add_argument("--adaptive-gamma", action="store_true", help="+2 after a full accept, -1 otherwise")
@@ -145,6 +154,11 @@ def resolve_pair(args: argparse.Namespace) -> LoadedPair:
         args.drafter = pair.drafter  # the pair's own strategy: a feature head where it has one
     weights = getattr(args, "weights", None)
     return load_pair(name, pair, load_catalogue().offline_pairs(), dtype=args.dtype, progress=_to_stderr, weights=weights)
+
+
+def dtype_name(pair: LoadedPair) -> str:
+    """The pair's dtype as a user writes it: `bfloat16`, not `torch.bfloat16`."""
+    return str(pair.dtype).removeprefix("torch.")
 
 
 def _to_stderr(message: str) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 from specviz.cli.options import (
     UsageError,
     add_decoding_arguments,
-    add_pair_arguments,
-    add_prompt_set_arguments,
+    add_timed_pair_arguments,
+    dtype_name,
     pair_and_gamma,
     parse_batches,
     resolve_pair,
@@ -25,11 +25,9 @@ from specviz.prompts import load_prompt_set
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("report", help="both methods over a prompt set: latency, memory, cold start, batch, verdict")
-    add_pair_arguments(parser)
+    add_timed_pair_arguments(parser, 3, "each prompt this many times by each method", "drafts per cycle (default: the pair's)")
     add_decoding_arguments(parser)
-    add_prompt_set_arguments(parser, 3, "each prompt this many times by each method")
     parser.add_argument("--out", required=True, help="the HTML file to write (self-contained, works offline)")
-    parser.add_argument("--gamma", type=int, help="drafts per cycle (default: the pair's)")
     parser.add_argument(
         "--batch",
         default=",".join(map(str, BATCH_SIZES)),
@@ -50,7 +48,7 @@ def command(args: argparse.Namespace) -> int:
     prompts = load_prompt_set(args.prompts)
     pair = resolve_pair(args)
     log = (lambda line: None) if args.json else print
-    log(f"pair {pair.name} on {pair.device} ({report_dtype(pair)}), {len(prompts)} prompts × {args.repeats}, γ = {gamma}")
+    log(f"pair {pair.name} on {pair.device} ({dtype_name(pair)}), {len(prompts)} prompts × {args.repeats}, γ = {gamma}")
     report = deployment_report(
         pair,
         prompts,
@@ -80,7 +78,3 @@ def command(args: argparse.Namespace) -> int:
         print(f"  {check.rule}: {mark}. {check.reason}")
     print(f"wrote {out}")
     return 0
-
-
-def report_dtype(pair) -> str:
-    return str(pair.dtype).removeprefix("torch.")

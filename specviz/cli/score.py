@@ -10,9 +10,9 @@ from specviz.analysis.timing import measure_step_times
 from specviz.cli.options import (
     NA,
     UsageError,
-    add_pair_arguments,
-    add_prompt_set_arguments,
     add_sampling_arguments,
+    add_timed_pair_arguments,
+    dtype_name,
     pair_and_gamma,
     resolve_pair,
     sampling_from,
@@ -24,10 +24,8 @@ from specviz.prompts import load_prompt_set
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("score", help="rate a draft against its target on text, without generating")
-    add_pair_arguments(parser)
+    add_timed_pair_arguments(parser, 20, "timing repeats for τ and ν", "γ for the predictions (default: the pair's)")
     add_sampling_arguments(parser)
-    add_prompt_set_arguments(parser, 20, "timing repeats for τ and ν")
-    parser.add_argument("--gamma", type=int, help="γ for the predictions (default: the pair's)")
     parser.add_argument(
         "--continue",
         dest="continue_tokens",
@@ -54,7 +52,7 @@ def command(args: argparse.Namespace) -> int:
     result = {
         "pair": pair.name,
         "device": str(pair.device),
-        "dtype": str(pair.dtype).replace("torch.", ""),
+        "dtype": dtype_name(pair),
         "scored": f"{scored} {len(texts)} texts".strip(),
         **card.to_dict(),
     }

@@ -15,6 +15,7 @@ from specviz.analysis.readings import BREAK_EVEN_BAND, FASTER_FROM, SLOWER_FROM
 from specviz.colours import COLOURS
 from specviz.deployment.batch import PREDICTED_LABEL, BatchRow
 from specviz.deployment.latency import percentile
+from specviz.figure_style import figure_layout
 
 HEIGHT = 320
 SPECULATIVE = ("speculative", COLOURS["accepted"])
@@ -22,16 +23,8 @@ AUTOREGRESSIVE = ("autoregressive", COLOURS["baseline"])
 
 
 def _layout(figure: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
-    figure.update_layout(
-        title={"text": title, "font": {"size": 15}},
-        height=HEIGHT,
-        margin={"l": 56, "r": 16, "t": 48, "b": 44},
-        legend={"orientation": "h", "y": -0.25, "x": 0},
-        template="plotly_white",
-        font={"size": 12},
-        xaxis_title=x_title,
-        yaxis_title=y_title,
-    )
+    margin = {"l": 56, "r": 16, "t": 48, "b": 44}
+    figure.update_layout(**figure_layout(title, HEIGHT, margin, -0.25), xaxis_title=x_title, yaxis_title=y_title)
     return figure
 
 

@@ -17,6 +17,7 @@ from specviz.analysis.theory import Prediction
 from specviz.engine.events import Cycle
 from specviz.engine.settings import MAX_GAMMA
 from specviz.engine.tally import Tally
+from specviz.figure_style import figure_layout
 from specviz.trace import Trace
 from specviz.ui.palette import COLOURS
 
@@ -55,16 +56,9 @@ def live_chart(key: str, label: str) -> Callable[[Callable[[SoFar], go.Figure]],
 
 
 def _layout(figure: go.Figure, title: str) -> go.Figure:
-    figure.update_layout(
-        title={"text": title, "font": {"size": 15}},
-        height=HEIGHT,
-        margin={"l": 48, "r": 16, "t": 48, "b": 40},
-        legend={"orientation": "h", "y": -0.22, "x": 0},
-        template="plotly_white",
-        font={"size": 12},
-        paper_bgcolor="rgba(0,0,0,0)",
-        plot_bgcolor="rgba(0,0,0,0)",
-    )
+    margin = {"l": 48, "r": 16, "t": 48, "b": 40}
+    transparent = "rgba(0,0,0,0)"  # the page's background shows through
+    figure.update_layout(**figure_layout(title, HEIGHT, margin, -0.22), paper_bgcolor=transparent, plot_bgcolor=transparent)
     return figure
 
 
