@@ -55,3 +55,32 @@ def test_the_real_model_lesson_quotes_its_drafts_own_report():
         and f"{report['data']['answer_tokens'] / 1000:.0f} thousand" in said
     )
     assert _distillation("no-such-pair") == "was distilled by specviz", "no report: no numbers made up"
+
+
+@pytest.mark.parametrize("key", ["lesson-8", "lesson-9", "lesson-10"])
+def test_the_real_model_lessons_explain_their_own_measurements(real_pair, key):
+    """The real pair's lessons (its feature head, the exactness lesson, three drafters side by side) on SmolLM2."""
+    lesson = next(lesson for lesson in lessons("pycode-distilled", "pycode-plain", real_pair.name, 3) if lesson.key == key)
+    main = measured(real_pair, "main", lesson.request)
+    extra = [measured(real_pair, label, request) for label, request in lesson.extra]
+    text = lesson.explain(main, extra)
+    assert "Question" in text
+    for m in [main, *extra]:
+        if m.readings.alpha is not None:
+            assert f"{m.readings.alpha:.2f}" in text, f"α = {m.readings.alpha:.2f} measured in {key} is missing from its text"
+
+
+def test_the_real_model_lesson_quotes_its_feature_heads_own_report():
+    import json
+    from pathlib import Path
+
+    from specviz.models.catalogue import load_catalogue
+    from specviz.ui.lessons import _distillation
+
+    folder = Path(load_catalogue().get("smollm2-135m-distilled").feature_head_ref)
+    report = json.loads((folder / "distill_report.json").read_text())
+    said = _distillation("smollm2-135m-distilled", "feature_head_ref")
+    assert (
+        f"{report['fit']['seconds'] / 60:.0f} minutes" in said
+        and f"{report['data']['answer_tokens'] / 1000:.0f} thousand" in said
+    )

@@ -89,7 +89,8 @@ def _touch(name: str) -> None:
 
 
 def weight_bytes(pair: LoadedPair) -> int:
-    head = pair.feature_head.weight_bytes if pair.feature_head else 0
+    head = getattr(pair, "feature_head", None)
+    head = head.weight_bytes if head else 0
     return pair.target.weight_bytes + pair.draft.weight_bytes + head
 
 
