@@ -17,21 +17,9 @@ from specviz.ui import runs
 from specviz.ui.playback import next_cursor, playback, recorded_s, timeline
 from specviz.ui.request import DEFAULT_PLAYBACK, SLOW_MOTION, SLOW_MOTION_S, RunRequest, slowdown
 from specviz.ui.sessions import Sessions
+from tests.fake_clock import FakeClock
 
 PROMPT = "def parse(text):\n    return"
-
-
-class FakeClock:
-    """Stands in for the time module in specviz.ui.playback: sleep() moves the clock on at once."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += max(seconds, 1e-6)  # a real sleep always takes some time
 
 
 @pytest.fixture

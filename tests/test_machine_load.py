@@ -15,6 +15,7 @@ from specviz.analysis.readings import readings_of_trace
 from specviz.machine_load import POLL_S, LoadMeter, OtherLoad, cpu_between, process_cpu_s, settle, snapshot
 from specviz.trace import Trace
 from specviz.ui.texts import run_numbers_html
+from tests.fake_clock import FakeClock
 from tests.tiny import record_tiny_trace
 
 needs_proc = pytest.mark.skipif(machine_load.snapshot() is None, reason="no /proc on this system")
@@ -23,19 +24,6 @@ while time.process_time() < {cpu_s}: pass
 print("burned", flush=True)
 sys.stdin.read()  # stay alive, idle, until the test closes our stdin
 """
-
-
-class FakeClock:
-    """Stands in for the time module in machine_load: sleep() moves the clock on at once."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture

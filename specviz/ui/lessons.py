@@ -351,14 +351,15 @@ def lessons(default_pair: str, plain_pair: str, real_pair: str | None = None, re
         if real_pair
         else []
     )
+
+    def against_base(key: str, title: str, request: RunRequest, base_label: str, explain) -> Lesson:
+        """A lesson that changes one thing of the first lesson's run and measures that run beside it."""
+        return Lesson(key, title, request, extra=((base_label, base),), explain=explain)
+
     return [
         Lesson("lesson-1", "A distilled draft on code", base, explain=_explain_distilled),
-        Lesson(
-            "lesson-2",
-            "An undistilled draft: α falls",
-            replace(base, pair=plain_pair),
-            extra=(("distilled draft", base),),
-            explain=_explain_plain,
+        against_base(
+            "lesson-2", "An undistilled draft: α falls", replace(base, pair=plain_pair), "distilled draft", _explain_plain
         ),
         Lesson(
             "lesson-3",
@@ -368,19 +369,13 @@ def lessons(default_pair: str, plain_pair: str, real_pair: str | None = None, re
             explain=_explain_gamma,
             chart=_gamma_chart,
         ),
-        Lesson(
-            "lesson-4",
-            "Domain: code vs prose",
-            replace(base, prompt=PROSE_PROMPT),
-            extra=(("code", base),),
-            explain=_explain_domain,
-        ),
-        Lesson(
+        against_base("lesson-4", "Domain: code vs prose", replace(base, prompt=PROSE_PROMPT), "code", _explain_domain),
+        against_base(
             "lesson-5",
             "Lenient verification (lossy)",
             replace(base, verification="lenient", lenience=0.3),
-            extra=(("exact", base),),
-            explain=_explain_lenient,
+            "exact",
+            _explain_lenient,
         ),
         Lesson(
             "lesson-6",
