@@ -1,13 +1,15 @@
 """Why a verify pass can cost several target steps on a CPU: the matrix products, timed by the rows they multiply.
 
-    python benchmarks/verify_rows.py [--pair smollm2-135m-distilled] [--threads 2]
+    python benchmarks/verify_rows.py [--pair smollm2-135m-distilled] [--threads 2] [--forms bf16,int8,int4,fp32]
 
 A verify pass multiplies each weight matrix by γ + 1 rows (one per token) where a plain step multiplies it
 by one. On hardware with a real matrix kernel for the dtype, a few more rows cost little more than one, because
 reading the weights dominates: that is the paper's assumption ν ≈ 1. Where the CPU lacks one (torch's bf16 on a
 processor without AVX-512 bf16 or AMX computes row by row), k rows cost about k times one row, and so does the
-verify pass. This prints the CPU's capability as torch sees it, then, for the target's own matrix shapes and
-for whole forwards of the target, the time of k rows over the time of one row, in float32 and bfloat16.
+verify pass. This prints the CPU's capability as torch sees it, then, for each weight form of the target
+(specviz/models/weight_forms.py: bf16, int8 and int4 weight-only, fp32), a whole forward's time for k rows over one
+row, and the largest logit difference between a token fed alone and inside a 5-row pass (0: rows are independent,
+so speculation is exact in that form). --matrices adds the single matrix products in bf16 and fp32.
 """
 
 from __future__ import annotations
