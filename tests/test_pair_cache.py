@@ -9,7 +9,7 @@ from specviz.models import loading, pair_cache
 
 def fake_pair(name: str, megabytes: int) -> SimpleNamespace:
     model = SimpleNamespace(weight_bytes=megabytes * 2**20)
-    return SimpleNamespace(name=name, target=model, draft=SimpleNamespace(weight_bytes=0))
+    return SimpleNamespace(name=name, target=model, draft=SimpleNamespace(weight_bytes=0), feature_head=None)
 
 
 @pytest.fixture

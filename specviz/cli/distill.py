@@ -119,12 +119,10 @@ def command(args: argparse.Namespace) -> int:
             raise UsageError(f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})")
     if args.hidden % 64:
         raise UsageError(f"--hidden must be a multiple of 64, the head size (got {args.hidden})")
-    args.learning_rate_given = args.learning_rate is not None
-    if not args.learning_rate_given:
-        args.learning_rate = 2e-3
+    given_rate = args.learning_rate  # None: each kind's own default
     if args.epochs <= 0:
         raise UsageError(f"--epochs must be positive (got {args.epochs})")
-    if args.head_vocabulary < 0 or not args.learning_rate > 0:
+    if args.head_vocabulary < 0 or not (given_rate is None or given_rate > 0):
         raise UsageError("--head-vocabulary must be ≥ 0 and --learning-rate > 0")
     prompts = read_prompts(args.prompts)
     measure_prompts = held_out_prompts(args.measure_prompts, args.measure_count)
@@ -167,7 +165,7 @@ def command(args: argparse.Namespace) -> int:
         fit=FitSettings(
             steps=args.steps,
             batch_size=args.batch_size,
-            learning_rate=args.learning_rate,
+            learning_rate=given_rate or FitSettings.learning_rate,
             validate_every=args.validate_every,
         ),
         kind=args.kind,
@@ -176,7 +174,7 @@ def command(args: argparse.Namespace) -> int:
         feature_fit=FeatureFitSettings(
             epochs=args.epochs,
             batch_size=args.batch_size,
-            learning_rate=args.learning_rate if args.learning_rate_given else FeatureFitSettings.learning_rate,
+            learning_rate=given_rate or FeatureFitSettings.learning_rate,
             validate_every=args.validate_every,
         ),
         max_prompts=args.max_prompts,

@@ -55,6 +55,11 @@ class Drafter:
     wants_target_hidden_states = False
     target_hidden_layers: tuple[int, ...] = (-1,)  # which of the target's hidden states, side by side (−1: the last)
 
+    @property
+    def wanted_hidden_layers(self) -> tuple[int, ...]:
+        """The target's hidden states the engine hands this drafter (none unless it asks for them)."""
+        return self.target_hidden_layers if self.wants_target_hidden_states else ()
+
     def start(self, prompt_ids: list[int], prompt_hidden_states: torch.Tensor | None = None) -> None:
         """Forget the last run and read the prompt (and, if asked for, the target's features over all but its last
         token: (len(prompt_ids) − 1, hidden))."""

@@ -46,8 +46,7 @@ def speculative_decode(
         target,
         prompt_ids,
         also=lambda hidden_states: drafter.start(prompt_ids, hidden_states),
-        with_hidden_states=drafter.wants_target_hidden_states,
-        layers=drafter.target_hidden_layers,
+        layers=drafter.wanted_hidden_layers,
     )
     started = run_started("speculative", prompt_ids, settings, vocabulary, drafter.name, prefill_s)
     yield replace(started, adaptive_gamma=isinstance(drafter, AdaptiveGamma))
@@ -105,8 +104,7 @@ def speculative_cycle(
     draft_done = time.perf_counter()
 
     # 2. parallel inference on the target: the pending token plus every draft, one forward
-    wanted = drafter.target_hidden_layers if drafter.wants_target_hidden_states else ()
-    target_logits, hidden_states = verify_pass(target, committed, proposal.token_ids, wanted)
+    target_logits, hidden_states = verify_pass(target, committed, proposal.token_ids, drafter.wanted_hidden_layers)
     synchronize(target.device)
     verify_done = time.perf_counter()
 

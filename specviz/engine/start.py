@@ -18,18 +18,18 @@ def prefill(
     target: CachedDecoder,
     prompt_ids: list[int],
     also: Callable[[torch.Tensor | None], None] = lambda hidden_states: None,
-    with_hidden_states: bool = False,
-    layers: tuple[int, ...] = (-1,),
+    layers: tuple[int, ...] = (),
 ) -> float:
     """Feed all but the last prompt token (it is fed with the first step); return the synchronised seconds taken.
 
     `also` runs inside the timed section (the drafter reads the prompt there); with `with_hidden_states` it is
-    handed the target's last-layer features at every fed position, (len(prompt_ids) − 1, hidden), else None.
+    handed the target's hidden states of `layers` at every fed position, (len(prompt_ids) − 1, hidden · layers), or None
+    when no layers are asked for.
     """
     started = time.perf_counter()
     target.reset()
     hidden_states = None
-    if len(prompt_ids) > 1 and with_hidden_states:
+    if len(prompt_ids) > 1 and layers:
         _, hidden_states = target.feed_with_hidden_states(
             prompt_ids[:-1], keep_last=1, hidden_last=len(prompt_ids) - 1, layers=layers
         )

@@ -89,9 +89,7 @@ def _touch(name: str) -> None:
 
 
 def weight_bytes(pair: LoadedPair) -> int:
-    head = getattr(pair, "feature_head", None)
-    head = head.weight_bytes if head else 0
-    return pair.target.weight_bytes + pair.draft.weight_bytes + head
+    return sum(part.weight_bytes for part in (pair.target, pair.draft, pair.feature_head) if part is not None)
 
 
 def budget_bytes() -> int:

@@ -24,9 +24,6 @@ Whatever the form, tests/test_weight_forms.py checks that a token's logits are t
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import torch
 from torch import nn
 
@@ -35,8 +32,9 @@ INT4_GROUP = 32
 # "auto": what benchmarks/verify_rows.py measured best for speculation (README, "A real model"). With AVX-512 bf16,
 # int4 was the fastest step (10.2 ms, bf16 20.2) with ν 1.03–1.15 at k = 2–4; with the AVX2 settings int4 had the
 # flattest ν (1.04–1.26; bf16 1.37–2.25 row by row). Both weight-only forms are row-independent; bf16 is not.
-AUTO_WITH_BF16_KERNEL = "int4"
-AUTO_WITHOUT_BF16_KERNEL = "int4"
+# One form won on both instruction sets, so "auto" needs no probe of the CPU: a machine where another form wins
+# would add one here, chosen at load time.
+AUTO_FORM = "int4"
 
 
 class Int8WeightOnly(nn.Module):
@@ -109,28 +107,13 @@ def apply_form(model: nn.Module, form: str) -> nn.Module:
     return model
 
 
-NO_BF16_KERNEL_ISAS = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI")  # ONEDNN_MAX_CPU_ISA caps
-
-
-def cpu_has_bf16_matrix_kernel() -> bool:
-    """Whether oneDNN can multiply bf16 matrices here: AVX-512 bf16 or AMX, and no ONEDNN_MAX_CPU_ISA cap below them."""
-    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
-    if cap in NO_BF16_KERNEL_ISAS:
-        return False
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
 def choose_form(requested: str | None, device: torch.device) -> str | None:
-    """The form to load a target in: None leaves the dtype alone (a GPU, or no request); "auto" picks by CPU."""
+    """The form to load a target in: None leaves the dtype alone (a GPU, or no request); "auto" is the measured best."""
     if requested is None or device.type != "cpu":
         return None
     if requested != "auto":
         return requested
-    return AUTO_WITH_BF16_KERNEL if cpu_has_bf16_matrix_kernel() else AUTO_WITHOUT_BF16_KERNEL
+    return AUTO_FORM
 
 
 def weight_bytes(model: nn.Module) -> int:

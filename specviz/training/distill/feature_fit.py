@@ -155,7 +155,10 @@ def fit_head(
     settings: FeatureFitSettings,
     progress=print,
 ) -> FeatureFitLog:
-    """AdamW with warm-up and cosine decay over `epochs` passes of the training sequences."""
+    """AdamW with warm-up and cosine decay to 0 over `epochs` passes of the training sequences.
+
+    Not optimiser.learning_rate_at (which decays to a tenth): the shipped head was trained on this schedule, and the
+    card's numbers are its numbers."""
     row_of = torch.full((head.shape.vocab_size,), -1, dtype=torch.long)
     row_of[head.kept_ids.cpu()] = torch.arange(len(head.kept_ids))
     trainable = [p for p in head.parameters() if p.requires_grad]
