@@ -1,13 +1,36 @@
-"""The held-out chat prompts share no topic with the prompts the smollm2 draft was distilled on."""
+"""The held-out chat prompts share no topic and no phrasing with the prompts the smollm2 draft was distilled on."""
+
+import re
 
 from specviz.prompts import CHAT_HELDOUT, load_prompt_set
-from specviz.training.chat_prompts import TOPICS, training_prompts
+from specviz.training.chat_prompts import TOPICS, topic_prompts, training_prompts
+from specviz.training.everyday_prompts import everyday_prompts
+
+
+def word_runs(text: str, length: int = 4) -> set[tuple[str, ...]]:
+    words = re.findall(r"[a-z']+", text.lower())
+    return {tuple(words[start : start + length]) for start in range(len(words) - length + 1)}
 
 
 def test_held_out_chat_prompts_never_name_a_training_topic():
     clashes = [(prompt, topic) for prompt in CHAT_HELDOUT for topic in TOPICS if topic.lower() in prompt.lower()]
     assert not clashes, f"held-out prompts must be unseen in training; these name a training topic: {clashes}"
     assert not set(CHAT_HELDOUT) & set(training_prompts()), "a held-out prompt is also a training prompt"
+
+
+def test_no_training_prompt_shares_four_words_in_a_row_with_a_held_out_one():
+    held_out = set().union(*(word_runs(prompt) for prompt in CHAT_HELDOUT))
+    shared = {run for prompt in training_prompts() for run in word_runs(prompt) & held_out}
+    assert not shared, f"training prompts copy held-out phrasings: {sorted(shared)[:5]}"
+    planted = "Explain why the sky is blue, please."
+    assert word_runs(planted) & held_out, "the check must catch a copied phrasing"
+
+
+def test_training_prompts_keep_the_topic_prompts_first_so_committed_answers_line_up():
+    prompts = training_prompts()
+    assert prompts[: len(topic_prompts())] == topic_prompts()
+    assert len(set(prompts)) == len(prompts)
+    assert len(everyday_prompts()) > 3000  # every family, all distinct
 
 
 def test_chat_sets_are_loadable_by_name():

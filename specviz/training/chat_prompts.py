@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import random
 
+from specviz.training.everyday_prompts import everyday_prompts
+
 TOPICS = [
     # science and nature
     "photosynthesis",
@@ -161,8 +163,13 @@ TEMPLATES = [
 ]
 
 
-def training_prompts(seed: int = 0) -> list[str]:
+def topic_prompts(seed: int = 0) -> list[str]:
     """Every template applied to every topic, shuffled with a fixed seed."""
     prompts = [template.format(topic=topic) for topic in TOPICS for template in TEMPLATES]
     random.Random(seed).shuffle(prompts)
     return prompts
+
+
+def training_prompts() -> list[str]:
+    """The topic prompts, then the everyday requests: in this order, so answers collected for the first part still line up."""
+    return topic_prompts() + everyday_prompts()
