@@ -5,6 +5,7 @@ speculative decoding identical to the target's greedy decoding.
 """
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,10 @@ def test_distill_writes_a_draft_that_loads_and_stays_exact(tmp_path, share_embed
     assert list(summary.new_token_ids) == reference[: len(summary.new_token_ids)], (
         "the distilled draft must not change greedy output"
     )
+
+    # re-measured alone, in a weight form (as a pair with `weights: int8` runs): the report and card say so
+    before = json.loads((recipe.out / "distill_report.json").read_text())
+    remeasured = distill(replace(recipe, measure_only=True, measure_weights="int8"), target, tokenizer, "tiny")
+    assert remeasured["fit"] == before["fit"] and remeasured["draft"] == before["draft"], "only the measurement is new"
+    assert remeasured["measured"]["weights"] == "int8" and remeasured["measured"]["greedy_identical"] is True
+    assert "int8 weight-only" in (recipe.out / "MODEL_CARD.md").read_text()

@@ -73,6 +73,14 @@ def add_parser(commands) -> None:
         choices=["float32", "bfloat16", "float16"],
         help="the dtype the draft is measured in (default: the pair's; with --target, the target's while answering)",
     )
+    parser.add_argument(
+        "--measure-weights",
+        choices=["auto", "bf16", "int8", "int4", "fp32"],
+        help="the target's weight form while measuring (default: the pair's; a feature head drafts in int8 beside int8/int4)",
+    )
+    parser.add_argument(
+        "--measure-only", action="store_true", help="only re-measure the draft already in --out (rewrites its report and card)"
+    )
     parser.set_defaults(handler=command)
 
 
@@ -124,6 +132,8 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError(f"--epochs must be positive (got {args.epochs})")
     if args.head_vocabulary < 0 or not (given_rate is None or given_rate > 0):
         raise UsageError("--head-vocabulary must be ≥ 0 and --learning-rate > 0")
+    if args.measure_only and not (Path(args.out) / "distill_report.json").is_file():
+        raise UsageError(f"--measure-only re-measures a draft distilled before: {args.out} has no distill_report.json")
     prompts = read_prompts(args.prompts)
     measure_prompts = held_out_prompts(args.measure_prompts, args.measure_count)
 
@@ -181,6 +191,8 @@ def command(args: argparse.Namespace) -> int:
         work_folder=Path(args.work) if args.work else None,
         measure_prompts=measure_prompts,
         measure_dtype=choose_dtype(device, measure_dtype) if measure_dtype else None,
+        measure_weights=args.measure_weights or (pair.weights if pair and not args.measure_dtype else None),
+        measure_only=args.measure_only,
         command="python -m specviz distill " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["distill"] else sys.argv[1:]),
     )
     report = distill(recipe, target, tokenizer, args.pair or args.target)

@@ -24,6 +24,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
 
+from specviz.models.weight_forms import Int4WeightOnly, Int8WeightOnly, apply_form
+
 CONFIG_FILE = "feature_head.json"
 WEIGHTS_FILE = "feature_head.safetensors"
 
@@ -90,6 +92,8 @@ class FeatureHead(nn.Module):
         kept = torch.tensor(kept_ids, dtype=torch.long, device=embedding.device)
         self.register_buffer("kept_ids", kept, persistent=False)
         self.register_buffer("head_weight", embedding[kept].detach().clone(), persistent=False)  # (kept, hidden)
+        self.readout: nn.Module | None = None  # set by head_in_form: the kept rows as a weight-only matrix
+        self.form = "as trained"  # or the weight-only form head_in_form put it in
         # float32 whatever the head's dtype (a plain attribute, so .to(dtype) leaves it alone): bf16 angles drift
         self.rope_inverse = 1.0 / shape.rope_theta ** (torch.arange(0, shape.head_dim, 2, dtype=torch.float32) / shape.head_dim)
 
@@ -132,6 +136,8 @@ class FeatureHead(nn.Module):
 
     def kept_logits(self, predicted: torch.Tensor) -> torch.Tensor:
         """Logits over the kept ids only."""  # (..., hidden) → (..., kept)
+        if self.readout is not None:  # the kept rows in a weight-only form (head_in_form)
+            return self.readout(predicted)
         return predicted @ self.head_weight.T.to(predicted.dtype)
 
     def logits(self, predicted: torch.Tensor) -> torch.Tensor:
@@ -180,7 +186,7 @@ class FeatureHead(nn.Module):
 
     def step(self, token_ids: torch.Tensor, features: torch.Tensor, cache: FeatureCache) -> torch.Tensor:
         """Feed positions that follow the cache; return f̂ at each."""  # (n,), (n, hidden) → (n, hidden)
-        x = self.layer_input(token_ids.view(1, -1), features.view(1, -1, self.shape.feature_width).to(self.fuse.weight.dtype))
+        x = self.layer_input(token_ids.view(1, -1), features.view(1, -1, self.shape.feature_width).to(self.input_norm.weight.dtype))
         start = cache.length
         positions = torch.arange(start, start + x.shape[1], device=x.device)
         q, k, v = self.queries_keys_values(x, positions)
@@ -296,7 +302,34 @@ def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> F
     return head.to(device=embedding.device, dtype=dtype).eval()
 
 
+def head_in_form(head: FeatureHead, form: str) -> FeatureHead:
+    """The head's linear layers and kept head rows in a weight-only form (int8 or int4), in place, for drafting.
+
+    Only the draft changes, so speculation stays exact; what moves is how often the head's argmax is the target's
+    token (benchmarks/head_forms.py measures both: on SmolLM2's head, int8 halved a draft step and kept 94 % of its
+    argmaxes, int4 kept 80 %)."""
+    if form not in ("int8", "int4"):
+        raise ValueError(f"a feature head drafts in int8 or int4, not {form!r}")
+    rows = nn.Linear(head.shape.hidden, len(head.kept_ids), bias=False, device=head.kept_ids.device)
+    rows.weight.data = head.head_weight.detach().float()
+    apply_form(head, form)  # every nn.Linear of the layer; norms stay bf16
+    head.readout = (Int8WeightOnly if form == "int8" else Int4WeightOnly)(rows)
+    head.head_weight = None
+    head.form = form
+    return head
+
+
 def own_weight_bytes(head: FeatureHead) -> tuple[int, int]:
-    """(parameters, bytes) of what the head adds to memory: its layer and its copy of the kept head rows."""
-    tensors = [*head.parameters(), head.head_weight]
-    return sum(t.numel() for t in tensors), sum(t.numel() * t.element_size() for t in tensors)
+    """(parameters, bytes) of what the head adds to memory: its layer and its copy of the kept head rows, as stored."""
+    shape = head.shape
+    kv_width = shape.kv_heads * shape.head_dim
+    matrices = (
+        shape.hidden * (shape.hidden + shape.feature_width)  # fuse
+        + 2 * shape.hidden * shape.hidden  # q, o
+        + 2 * shape.hidden * kv_width  # k, v
+        + 3 * shape.hidden * shape.ffn  # gate, up, down
+        + len(head.kept_ids) * shape.hidden  # kept head rows
+    )
+    norms = shape.hidden * (2 + len(shape.feature_layers) - 1)
+    stored = [*head.parameters(), *(buffer for name, buffer in head.named_buffers() if name != "kept_ids")]
+    return matrices + norms, sum(t.numel() * t.element_size() for t in stored)

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from specviz.engine import Vocabulary
 from specviz.models.catalogue import Pair, PairError, load_catalogue
-from specviz.models.feature_head import FeatureHead, load_head, own_weight_bytes
+from specviz.models.feature_head import FeatureHead, head_in_form, load_head, own_weight_bytes
 from specviz.models.footprint import config_before_loading, count_parameters, too_big_sentence
 from specviz.models.reduced_head import (
     ReducedHead,
@@ -24,7 +24,7 @@ from specviz.models.reduced_head import (
     shares_target_embeddings,
 )
 from specviz.models.sources import Progress, SourceError, WheelFile, local_folder
-from specviz.models.weight_forms import apply_form, choose_form
+from specviz.models.weight_forms import HEAD_FORM, apply_form, choose_form
 from specviz.models.weight_forms import weight_bytes as form_weight_bytes
 
 __all__ = [
@@ -263,7 +263,8 @@ def load_pair(
     draft = load_model(draft_ref, device, dtype_chosen, target=target.model)
     loaded = pair_of(name, target, draft, target_tok, pair.chat_template, device, dtype_chosen, time.perf_counter() - started)
     if pair.feature_head_ref:
-        loaded.feature_head = load_feature_head(pair.feature_head_ref, target.model)
+        head_form = HEAD_FORM if target.form in ("int8", "int4") else None  # beside plain weights it stays as trained
+        loaded.feature_head = load_feature_head(pair.feature_head_ref, target.model, head_form)
         loaded.load_s += loaded.feature_head.load_s
     return loaded
 
@@ -276,11 +277,13 @@ def in_form(loaded: LoadedModel, form: str) -> LoadedModel:
     return LoadedModel(loaded.reference, loaded.model, loaded.parameters, form_weight_bytes(loaded.model), load_s, form)
 
 
-def load_feature_head(reference: str, target: PreTrainedModel) -> LoadedHead:
-    """A feature head beside its target, in the target's dtype, on its device."""
+def load_feature_head(reference: str, target: PreTrainedModel, form: str | None = None) -> LoadedHead:
+    """A feature head beside its target, in the target's dtype, on its device; in a weight-only `form` if given."""
     started = time.perf_counter()
     try:
         head = load_head(reference, target)
+        if form is not None:
+            head_in_form(head, form)
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise PairError(f"Cannot load the feature head {reference}: {str(error).splitlines()[0]}") from None
     parameters, weight_bytes = own_weight_bytes(head)

@@ -195,4 +195,5 @@ def pair_info(pair: LoadedPair) -> dict:
         "feature_head": pair.feature_head.reference.split("/assets/")[-1] if pair.feature_head else None,
         "feature_head_parameters": pair.feature_head.parameters if pair.feature_head else None,
         "feature_head_weight_mb": pair.feature_head.weight_bytes / 2**20 if pair.feature_head else None,
+        "feature_head_form": pair.feature_head.head.form if pair.feature_head else None,
     }

@@ -158,8 +158,13 @@ def _feature_head_row(info: dict) -> str:
         return ""
     return (
         f"Feature head `{info['feature_head']}`: {info['feature_head_parameters'] / 1e6:,.1f} M parameters of its own, "
-        f"{info['feature_head_weight_mb']:,.1f} MiB (it reads the target's embedding and head rows).\n\n"
+        f"{info['feature_head_weight_mb']:,.1f} MiB{_head_form(info)} (it reads the target's embedding and copies its kept head rows).\n\n"
     )
+
+
+def _head_form(info: dict) -> str:
+    form = info.get("feature_head_form")
+    return f" in **{form}** weight-only" if form in ("int8", "int4") else ""
 
 
 def _form(info: dict) -> str:

@@ -116,6 +116,15 @@ def _training(report: dict) -> str:
     )
 
 
+def _weights(measured: dict) -> str:
+    """The form the target (and the head) ran in while measured: a weight-only form, else the dtype."""
+    weights = measured.get("weights")
+    if weights in (None, "as loaded", "bf16", "fp32"):
+        return measured["dtype"] if weights in (None, "as loaded") else weights
+    head = measured.get("head_weights")
+    return f"the target in {weights} weight-only" + (f", the head in {head}" if head and head != "as trained" else "")
+
+
 def _measured(report: dict) -> str:
     measured = report.get("measured")
     if not measured:
@@ -138,8 +147,8 @@ def _measured(report: dict) -> str:
         )
     identical = {True: "identical to the target alone", False: "not all identical to the target alone", None: ""}
     text = (
-        f"On {measured['prompts']} held-out prompts, greedy, {measured['max_new_tokens']} new tokens, {measured['dtype']} on "
-        f"{measured['device']}, measured by `bench`'s own code at the end of the run ({measured['seconds']:.0f} s); outputs "
+        f"On {measured['prompts']} held-out prompts, greedy, {measured['max_new_tokens']} new tokens, {_weights(measured)} on "
+        f"{measured['device']}, measured by `bench`'s own code ({measured['seconds']:.0f} s); outputs "
         f"{identical[measured['greedy_identical']]}. τ is a draft step over a target step and ν a verify pass over a target "
         "step, both measured in the same run.\n\n"
         + _table(["method", "γ", "tokens/s", "speedup (end to end)", "decode speedup", "α", "τ", "ν", "tokens / cycle"], rows)

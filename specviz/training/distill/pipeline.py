@@ -43,6 +43,8 @@ class Recipe:
     measure_gammas: tuple[int, ...] = (1, 2, 3)
     measure_new_tokens: int = 96
     measure_dtype: torch.dtype | None = None  # the dtype the pair will run in (None: the target's as loaded)
+    measure_weights: str | None = None  # the target's weight form while measuring (a pair's `weights`; None: as loaded)
+    measure_only: bool = False  # re-measure the draft already in `out` (its report and card are rewritten)
     command: str | None = None  # the command line that ran the recipe, for the card
     kind: str = "model"  # "model": an independent small LM; "feature": an EAGLE-style head on the target's features
     answers: Path | None = None  # the target's answers as token ids (.npz): read if there, else collected and written
@@ -192,14 +194,19 @@ def measure_draft(recipe: Recipe, state: State) -> None:
     from specviz.models.loading import load_feature_head, load_model, loaded_model, pair_of
     from specviz.runner import run
 
+    from specviz.models.weight_forms import HEAD_FORM, apply_form, choose_form
+
     started = time.perf_counter()
     target = state.target.to(recipe.measure_dtype) if recipe.measure_dtype else state.target  # the last stage: no cast back
+    form = choose_form(recipe.measure_weights, target.device)
+    if form is not None:  # as load_pair puts a pair's target in its form
+        apply_form(target, form)
     device, dtype = target.device, target.dtype
     if recipe.kind == "feature":  # the head alone beside its target, loaded as specviz loads it
         pair = pair_of(
             recipe.out.name, loaded_model("target", target), None, state.tokenizer, recipe.chat_template, device, dtype
         )
-        pair.feature_head = load_feature_head(str(recipe.out), target)
+        pair.feature_head = load_feature_head(str(recipe.out), target, HEAD_FORM if form in ("int8", "int4") else None)
     else:
         draft = load_model(str(recipe.out), device, dtype, target=target)  # as specviz will load it: shared embedding, cut head
         pair = pair_of(
@@ -226,6 +233,8 @@ def measure_draft(recipe: Recipe, state: State) -> None:
         "prompts": len(recipe.measure_prompts),
         "max_new_tokens": recipe.measure_new_tokens,
         "dtype": str(dtype).removeprefix("torch."),
+        "weights": form or "as loaded",
+        "head_weights": pair.feature_head.head.form if pair.feature_head else None,
         "device": str(device),
         "greedy_identical": result["greedy_identical"],
         "rows": [{key: row.get(key) for key in keys} for row in result["rows"]],
@@ -283,6 +292,10 @@ def distill(recipe: Recipe, target: PreTrainedModel, tokenizer: PreTrainedTokeni
     """Run every stage; return the report (also written to <out>/distill_report.json)."""
     report = {"target": target_reference, "recipe_prompts": len(recipe.prompts), "command": recipe.command}
     state = State(target.eval(), tokenizer, report=report)
+    if recipe.measure_only:  # the draft in `out` as it is: only its measurement is new
+        state.report = {**json.loads((recipe.out / "distill_report.json").read_text()), "measured": None}
+        measure_draft(recipe, state)
+        return state.report
     for stage in FEATURE_STAGES if recipe.kind == "feature" else STAGES:
         stage(recipe, state)
     return state.report
