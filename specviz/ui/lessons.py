@@ -197,11 +197,12 @@ def _explain_real_model(main: Measured, extra: list[Measured]) -> str:
     same = main.trace.summary.new_token_ids == main.trace.baseline.new_token_ids
     params = info.get("target_parameters") or 0
     form = f", weights in {info['weight_form']}" if info.get("weight_form") else ""
+    head_form = f", drafting in {info['feature_head_form']}" if info.get("feature_head_form") in ("int8", "int4") else ""
     return (
         f"<p>A real pretrained chat model: <b>SmolLM2-135M-Instruct</b> ({params / 1e6:.0f}M parameters, {info.get('dtype', '')}{form}) "
         f"answers the question above, wrapped in its own chat template (the grey bubble is the user's message). Its drafts come "
         f"from a <b>feature head</b> (EAGLE-style): one layer, {(info.get('feature_head_parameters') or 0) / 1e6:.1f}M parameters of "
-        "its own, that reads the target's own last hidden state and the next token, predicts the target's next hidden state, and "
+        f"its own{head_form}, that reads the target's own last hidden state and the next token, predicts the target's next hidden state, and "
         "reads a token out of it through the target's own head. It sees what the target saw, at a fraction of a layer's cost.</p>"
         f"<p>α = <b>{number(m.alpha, 2)}</b> at γ = {main.request.gamma} "
         f"(by position in the window: {_by_position(m)}), {number(m.tokens_per_cycle, 2)} tokens per target forward, "

@@ -153,6 +153,14 @@ def _measured(report: dict) -> str:
         "step, both measured in the same run.\n\n"
         + _table(["method", "γ", "tokens/s", "speedup (end to end)", "decode speedup", "α", "τ", "ν", "tokens / cycle"], rows)
     )
+    if any(row.get("acceptance_by_position") for row in measured["rows"]):
+        text += "\n\nα by position in the window (the first draft, the second, …): " + "; ".join(
+            f"γ = {row['gamma']}: " + ", ".join(_fmt(rate, ".2f") for rate in row["acceptance_by_position"] if rate is not None)
+            for row in measured["rows"]
+            if row.get("acceptance_by_position")
+        )
+    if measured.get("command"):
+        text += f"\n\nRe-measured by\n\n```bash\n{measured['command']}\n```"
     for sample in measured.get("samples", []):
         text += f"\n\n**Prompt:** {sample['prompt']}\n\n> " + sample["answer"].strip().replace("\n", "\n> ")
     return text

@@ -223,7 +223,10 @@ def measure_draft(recipe: Recipe, state: State) -> None:
         with_dynamic=False,
         drafter=recipe.kind,  # "model" or "feature": the registry's key for this kind of draft
     )
-    keys = ("method", "gamma", "tokens_per_s", "speedup", "decode_speedup", "alpha", "tau", "verify_cost", "tokens_per_cycle")
+    keys = (
+        *("method", "gamma", "tokens_per_s", "speedup", "decode_speedup", "alpha", "tau", "verify_cost", "tokens_per_cycle"),
+        "acceptance_by_position",
+    )
     sampled = replace(settings, gamma=recipe.measure_gammas[0])
     samples = [
         {"prompt": prompt, "answer": list(run(pair, prompt, sampled, drafter=recipe.kind))[-1].text}
@@ -240,6 +243,7 @@ def measure_draft(recipe: Recipe, state: State) -> None:
         "rows": [{key: row.get(key) for key in keys} for row in result["rows"]],
         "samples": samples,
         "seconds": round(time.perf_counter() - started, 1),
+        "command": recipe.command if recipe.measure_only else None,  # a re-measurement names its own command
     }
     write_report(recipe, state)
 
