@@ -192,9 +192,8 @@ def measure_draft(recipe: Recipe, state: State) -> None:
     from specviz.deployment.benchmark import bench  # the numbers have one home: the same code as `python -m specviz bench`
     from specviz.engine import DecodeSettings
     from specviz.models.loading import load_feature_head, load_model, loaded_model, pair_of
-    from specviz.runner import run
-
     from specviz.models.weight_forms import HEAD_FORM, apply_form, choose_form
+    from specviz.runner import run
 
     started = time.perf_counter()
     target = state.target.to(recipe.measure_dtype) if recipe.measure_dtype else state.target  # the last stage: no cast back
