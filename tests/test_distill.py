@@ -84,3 +84,54 @@ def test_distill_writes_a_draft_that_loads_and_stays_exact(tmp_path, share_embed
     assert remeasured["fit"] == before["fit"] and remeasured["draft"] == before["draft"], "only the measurement is new"
     assert remeasured["measured"]["weights"] == "int8" and remeasured["measured"]["greedy_identical"] is True
     assert "int8 weight-only" in (recipe.out / "MODEL_CARD.md").read_text()
+
+
+def test_distill_feature_head_trains_continues_and_stays_exact(tmp_path):
+    """--kind feature end to end on a tiny target, then --init-head continues it: same kept ids, the earlier run named."""
+    from specviz.engine import FeatureDrafter
+    from specviz.models.feature_head import load_head
+    from specviz.training.distill.feature_fit import FeatureFitSettings
+
+    tokenizer = AutoTokenizer.from_pretrained(ASSETS / "pycode-target")
+    target = tiny_llama(len(tokenizer), seed=0, hidden=64, layers=2)
+    target.generation_config.eos_token_id = tokenizer.eos_token_id
+    first = Recipe(
+        out=tmp_path / "head",
+        prompts=PROMPTS,
+        max_new_tokens=6,
+        answer_batch_size=4,
+        chat_template=False,
+        kind="feature",
+        feature_layers=(-1, 1),
+        answers=tmp_path / "answers.npz",
+        shape=DraftShape(hidden=64, layers=1, ffn=128, heads=1, head_vocabulary=256),
+        feature_fit=FeatureFitSettings(epochs=2, batch_size=2, validate_every=2),
+        measure_prompts=["def main():"],
+        measure_gammas=(2,),
+        measure_new_tokens=8,
+        command="first",
+    )
+    report = distill(first, target, tokenizer, "tiny")
+    assert (tmp_path / "answers.npz").is_file(), "the answers are written as token ids, for any machine to retrain from"
+    assert report["draft"]["kind"] == "feature" and report["measured"]["greedy_identical"] is True
+    assert "continued_from" not in report
+
+    second = replace(first, out=tmp_path / "continued", init_head=first.out, command="second")
+    continued = distill(second, target, tokenizer, "tiny")
+    assert continued["continued_from"]["command"] == "first"
+    assert continued["continued_from"]["steps"] == report["fit"]["log"]["steps"][-1]
+    earlier, later = load_head(first.out, target), load_head(second.out, target)
+    assert later.kept_ids.tolist() == earlier.kept_ids.tolist(), "a continued head keeps the rows it reads out"
+    assert not torch.equal(later.q_proj.weight, earlier.q_proj.weight), "and trains on"
+    assert "This run continued a head trained before" in (second.out / "MODEL_CARD.md").read_text()
+    with pytest.raises(ValueError, match="feature-layers"):
+        distill(replace(second, out=tmp_path / "other", feature_layers=(-1,)), target, tokenizer, "tiny")
+
+    prompt = tokenizer("def main():").input_ids
+    settings = DecodeSettings(max_new_tokens=20, gamma=3)
+    summary = list(
+        speculative_decode(
+            CachedDecoder(target, len(tokenizer)), FeatureDrafter(later, len(tokenizer)), prompt, settings, Vocabulary(tokenizer)
+        )
+    )[-1]
+    assert list(summary.new_token_ids) == transformers_greedy(target, prompt, 20)

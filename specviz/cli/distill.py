@@ -79,6 +79,9 @@ def add_parser(commands) -> None:
         help="the target's weight form while measuring (default: the pair's; a feature head drafts in int8 beside int8/int4)",
     )
     parser.add_argument(
+        "--init-head", help="(feature) continue training this saved head (its kept ids and layers) instead of a new one"
+    )
+    parser.add_argument(
         "--measure-only", action="store_true", help="only re-measure the draft already in --out (rewrites its report and card)"
     )
     parser.set_defaults(handler=command)
@@ -134,6 +137,8 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError("--head-vocabulary must be ≥ 0 and --learning-rate > 0")
     if args.measure_only and not (Path(args.out) / "distill_report.json").is_file():
         raise UsageError(f"--measure-only re-measures a draft distilled before: {args.out} has no distill_report.json")
+    if args.init_head and not (args.kind == "feature" and (Path(args.init_head) / "feature_head.json").is_file()):
+        raise UsageError(f"--init-head continues a feature head (--kind feature): {args.init_head} has no feature_head.json")
     prompts = read_prompts(args.prompts)
     measure_prompts = held_out_prompts(args.measure_prompts, args.measure_count)
 
@@ -193,6 +198,7 @@ def command(args: argparse.Namespace) -> int:
         measure_dtype=choose_dtype(device, measure_dtype) if measure_dtype else None,
         measure_weights=args.measure_weights or (pair.weights if pair and not args.measure_dtype else None),
         measure_only=args.measure_only,
+        init_head=Path(args.init_head) if args.init_head else None,
         command="python -m specviz distill " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["distill"] else sys.argv[1:]),
     )
     report = distill(recipe, target, tokenizer, args.pair or args.target)

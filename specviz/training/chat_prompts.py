@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from specviz.training.everyday_prompts import everyday_prompts
+from specviz.training.everyday_prompts import everyday_prompts, world_prompts
 
 TOPICS = [
     # science and nature
@@ -171,5 +171,6 @@ def topic_prompts(seed: int = 0) -> list[str]:
 
 
 def training_prompts() -> list[str]:
-    """The topic prompts, then the everyday requests: in this order, so answers collected for the first part still line up."""
-    return topic_prompts() + everyday_prompts()
+    """The topic prompts, the everyday requests, then the wider world: in this order, so answers collected for the
+    earlier parts still line up."""
+    return topic_prompts() + everyday_prompts() + world_prompts()

@@ -652,3 +652,375 @@ def everyday_prompts(count: int | None = None, seed: int = 1) -> list[str]:
     chosen = chosen[:count]
     rng.shuffle(chosen)
     return chosen
+
+
+# -- the third part: the wider world ------------------------------------------------------------------
+
+PEOPLE = [
+    "Marie Curie",
+    "Leonardo da Vinci",
+    "Isaac Newton",
+    "Ada Lovelace",
+    "Nelson Mandela",
+    "Albert Einstein",
+    "Cleopatra",
+    "William Shakespeare",
+    "Frida Kahlo",
+    "Martin Luther King Jr.",
+    "Charles Darwin",
+    "Mozart",
+    "Galileo Galilei",
+    "Jane Austen",
+    "Mahatma Gandhi",
+    "Amelia Earhart",
+    "Nikola Tesla",
+    "Rosa Parks",
+    "Confucius",
+    "Beethoven",
+    "Florence Nightingale",
+    "Pablo Picasso",
+    "Alan Turing",
+    "Queen Victoria",
+    "Julius Caesar",
+    "Vincent van Gogh",
+    "Harriet Tubman",
+    "Thomas Edison",
+    "Aristotle",
+    "Genghis Khan",
+]
+
+PERSON_TEMPLATES = [
+    "Who was {x}?",
+    "Tell me about {x} in a short paragraph.",
+    "What is {x} best known for?",
+    "Write a short biography of {x}.",
+    "What can we learn from {x}?",
+    "Describe the life of {x} for a school report.",
+]
+
+PLACES = [
+    "Paris",
+    "Tokyo",
+    "Rome",
+    "New York",
+    "Cairo",
+    "Sydney",
+    "Rio de Janeiro",
+    "London",
+    "Istanbul",
+    "Mexico City",
+    "Kyoto",
+    "Venice",
+    "Cape Town",
+    "Iceland",
+    "Peru",
+    "Norway",
+    "Morocco",
+    "Vietnam",
+    "Canada",
+    "New Zealand",
+    "Scotland",
+    "Greece",
+    "India",
+    "Kenya",
+    "Switzerland",
+    "Barcelona",
+    "Amsterdam",
+    "Singapore",
+    "Egypt",
+    "Chile",
+]
+
+PLACE_TEMPLATES = [
+    "What is {x} famous for?",
+    "What should a visitor see in {x}?",
+    "Describe the food of {x}.",
+    "Plan a three-day trip to {x}.",
+    "Write a postcard from {x}.",
+    "Tell me some history of {x}.",
+]
+
+DISHES = [
+    "pancakes",
+    "guacamole",
+    "tomato soup",
+    "fried rice",
+    "a simple omelette",
+    "banana bread",
+    "hummus",
+    "lasagne",
+    "chicken curry",
+    "a fruit salad",
+    "mashed potatoes",
+    "chocolate chip cookies",
+    "a vegetable stir-fry",
+    "sushi rice",
+    "lemon cake",
+    "pesto",
+    "a grilled cheese sandwich",
+    "porridge",
+    "chili con carne",
+    "a Greek salad",
+]
+
+DISH_TEMPLATES = [
+    "What is a simple recipe for {x}?",
+    "Which ingredients do I need for {x}?",
+    "How long does it take to cook {x}?",
+    "How can I make {x} healthier?",
+    "What goes well with {x}?",
+]
+
+WORDS = [
+    "serendipity",
+    "nostalgia",
+    "ephemeral",
+    "resilience",
+    "empathy",
+    "procrastinate",
+    "ambiguous",
+    "meticulous",
+    "eloquent",
+    "pragmatic",
+    "curious",
+    "melancholy",
+    "benevolent",
+    "candid",
+    "diligent",
+    "frugal",
+    "gregarious",
+    "humble",
+    "inevitable",
+    "jubilant",
+    "nonchalant",
+    "obsolete",
+    "persevere",
+    "quaint",
+    "reluctant",
+    "skeptical",
+    "tenacious",
+    "ubiquitous",
+    "vivid",
+    "whimsical",
+]
+
+WORD_TEMPLATES = [
+    "What does the word '{x}' mean?",
+    "Use the word '{x}' in three example sentences.",
+    "Give me a synonym and an antonym of '{x}'.",
+    "Write a short story that uses the word '{x}'.",
+]
+
+EVENTS = [
+    "the French Revolution",
+    "the Moon landing",
+    "the fall of the Berlin Wall",
+    "the invention of the printing press",
+    "the discovery of penicillin",
+    "the building of the pyramids",
+    "the first Olympic Games",
+    "the gold rush",
+    "the voyage of the Titanic",
+    "the signing of the Magna Carta",
+    "the Black Death",
+    "the invention of the light bulb",
+    "the Wright brothers' first flight",
+    "the end of the Second World War",
+    "the first computer",
+]
+
+EVENT_TEMPLATES = [
+    "What happened during {x}?",
+    "Why was {x} important?",
+    "Explain {x} to a child.",
+    "What were the causes and effects of {x}?",
+]
+
+WHAT_IFS = [
+    "the Moon disappeared",
+    "humans could breathe underwater",
+    "it never rained again",
+    "everyone spoke the same language",
+    "we had no electricity for a week",
+    "cars could fly",
+    "animals could talk",
+    "the internet stopped working",
+    "we could live on Mars",
+    "there were no trees",
+    "people lived to 200",
+    "the sun was twice as big",
+    "schools had no homework",
+    "money did not exist",
+    "we could read minds",
+    "dinosaurs were still alive",
+]
+
+WHAT_IF_TEMPLATES = ["What would happen if {x}?", "Imagine a world where {x}. Describe it.", "Write a short story in which {x}."]
+
+PHRASES = [
+    "good morning",
+    "thank you very much",
+    "where is the train station",
+    "how much does this cost",
+    "I am hungry",
+    "see you tomorrow",
+]
+LANGUAGES = ["French", "Spanish", "German", "Italian", "Japanese"]
+
+ROLES = [
+    "a baker",
+    "an astronaut",
+    "a lighthouse keeper",
+    "a zookeeper",
+    "a medieval knight",
+    "a detective",
+    "a pirate captain",
+    "a farmer",
+    "a museum guide",
+    "a robot",
+    "a deep-sea diver",
+    "a famous chef",
+    "a mountain guide",
+    "a news reporter",
+    "a tree",
+    "a river",
+    "a school teacher",
+    "a taxi driver",
+    "a painter",
+    "a beekeeper",
+]
+
+ROLE_TEMPLATES = [
+    "Pretend you are {x} and describe your day.",
+    "As {x}, give me one piece of advice.",
+    "Write a diary entry as {x}.",
+    "What questions would you ask {x}?",
+]
+
+ACTIVITIES = [
+    "learning to swim",
+    "writing an essay",
+    "running a marathon",
+    "taking notes in class",
+    "hosting a dinner party",
+    "growing herbs",
+    "staying safe online",
+    "visiting a new country",
+    "starting a small business",
+    "drawing portraits",
+    "playing chess better",
+    "being a good listener",
+    "keeping a tidy room",
+    "learning a musical instrument",
+    "taking care of a puppy",
+    "cycling in a city",
+    "writing poetry",
+    "getting a good night's sleep",
+    "saving energy at home",
+    "making a presentation",
+    "hiking in the mountains",
+    "reading faster",
+    "cooking for one",
+    "working in a team",
+]
+
+TIP_TEMPLATES = [
+    "Give me three tips for {x}.",
+    "Give me five tips for {x}.",
+    "What are the best tips for {x}?",
+    "What do beginners get wrong about {x}?",
+    "Make a one-week plan for {x}.",
+]
+
+SPORTS = [
+    "tennis",
+    "basketball",
+    "chess",
+    "volleyball",
+    "cricket",
+    "badminton",
+    "golf",
+    "table tennis",
+    "rugby",
+    "baseball",
+    "ice hockey",
+    "swimming races",
+    "archery",
+    "fencing",
+    "rowing",
+]
+
+SPORT_TEMPLATES = [
+    "What are the basic rules of {x}?",
+    "How can a beginner get started with {x}?",
+    "What equipment do you need for {x}?",
+    "Who are some famous players of {x}?",
+]
+
+HABITS = [
+    "drink coffee every day",
+    "skip breakfast",
+    "walk 10,000 steps a day",
+    "eat a lot of sugar",
+    "nap in the afternoon",
+    "stretch every morning",
+    "eat late at night",
+    "drink a lot of water",
+    "take cold showers",
+    "use a phone before bed",
+    "eat fish every week",
+    "sit all day at a desk",
+    "go vegetarian",
+    "eat spicy food",
+    "do yoga",
+]
+
+HABIT_TEMPLATES = ["Is it healthy to {x}?", "What are the effects if I {x}?", "My friend wants to {x}. Is that a good idea?"]
+
+BOOKS = [
+    "Romeo and Juliet",
+    "Alice's Adventures in Wonderland",
+    "The Odyssey",
+    "Pride and Prejudice",
+    "Moby-Dick",
+    "Treasure Island",
+    "Frankenstein",
+    "The Little Prince",
+    "Robinson Crusoe",
+    "Don Quixote",
+    "Hamlet",
+    "The Jungle Book",
+    "Peter Pan",
+    "Around the World in Eighty Days",
+    "The Wind in the Willows",
+]
+
+BOOK_TEMPLATES = [
+    "What is the story of {x}?",
+    "Who are the main characters in {x}?",
+    "Why do people still read {x}?",
+    "Write a short review of {x}.",
+]
+
+TRANSLATION_TEMPLATES = ["How do you say '{p}' in {l}?", "Translate '{p}' into {l}."]
+
+
+def world_prompts(seed: int = 2) -> list[str]:
+    """The third part: people, places, dishes, words, events, what-ifs, translations, roles, tips, sports, habits, books."""
+    prompts = [
+        *_fill(PERSON_TEMPLATES, PEOPLE),
+        *_fill(PLACE_TEMPLATES, PLACES),
+        *_fill(DISH_TEMPLATES, DISHES),
+        *_fill(WORD_TEMPLATES, WORDS),
+        *_fill(EVENT_TEMPLATES, EVENTS),
+        *_fill(WHAT_IF_TEMPLATES, WHAT_IFS),
+        *(t.format(p=p, l=language) for t in TRANSLATION_TEMPLATES for p in PHRASES for language in LANGUAGES),
+        *_fill(ROLE_TEMPLATES, ROLES),
+        *_fill(TIP_TEMPLATES, ACTIVITIES),
+        *_fill(SPORT_TEMPLATES, SPORTS),
+        *_fill(HABIT_TEMPLATES, HABITS),
+        *_fill(BOOK_TEMPLATES, BOOKS),
+    ]
+    prompts = list(dict.fromkeys(prompts))
+    random.Random(seed).shuffle(prompts)
+    return prompts

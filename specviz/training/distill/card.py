@@ -96,6 +96,18 @@ def _training_the_head(report: dict) -> str:
         f"answers: **{fit['validation_agreement_first_draft']:.3f}** at the first draft of a window, "
         f"**{fit['validation_agreement_second_draft']:.3f}** at the second.\n\n"
         + _table(["step", "train loss", "agreement, 1st draft", "agreement, 2nd draft"], rows)
+        + _continued(report.get("continued_from"))
+    )
+
+
+def _continued(earlier: dict | None) -> str:
+    """Where a continued head started: the earlier run that trained it, in its own numbers."""
+    if not earlier:
+        return ""
+    return (
+        f"\n\nThis run continued a head trained before ({earlier['steps']:,} steps on {earlier['train_tokens']:,} tokens, "
+        f"{earlier['seconds'] / 60:.1f} min, validation agreement {earlier['validation_agreement_first_draft']:.3f} at the "
+        f"first draft), made by\n\n```bash\n{earlier['command']}\n```"
     )
 
 

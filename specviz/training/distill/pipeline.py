@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from specviz.models.feature_head import WEIGHTS_FILE, FeatureHead, head_from_target, save_head
+from specviz.models.feature_head import WEIGHTS_FILE, FeatureHead, head_from_target, load_head, save_head
 from specviz.models.reduced_head import mark_sharing, save_vocabulary
 from specviz.training.distill.answers import load_answers, save_answers
 from specviz.training.distill.card import write_card
@@ -45,6 +45,7 @@ class Recipe:
     measure_dtype: torch.dtype | None = None  # the dtype the pair will run in (None: the target's as loaded)
     measure_weights: str | None = None  # the target's weight form while measuring (a pair's `weights`; None: as loaded)
     measure_only: bool = False  # re-measure the draft already in `out` (its report and card are rewritten)
+    init_head: Path | None = None  # (feature) continue from this saved head: its kept ids and weights, not a fresh start
     command: str | None = None  # the command line that ran the recipe, for the card
     kind: str = "model"  # "model": an independent small LM; "feature": an EAGLE-style head on the target's features
     answers: Path | None = None  # the target's answers as token ids (.npz): read if there, else collected and written
@@ -121,7 +122,10 @@ def choose_vocabulary(recipe: Recipe, state: State) -> None:
             mass.index_add_(0, example.top_ids.flatten().long(), example.top_probs.flatten().float())
         else:  # answers kept as ids only: the target's own tokens stand for its probability mass
             mass.index_add_(0, torch.tensor(example.answer_ids), torch.ones(len(example.answer_ids)))
-    state.kept_ids = kept_token_ids(mass, size, end_token_ids(state.target, state.tokenizer))
+    if recipe.init_head is not None:  # a continued head keeps the rows it was trained to read out
+        state.kept_ids = json.loads((recipe.init_head / "feature_head.json").read_text())["kept_token_ids"]
+    else:
+        state.kept_ids = kept_token_ids(mass, size, end_token_ids(state.target, state.tokenizer))
     kept = set(state.kept_ids)
     answers = [token for example in state.examples for token in example.answer_ids]
     state.report["vocabulary"] = {
@@ -252,13 +256,29 @@ def fit_feature_head(recipe: Recipe, state: State) -> None:
     examples = list(state.examples)
     random.Random(recipe.feature_fit.seed).shuffle(examples)
     n_validation = max(1, int(len(examples) * recipe.validation_share))
+    if recipe.init_head is not None:
+        saved_layers = tuple(json.loads((recipe.init_head / "feature_head.json").read_text())["shape"]["feature_layers"])
+        if saved_layers != tuple(recipe.feature_layers):
+            raise ValueError(f"{recipe.init_head} reads layers {saved_layers}: give the same --feature-layers to continue it")
     started = time.perf_counter()
     sequences = [(example.prompt_ids + example.answer_ids, len(example.prompt_ids)) for example in examples]
     features = target_features(state.target, sequences, recipe.feature_layers)
     features_s = time.perf_counter() - started
     validation, train = features[:n_validation], features[n_validation:]
     kept = state.kept_ids or list(range(state.target.config.vocab_size))
-    state.head = head_from_target(state.target, kept, recipe.feature_layers)
+    if recipe.init_head is not None:  # continued: its weights in float32 for training, its shape and kept ids as saved
+        state.head = load_head(recipe.init_head, state.target, dtype=torch.float32).train()
+        earlier = json.loads((recipe.init_head / "distill_report.json").read_text())
+        state.report["continued_from"] = {
+            "command": earlier.get("command"),
+            "train_tokens": earlier["fit"]["train_tokens"],
+            "steps": earlier["fit"]["log"]["steps"][-1],
+            "seconds": earlier["fit"]["seconds"],
+            "features_s": earlier["fit"]["features_s"],
+            "validation_agreement_first_draft": earlier["fit"]["validation_agreement_first_draft"],
+        }
+    else:
+        state.head = head_from_target(state.target, kept, recipe.feature_layers)
     log = fit_head(state.head, train, validation, recipe.feature_fit, progress=lambda line: print(line, flush=True))
     state.report["fit"] = {
         "settings": asdict(recipe.feature_fit),
