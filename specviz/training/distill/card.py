@@ -107,7 +107,8 @@ def _continued(earlier: dict | None) -> str:
     return (
         f"\n\nThis run continued a head trained before ({earlier['steps']:,} steps on {earlier['train_tokens']:,} tokens, "
         f"{earlier['seconds'] / 60:.1f} min, validation agreement {earlier['validation_agreement_first_draft']:.3f} at the "
-        f"first draft), made by\n\n```bash\n{earlier['command']}\n```"
+        f"first draft), made by\n\n```bash\n{earlier['command']}\n```\n\nIts validation answers were drawn afresh, so some "
+        "may be answers the earlier run trained on: the α measured on held-out questions below is the clean number."
     )
 
 
