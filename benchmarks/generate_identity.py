@@ -1,6 +1,7 @@
 """Speculative greedy output against transformers' own generate(), prompt by prompt, with the logit gap where they part.
 
     python benchmarks/generate_identity.py [--pair smollm2-135m-distilled] [--weights fp32,int4] [--count 16]
+                                           [--drafter model] [--gamma 4]
 
 Greedy speculative decoding is exact: it emits the target's argmax at every position. It can still part from
 generate() when two logits are so close that the last bits decide, and those bits depend on how many rows a
@@ -43,13 +44,15 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=16, help="held-out chat questions")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--drafter", help="a drafting strategy (default: the pair's)")
+    parser.add_argument("--gamma", type=int, help="draft length (default: the pair's)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     pair_entry = catalogue().get(args.pair)
     for form in args.weights.split(","):
         pair = load_pair(args.pair, pair_entry, catalogue().offline_pairs(), dtype="float32", weights=form)
-        drafter = pair_entry.drafter
-        settings = DecodeSettings(max_new_tokens=args.max_new_tokens, gamma=pair_entry.gamma)
+        drafter = args.drafter or pair_entry.drafter
+        settings = DecodeSettings(max_new_tokens=args.max_new_tokens, gamma=args.gamma or pair_entry.gamma)
         identical = 0
         print(f"\n{form}: target {pair.target.form or 'fp32'}, drafter {drafter}, γ {settings.gamma}", flush=True)
         for prompt in CHAT_HELDOUT[: args.count]:
