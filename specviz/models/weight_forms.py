@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
-from transformers.models.llama.modeling_llama import eager_attention_forward
+from transformers.models.llama.modeling_llama import eager_attention_forward, repeat_kv
 
 FORMS = ("bf16", "int8", "int4", "fp32")
 INT4_GROUP = 32
@@ -96,20 +96,29 @@ def row_exact_attention(module, query, key, value, attention_mask, scaling, drop
 
     Needed on AVX2: there torch's bf16 matmul blocks its work by the number of query rows, so in one batched product
     a token's attention output depended on its neighbours (SmolLM2 in int4 with the AVX2 settings: |Δ logit| 0.69
-    after a 200-token prefix, and 3 of 16 held-out answers parted from generate() at bf16 near-ties)."""
+    after a 200-token prefix, and 3 of 16 held-out answers parted from generate() at bf16 near-ties; with this, 0 and
+    16 of 16). Not needed with AVX-512, where it only costs time (attention_for_this_cpu)."""
     rows = query.shape[2]
     if rows == 1 or rows > ROW_BY_ROW_UP_TO:
         return eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
-    length = key.shape[2]
+    keys = repeat_kv(key, module.num_key_value_groups)
+    values = repeat_kv(value, module.num_key_value_groups)
+    length = keys.shape[2]
     outputs = []
     for row in range(rows):
         visible = length - rows + row + 1  # causal: the keys up to and including this row's own
-        mask = None if attention_mask is None else attention_mask[:, :, row : row + 1, :visible]
-        output, _ = eager_attention_forward(
-            module, query[:, :, row : row + 1], key[:, :, :visible], value[:, :, :visible], mask, scaling, dropout, **kwargs
-        )
-        outputs.append(output)  # (batch, 1, heads, head_dim)
-    return torch.cat(outputs, dim=1), None
+        scores = torch.matmul(query[:, :, row : row + 1], keys[:, :, :visible].transpose(2, 3)) * scaling
+        if attention_mask is not None:
+            scores = scores + attention_mask[:, :, row : row + 1, :visible]
+        weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+        outputs.append(torch.matmul(weights, values[:, :, :visible]))  # (batch, heads, 1, head_dim)
+    return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), None
+
+
+def attention_for_this_cpu() -> str:
+    """Plain eager attention where torch has AVX-512 kernels (rows measured independent, |Δ| 0 after 300 tokens);
+    row by row in verify passes elsewhere (AVX2), where batched bf16 products depend on the number of rows."""
+    return "eager" if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else "specviz_row_exact"
 
 
 AttentionInterface.register("specviz_row_exact", row_exact_attention)
@@ -135,7 +144,7 @@ def apply_form(model: nn.Module, form: str) -> nn.Module:
     if hasattr(model, "set_attn_implementation"):
         # torch's fused CPU attention blocks its work by the number of query rows, so one token's output changed
         # with the tokens beside it (|Δ logit| up to 0.78 on SmolLM2); plain attention keeps rows independent
-        model.set_attn_implementation("specviz_row_exact")
+        model.set_attn_implementation(attention_for_this_cpu())
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear) and supports(form, child):
