@@ -90,3 +90,28 @@ def test_forms_are_named_and_chosen_per_machine(monkeypatch):
     assert choose_form("int4", torch.device("cpu")) == "int4"
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     assert choose_form("auto", torch.device("cpu")) != "bf16", "without a bf16 matrix kernel, auto must not pick bf16"
+
+
+@pytest.mark.parametrize("form", ["int8", "int4"])
+def test_row_by_row_attention_is_eager_attention_and_keeps_rows_independent(form):
+    """The attention AVX2 machines get: the same numbers as eager attention (to rounding), after a long prefix, with
+    a token's logits bit-identical alone and in a 5-row pass (the AVX2 bf16 matmul had them differ after 200 tokens)."""
+    prefix = [(7 * i) % VOCAB for i in range(150)]
+    eager = formed(form)
+    row_by_row = formed(form)
+    row_by_row.set_attn_implementation("specviz_row_exact")
+    alone, together = logits_alone_and_together(row_by_row, prefix, [11, 12, 13, 14, 15])
+    assert torch.equal(alone, together)
+    eager.set_attn_implementation("eager")
+    _, together_eager = logits_alone_and_together(eager, prefix, [11, 12, 13, 14, 15])
+    torch.testing.assert_close(together, together_eager, atol=0.05, rtol=0.02)
+
+
+def test_the_attention_follows_the_cpu(monkeypatch):
+    from specviz.models import weight_forms
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert weight_forms.attention_for_this_cpu() == "specviz_row_exact"
+    assert formed("int4").config._attn_implementation == "specviz_row_exact"
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert weight_forms.attention_for_this_cpu() == "eager"
