@@ -308,7 +308,7 @@ def head_in_form(head: FeatureHead, form: str) -> FeatureHead:
     """The head's linear layers and kept head rows in a weight-only form (int8 or int4), in place, for drafting.
 
     Only the draft changes, so speculation stays exact; what moves is how often the head's argmax is the target's
-    token (benchmarks/head_forms.py measures both: on SmolLM2's head, int8 halved a draft step and kept 94 % of its
+    token (benchmarks/head_forms.py measures both: on SmolLM2's head, int8 halved a draft step and kept 94–96 % of its
     argmaxes, int4 kept 80 %)."""
     if form not in ("int8", "int4"):
         raise ValueError(f"a feature head drafts in int8 or int4, not {form!r}")

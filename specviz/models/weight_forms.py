@@ -14,7 +14,9 @@ rows. How close a CPU gets depends on the kernel behind each matrix product:
 Row independence also needs plain ("eager") attention: torch's fused CPU attention (SDPA) splits its work by the
 number of query rows, so a token's output differs in the last bits between a one-row step and a five-row pass, and
 oneDNN's bf16 GEMM blocks by rows too (measured on SmolLM2, AVX-512: |Δ logit| up to 0.78 with SDPA, 1.16 in bf16).
-The weight-only forms switch the model to eager attention; with it their logits are bit-identical alone and in a pass.
+The weight-only forms switch the model to eager attention; with it their logits are bit-identical alone and in a pass
+where torch has AVX-512 kernels. On AVX2 its bf16 matmul blocks by query rows too, so there a verify pass attends row
+by row (row_exact_attention).
 
 Not `quantize_dynamic`: it quantises activations with one scale shared by all rows of a forward, so a token's
 logits would depend on which other tokens share the verify pass, and greedy speculation would stop being exact.
@@ -39,7 +41,7 @@ INT4_GROUP = 32
 # would add one here, chosen at load time.
 AUTO_FORM = "int4"
 # A feature head beside a weight-only target drafts in int8 (benchmarks/head_forms.py, SmolLM2's head, AVX-512): a
-# draft step took 0.37 ms against 0.78 in bf16 and kept 94 % of the head's argmaxes; int4 was no faster (0.38 ms)
+# draft step took 0.37 ms against 0.78 in bf16 and kept 94–96 % of the head's argmaxes (two trainings of the head); int4 was no faster (0.38 ms)
 # and kept 80 %.
 HEAD_FORM = "int8"
 
