@@ -1,15 +1,8 @@
 """The held-out chat prompts share no topic and no phrasing with the prompts the smollm2 draft was distilled on."""
 
-import re
-
 from specviz.prompts import CHAT_HELDOUT, load_prompt_set
-from specviz.training.chat_prompts import TOPICS, topic_prompts, training_prompts
+from specviz.training.chat_prompts import TOPICS, copies_a_held_out_phrase, topic_prompts, training_prompts
 from specviz.training.everyday_prompts import everyday_prompts
-
-
-def word_runs(text: str, length: int = 4) -> set[tuple[str, ...]]:
-    words = re.findall(r"[a-z']+", text.lower())
-    return {tuple(words[start : start + length]) for start in range(len(words) - length + 1)}
 
 
 def test_held_out_chat_prompts_never_name_a_training_topic():
@@ -19,11 +12,10 @@ def test_held_out_chat_prompts_never_name_a_training_topic():
 
 
 def test_no_training_prompt_shares_four_words_in_a_row_with_a_held_out_one():
-    held_out = set().union(*(word_runs(prompt) for prompt in CHAT_HELDOUT))
-    shared = {run for prompt in training_prompts() for run in word_runs(prompt) & held_out}
-    assert not shared, f"training prompts copy held-out phrasings: {sorted(shared)[:5]}"
-    planted = "Explain why the sky is blue, please."
-    assert word_runs(planted) & held_out, "the check must catch a copied phrasing"
+    copies = [prompt for prompt in training_prompts() if copies_a_held_out_phrase(prompt)]
+    assert not copies, f"training prompts copy held-out phrasings: {copies[:5]}"
+    assert copies_a_held_out_phrase("Explain why the sky is blue, please."), "the check must catch a copied phrasing"
+    assert not copies_a_held_out_phrase("Explain why the sea is salty, please."), "and only a copied phrasing"
 
 
 def test_training_prompts_keep_the_topic_prompts_first_so_committed_answers_line_up():

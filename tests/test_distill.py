@@ -103,7 +103,7 @@ def test_distill_feature_head_trains_continues_and_stays_exact(tmp_path):
         chat_template=False,
         kind="feature",
         feature_layers=(-1, 1),
-        answers=tmp_path / "answers.npz",
+        answers=(tmp_path / "answers.npz",),
         shape=DraftShape(hidden=64, layers=1, ffn=128, heads=1, head_vocabulary=256),
         feature_fit=FeatureFitSettings(epochs=2, batch_size=2, validate_every=2),
         measure_prompts=["def main():"],
@@ -135,3 +135,26 @@ def test_distill_feature_head_trains_continues_and_stays_exact(tmp_path):
         )
     )[-1]
     assert list(summary.new_token_ids) == transformers_greedy(target, prompt, 20)
+
+
+def test_answers_files_are_read_in_order_and_the_missing_one_is_collected(tmp_path):
+    """--answers A --answers B: A is read, B collected from the prompts and written; two missing files are refused."""
+    from specviz.training.distill.answers import load_answers
+    from specviz.training.distill.pipeline import State, collect_answers
+
+    tokenizer = AutoTokenizer.from_pretrained(ASSETS / "pycode-target")
+    target = tiny_llama(len(tokenizer), seed=0, hidden=64, layers=2)
+    target.generation_config.eos_token_id = tokenizer.eos_token_id
+    first = Recipe(out=tmp_path / "a", prompts=PROMPTS[:2], max_new_tokens=4, chat_template=False, answers=(tmp_path / "a.npz",))
+    collect_answers(first, State(target, tokenizer))
+    both = replace(first, out=tmp_path / "b", prompts=PROMPTS[2:5], answers=(tmp_path / "a.npz", tmp_path / "b.npz"))
+    state = State(target, tokenizer)
+    collect_answers(both, state)
+    written = load_answers(tmp_path / "b.npz")
+    assert [example.prompt_ids for example in written] == [tokenizer(prompt).input_ids for prompt in PROMPTS[2:5]]
+    assert [example.answer_ids for example in state.examples] == [
+        example.answer_ids for example in load_answers(tmp_path / "a.npz") + written
+    ]
+    assert state.report["data"]["prompts"] == 5 and state.report["data"]["source"] == "a.npz, b.npz"
+    with pytest.raises(ValueError, match="only one answers file"):
+        collect_answers(replace(both, answers=(tmp_path / "c.npz", tmp_path / "d.npz")), State(target, tokenizer))

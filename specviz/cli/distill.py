@@ -31,7 +31,10 @@ def add_parser(commands) -> None:
     )
     parser.add_argument(
         "--answers",
-        help="the target's answers as token ids (.npz): read when the file exists (no collection), else collected and written there",
+        action="append",
+        default=[],
+        help="the target's answers as token ids (.npz): read when the file exists (no collection), else collected and "
+        "written there; give it again to train on several files (at most one may be missing)",
     )
     parser.add_argument("--epochs", type=float, default=4.0, help="(feature) passes over the answers")
     parser.add_argument(
@@ -40,7 +43,13 @@ def add_parser(commands) -> None:
         help="(feature) the target's hidden states the head reads, comma-separated: -1 (the last, normed) first, then "
         "lower layers to fuse beside it, e.g. -1,4,15 (EAGLE-3's low/mid/high)",
     )
-    parser.add_argument("--prompts", default="chat", help="chat (built-in training prompts) or a FILE, one prompt per line")
+    parser.add_argument(
+        "--prompts",
+        default="chat",
+        help="chat (built-in training prompts), self (requests the target writes itself, Magpie-style) or a FILE, one "
+        "prompt per line",
+    )
+    parser.add_argument("--self-prompts", type=int, default=5000, help="(--prompts self) how many requests the target writes")
     parser.add_argument("--max-prompts", type=int, help="use only the first N prompts (default: all)")
     parser.add_argument("--max-new-tokens", type=int, default=128, help="length of each collected answer")
     parser.add_argument("--answer-batch", type=int, default=24, help="prompts answered together")
@@ -98,14 +107,16 @@ def feature_layers(text: str) -> tuple[int, ...]:
 
 
 def read_prompts(name: str) -> list[str]:
-    """The built-in chat training prompts, or a file's non-empty lines."""
+    """The built-in chat training prompts, or a file's non-empty lines ('self': none yet, the target writes them)."""
+    if name == "self":
+        return []
     if name == "chat":
         from specviz.training.chat_prompts import training_prompts
 
         return training_prompts()
     path = Path(name)
     if not path.is_file():
-        raise UsageError(f"--prompts must be 'chat' or a file of prompts, one per line (no file {name})")
+        raise UsageError(f"--prompts must be 'chat', 'self' or a file of prompts, one per line (no file {name})")
     prompts = [line.strip() for line in path.read_text().splitlines() if line.strip()]
     if not prompts:
         raise UsageError(f"{name} holds no prompts")
@@ -125,7 +136,7 @@ def held_out_prompts(name: str, count: int) -> list[str]:
 
 
 def command(args: argparse.Namespace) -> int:
-    for flag in ("max_new_tokens", "answer_batch", "layers", "hidden", "steps", "batch_size", "validate_every"):
+    for flag in ("max_new_tokens", "answer_batch", "self_prompts", "layers", "hidden", "steps", "batch_size", "validate_every"):
         if getattr(args, flag) < 1:
             raise UsageError(f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})")
     if args.hidden % 64:
@@ -135,6 +146,8 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError(f"--epochs must be positive (got {args.epochs})")
     if args.head_vocabulary < 0 or not (given_rate is None or given_rate > 0):
         raise UsageError("--head-vocabulary must be ≥ 0 and --learning-rate > 0")
+    if sum(not Path(path).is_file() for path in args.answers) > 1:
+        raise UsageError("--answers: only one of the files can be missing (it is collected from --prompts)")
     if args.measure_only and not (Path(args.out) / "distill_report.json").is_file():
         raise UsageError(f"--measure-only re-measures a draft distilled before: {args.out} has no distill_report.json")
     if args.init_head and not (args.kind == "feature" and (Path(args.init_head) / "feature_head.json").is_file()):
@@ -162,6 +175,16 @@ def command(args: argparse.Namespace) -> int:
     dtype = choose_dtype(device, args.dtype) if args.dtype or device.type != "cpu" else choose_dtype(device)
     tokenizer = load_tokenizer(reference)
     target = AutoModelForCausalLM.from_pretrained(reference, dtype=dtype).to(device).eval()
+    answers = tuple(Path(path) for path in args.answers)
+    if args.prompts == "self" and not all(path.is_file() for path in answers):
+        from specviz.training.distill.collect import end_token_ids
+        from specviz.training.self_prompts import self_prompts
+
+        if not tokenizer.chat_template or not chat_template:
+            raise UsageError("--prompts self needs a chat template: the target writes a user's turn")
+        work = Path(args.work) if args.work else Path(args.out) / ".work"
+        end_ids = end_token_ids(target, tokenizer)
+        prompts = self_prompts(target, tokenizer, end_ids, args.self_prompts, work / "self_prompts.txt")
     measure_dtype = args.measure_dtype or (pair.dtype if pair else None)  # as the pair will run, where there is one
     recipe = Recipe(
         out=Path(args.out),
@@ -185,7 +208,7 @@ def command(args: argparse.Namespace) -> int:
         ),
         kind=args.kind,
         feature_layers=feature_layers(args.feature_layers),
-        answers=Path(args.answers) if args.answers else None,
+        answers=answers,
         feature_fit=FeatureFitSettings(
             epochs=args.epochs,
             batch_size=args.batch_size,

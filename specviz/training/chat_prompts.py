@@ -7,8 +7,11 @@ is α on prompts the draft never saw (tests/test_chat_prompts.py checks that the
 
 from __future__ import annotations
 
+import functools
 import random
+import re
 
+from specviz.prompts import CHAT_HELDOUT
 from specviz.training.everyday_prompts import everyday_prompts, world_prompts
 
 TOPICS = [
@@ -174,3 +177,19 @@ def training_prompts() -> list[str]:
     """The topic prompts, the everyday requests, then the wider world: in this order, so answers collected for the
     earlier parts still line up."""
     return topic_prompts() + everyday_prompts() + world_prompts()
+
+
+def word_runs(text: str, length: int = 4) -> set[tuple[str, ...]]:
+    """Every run of `length` words in `text`, lower-cased."""
+    words = re.findall(r"[a-z']+", text.lower())
+    return {tuple(words[start : start + length]) for start in range(len(words) - length + 1)}
+
+
+def copies_a_held_out_phrase(prompt: str) -> bool:
+    """Whether `prompt` shares four words in a row with a held-out chat question (specviz/prompts.py)."""
+    return bool(word_runs(prompt) & _held_out_runs())
+
+
+@functools.cache
+def _held_out_runs() -> frozenset[tuple[str, ...]]:
+    return frozenset().union(*(word_runs(prompt) for prompt in CHAT_HELDOUT))

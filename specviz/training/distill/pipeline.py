@@ -48,7 +48,7 @@ class Recipe:
     init_head: Path | None = None  # (feature) continue from this saved head: its kept ids and weights, not a fresh start
     command: str | None = None  # the command line that ran the recipe, for the card
     kind: str = "model"  # "model": an independent small LM; "feature": an EAGLE-style head on the target's features
-    answers: Path | None = None  # the target's answers as token ids (.npz): read if there, else collected and written
+    answers: tuple[Path, ...] = ()  # the target's answers as token ids (.npz): read if there, else collected and written
     feature_fit: FeatureFitSettings = field(default_factory=FeatureFitSettings)
     feature_layers: tuple[int, ...] = (-1,)  # the target's hidden states a feature head reads: the last, then lower ones
 
@@ -71,13 +71,27 @@ class State:
 
 
 def collect_answers(recipe: Recipe, state: State) -> None:
-    """1. The target answers the prompts; p's top-k is kept at every answer token."""
+    """1. The target answers the prompts; p's top-k is kept at every answer token. Answer files already written
+    are read instead (all of them, in order); a missing one is collected from the prompts and written."""
     started = time.perf_counter()
     prompts = recipe.prompts[: recipe.max_prompts] if recipe.max_prompts else recipe.prompts
-    if recipe.answers is not None and recipe.answers.is_file():
-        state.examples = load_answers(recipe.answers)[: len(prompts)]
-        _report_answers(recipe, state, started, source=str(recipe.answers.name))
-        return
+    missing = [path for path in recipe.answers if not path.is_file()]
+    if len(missing) > 1:
+        raise ValueError(f"only one answers file can be collected in a run; missing: {', '.join(map(str, missing))}")
+    examples = []
+    for path in recipe.answers:
+        if path.is_file():
+            examples += load_answers(path)
+        else:
+            examples += _collected(recipe, state, prompts, path)
+    if not recipe.answers:
+        examples = _collected(recipe, state, prompts, None)
+    state.examples = examples[: recipe.max_prompts] if recipe.max_prompts and not missing else examples
+    source = "collected" if not recipe.answers else ", ".join(path.name for path in recipe.answers)
+    _report_answers(recipe, state, started, source=source)
+
+
+def _collected(recipe: Recipe, state: State, prompts: list[str], path: Path | None) -> list[Example]:
     shards = collect(
         state.target,
         state.tokenizer,
@@ -87,12 +101,11 @@ def collect_answers(recipe: Recipe, state: State) -> None:
         recipe.answer_batch_size,
         recipe.chat_template,
     )
-    state.examples = load_examples(shards)
-    if recipe.answers is not None:
-        save_answers(
-            state.examples, recipe.answers, {"target_dtype": str(state.target.dtype), "max_new_tokens": recipe.max_new_tokens}
-        )
-    _report_answers(recipe, state, started, source="collected")
+    examples = load_examples(shards)
+    if path is not None:
+        meta = {"target_dtype": str(state.target.dtype), "max_new_tokens": recipe.max_new_tokens}
+        save_answers(examples, path, meta)
+    return examples
 
 
 def _report_answers(recipe: Recipe, state: State, started: float, source: str) -> None:

@@ -1,0 +1,45 @@
+"""Requests the target writes itself (Magpie): whole, new, one line, and never a copy of a held-out question."""
+
+from pathlib import Path
+
+import pytest
+from transformers import AutoTokenizer
+
+from specviz.training.distill.collect import end_token_ids
+from specviz.training.self_prompts import is_kept, self_prompts, user_turn_prefix, write_requests
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+
+def test_a_kept_request_is_whole_new_one_line_and_copies_no_held_out_question():
+    seen: set[str] = set()
+    assert is_kept("How do I repot a cactus without hurting my hands?", seen)
+    assert not is_kept("Why do cats purr so loudly at night?", seen), "shares 'why do cats purr' with a held-out question"
+    assert not is_kept("Hi there", seen), "too short to be a request"
+    assert not is_kept("Plan my week.\nAlso my weekend, please.", seen), "requests are kept one per line"
+    assert not is_kept("Tell me a joke <|im_start|>", seen)
+    seen.add("how do i repot a cactus?")
+    assert not is_kept("How do I repot a cactus?", seen), "a request already kept is not kept twice"
+
+
+def test_a_tokenizer_without_a_chat_template_cannot_write_a_users_turn():
+    tokenizer = AutoTokenizer.from_pretrained(ASSETS / "pycode-target")
+    assert not tokenizer.chat_template
+    with pytest.raises(ValueError, match="chat template"):
+        user_turn_prefix(tokenizer)
+
+
+def test_the_real_target_writes_requests_of_its_own(real_pair, tmp_path):
+    model, tokenizer = real_pair.target.model, real_pair.tokenizer
+    assert tokenizer.decode(user_turn_prefix(tokenizer)).endswith("<|im_start|>user\n"), "up to where the user's words begin"
+    end_ids = end_token_ids(model, tokenizer)
+    requests = write_requests(model, tokenizer, end_ids, count=6, seed=3, batch_size=6)
+    assert len(requests) == 6 and len({request.lower() for request in requests}) == 6
+    assert all(is_kept(request, set()) for request in requests)
+    cache = tmp_path / "self_prompts.txt"
+    written = self_prompts(model, tokenizer, end_ids, 6, cache, seed=3)
+    assert written == requests, "the same seed writes the same requests"
+    cache.write_text("Kept from an earlier run, please.\n")
+    assert self_prompts(model, tokenizer, end_ids, 6, cache, seed=3) == ["Kept from an earlier run, please."], (
+        "a rerun reads the file"
+    )
