@@ -9,7 +9,9 @@ forward multiplies (a verify pass has γ + 1, generate() one; MKL's fp32 GEMM an
 For each held-out chat question this prints whether the two outputs are identical and, where they are not, the
 first position they part at and the target's top-2 logit gap there, computed by one plain forward over the shared
 prefix: a gap of 10⁻⁵–10⁻³ is a floating-point near-tie, not a wrong token. In a row-independent form (int8, int4
-weight-only with eager attention) the logits are bit-identical, so outputs must be identical on every prompt.
+weight-only with eager attention, row by row on AVX2) a verify pass gives each token the logits a one-token step
+gives it, so speculation equals specviz's own plain decoding by construction. generate() also prefills the prompt in
+one batched pass (one row more than the engine's), so identity with it is measured here, not guaranteed.
 """
 
 from __future__ import annotations

@@ -158,3 +158,22 @@ def test_answers_files_are_read_in_order_and_the_missing_one_is_collected(tmp_pa
     assert state.report["data"]["prompts"] == 5 and state.report["data"]["source"] == "a.npz, b.npz"
     with pytest.raises(ValueError, match="only one answers file"):
         collect_answers(replace(both, answers=(tmp_path / "c.npz", tmp_path / "d.npz")), State(target, tokenizer))
+
+
+@pytest.mark.parametrize(
+    "args, complaint",
+    [
+        (["--kind", "feature", "--init-head", str(ASSETS / "smollm2-135m-eagle"), "--feature-layers=-1"], "-1,3,15,27"),
+        (["--init-head", str(ASSETS / "smollm2-135m-eagle")], "--kind feature"),
+        (["--answers", "/no/a.npz", "--answers", "/no/b.npz"], "only one"),
+        (["--prompts", "self", "--self-prompts", "0"], "--self-prompts"),
+        (["--prompts", "/no/such/prompts.txt"], "'self'"),
+    ],
+)
+def test_bad_distill_arguments_are_one_line_before_any_model_loads(args, complaint, tmp_path):
+    from tests.test_cli import specviz
+
+    result = specviz("distill", "--pair", "smollm2-135m-distilled", "--out", str(tmp_path / "out"), *args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and complaint in lines[0], result.stderr

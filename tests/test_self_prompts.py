@@ -36,10 +36,9 @@ def test_the_real_target_writes_requests_of_its_own(real_pair, tmp_path):
     requests = write_requests(model, tokenizer, end_ids, count=6, seed=3, batch_size=6)
     assert len(requests) == 6 and len({request.lower() for request in requests}) == 6
     assert all(is_kept(request, set()) for request in requests)
-    cache = tmp_path / "self_prompts.txt"
-    written = self_prompts(model, tokenizer, end_ids, 6, cache, seed=3)
+    written = self_prompts(model, tokenizer, end_ids, 6, tmp_path, seed=3)
     assert written == requests, "the same seed writes the same requests"
-    cache.write_text("Kept from an earlier run, please.\n")
-    assert self_prompts(model, tokenizer, end_ids, 6, cache, seed=3) == ["Kept from an earlier run, please."], (
-        "a rerun reads the file"
+    (tmp_path / "self_prompts-6-seed3.txt").write_text("Kept from an earlier run, please.\n")
+    assert self_prompts(model, tokenizer, end_ids, 6, tmp_path, seed=3) == ["Kept from an earlier run, please."], (
+        "a rerun with the same count and seed reads the file"
     )

@@ -8,9 +8,10 @@ target's own weights in tests/test_real_model.py.
 
 import pytest
 import torch
-from transformers import DynamicCache
+from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
 
 from specviz.engine import CachedDecoder, DecodeSettings, FeatureDrafter, Summary, autoregressive_decode, speculative_decode
+from specviz.engine.settings import MAX_GAMMA
 from specviz.models.feature_head import head_from_target
 from specviz.models.weight_forms import FORMS, apply_form, choose_form
 from tests.tiny import fake_vocabulary, tiny_llama
@@ -113,5 +114,8 @@ def test_the_attention_follows_the_cpu(monkeypatch):
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     assert weight_forms.attention_for_this_cpu() == "specviz_row_exact"
     assert formed("int4").config._attn_implementation == "specviz_row_exact"
+    assert weight_forms.ROW_BY_ROW_UP_TO >= MAX_GAMMA + 1, "a verify pass at the largest γ must attend row by row too"
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_layer=1, n_embd=32, n_head=2))
+    assert weight_forms.attention_for_this_cpu(gpt2) == "eager", "row by row follows Llama's attention; GPT-2 keeps eager"
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     assert weight_forms.attention_for_this_cpu() == "eager"

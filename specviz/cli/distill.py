@@ -123,6 +123,18 @@ def read_prompts(name: str) -> list[str]:
     return prompts
 
 
+def check_continuable(folder: Path, args: argparse.Namespace) -> None:
+    """--init-head: a saved feature head with its report, reading the layers asked for (checked before hours of work)."""
+    if args.kind != "feature" or not (folder / "feature_head.json").is_file():
+        raise UsageError(f"--init-head continues a feature head (--kind feature): {folder} has no feature_head.json")
+    if not (folder / "distill_report.json").is_file():
+        raise UsageError(f"--init-head: {folder} has no distill_report.json (the earlier run the card names)")
+    saved = tuple(json.loads((folder / "feature_head.json").read_text())["shape"]["feature_layers"])
+    if saved != feature_layers(args.feature_layers):
+        layers = ",".join(map(str, saved))
+        raise UsageError(f"--init-head: {folder} reads layers {layers}; give --feature-layers={layers} to continue it")
+
+
 def held_out_prompts(name: str, count: int) -> list[str]:
     """The prompts the finished draft is measured on (bench's prompt sets), or none."""
     if name == "none" or count < 1:
@@ -150,8 +162,10 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError("--answers: only one of the files can be missing (it is collected from --prompts)")
     if args.measure_only and not (Path(args.out) / "distill_report.json").is_file():
         raise UsageError(f"--measure-only re-measures a draft distilled before: {args.out} has no distill_report.json")
-    if args.init_head and not (args.kind == "feature" and (Path(args.init_head) / "feature_head.json").is_file()):
-        raise UsageError(f"--init-head continues a feature head (--kind feature): {args.init_head} has no feature_head.json")
+    if args.measure_only:  # the saved draft's own kind, whatever --kind says
+        args.kind = json.loads((Path(args.out) / "distill_report.json").read_text())["draft"]["kind"]
+    if args.init_head:
+        check_continuable(Path(args.init_head), args)
     prompts = read_prompts(args.prompts)
     measure_prompts = held_out_prompts(args.measure_prompts, args.measure_count)
 
@@ -176,7 +190,8 @@ def command(args: argparse.Namespace) -> int:
     tokenizer = load_tokenizer(reference)
     target = AutoModelForCausalLM.from_pretrained(reference, dtype=dtype).to(device).eval()
     answers = tuple(Path(path) for path in args.answers)
-    if args.prompts == "self" and not all(path.is_file() for path in answers):
+    needs_answers = not args.measure_only and not (answers and all(path.is_file() for path in answers))
+    if args.prompts == "self" and needs_answers:
         from specviz.training.distill.collect import end_token_ids
         from specviz.training.self_prompts import self_prompts
 
@@ -184,7 +199,7 @@ def command(args: argparse.Namespace) -> int:
             raise UsageError("--prompts self needs a chat template: the target writes a user's turn")
         work = Path(args.work) if args.work else Path(args.out) / ".work"
         end_ids = end_token_ids(target, tokenizer)
-        prompts = self_prompts(target, tokenizer, end_ids, args.self_prompts, work / "self_prompts.txt")
+        prompts = self_prompts(target, tokenizer, end_ids, args.self_prompts, work)
     measure_dtype = args.measure_dtype or (pair.dtype if pair else None)  # as the pair will run, where there is one
     recipe = Recipe(
         out=Path(args.out),

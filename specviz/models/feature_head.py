@@ -24,7 +24,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
 
-from specviz.models.weight_forms import Int4WeightOnly, Int8WeightOnly, apply_form
+from specviz.models.weight_forms import Int4WeightOnly, Int8WeightOnly, apply_form, supports
 
 CONFIG_FILE = "feature_head.json"
 WEIGHTS_FILE = "feature_head.safetensors"
@@ -314,6 +314,8 @@ def head_in_form(head: FeatureHead, form: str) -> FeatureHead:
         raise ValueError(f"a feature head drafts in int8 or int4, not {form!r}")
     rows = nn.Linear(head.shape.hidden, len(head.kept_ids), bias=False, device=head.kept_ids.device)
     rows.weight.data = head.head_weight.detach().float()
+    if not supports(form, rows):
+        raise ValueError(f"int4 packs rows in sixteens: this head keeps {len(head.kept_ids)} rows; draft in int8")
     apply_form(head, form)  # every nn.Linear of the layer; norms stay bf16
     head.readout = (Int8WeightOnly if form == "int8" else Int4WeightOnly)(rows)
     head.head_weight = None

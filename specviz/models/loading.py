@@ -24,7 +24,7 @@ from specviz.models.reduced_head import (
     shares_target_embeddings,
 )
 from specviz.models.sources import Progress, SourceError, WheelFile, local_folder
-from specviz.models.weight_forms import HEAD_FORM, apply_form, choose_form
+from specviz.models.weight_forms import apply_form, choose_form, head_form_beside
 from specviz.models.weight_forms import weight_bytes as form_weight_bytes
 
 __all__ = [
@@ -263,8 +263,7 @@ def load_pair(
     draft = load_model(draft_ref, device, dtype_chosen, target=target.model)
     loaded = pair_of(name, target, draft, target_tok, pair.chat_template, device, dtype_chosen, time.perf_counter() - started)
     if pair.feature_head_ref:
-        head_form = HEAD_FORM if target.form in ("int8", "int4") else None  # beside plain weights it stays as trained
-        loaded.feature_head = load_feature_head(pair.feature_head_ref, target.model, head_form)
+        loaded.feature_head = load_feature_head(pair.feature_head_ref, target.model, head_form_beside(target.form))
         loaded.load_s += loaded.feature_head.load_s
     return loaded
 

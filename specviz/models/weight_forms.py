@@ -32,6 +32,8 @@ from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 from transformers.models.llama.modeling_llama import eager_attention_forward, repeat_kv
 
+from specviz.engine.settings import MAX_GAMMA
+
 FORMS = ("bf16", "int8", "int4", "fp32")
 INT4_GROUP = 32
 # "auto": what benchmarks/verify_rows.py measured best for speculation (README, "A real model"). With AVX-512 bf16,
@@ -44,6 +46,12 @@ AUTO_FORM = "int4"
 # draft step took 0.37 ms against 0.78 in bf16 and kept 94–96 % of the head's argmaxes (two trainings of the head); int4 was no faster (0.38 ms)
 # and kept 80 %.
 HEAD_FORM = "int8"
+
+
+def head_form_beside(target_form: str | None) -> str | None:
+    """The form a feature head drafts in beside a target in `target_form`: HEAD_FORM beside a weight-only target;
+    beside plain weights it stays as trained."""
+    return HEAD_FORM if target_form in ("int8", "int4") else None
 
 
 class Int8WeightOnly(nn.Module):
@@ -89,7 +97,7 @@ class Int4WeightOnly(nn.Module):
         return out.view(*x.shape[:-1], self.out_features)
 
 
-ROW_BY_ROW_UP_TO = 16  # verify passes (γ + 1 rows) attend row by row; a longer prefill keeps one batched product
+ROW_BY_ROW_UP_TO = MAX_GAMMA + 1  # every verify pass (γ + 1 rows) attends row by row; a longer prefill keeps one product
 
 
 def row_exact_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
@@ -117,10 +125,18 @@ def row_exact_attention(module, query, key, value, attention_mask, scaling, drop
     return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), None
 
 
-def attention_for_this_cpu() -> str:
+def attention_for_this_cpu(model: nn.Module | None = None) -> str:
     """Plain eager attention where torch has AVX-512 kernels (rows measured independent, |Δ| 0 after 300 tokens);
-    row by row in verify passes elsewhere (AVX2), where batched bf16 products depend on the number of rows."""
-    return "eager" if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else "specviz_row_exact"
+    row by row in verify passes elsewhere (AVX2), where batched bf16 products depend on the number of rows.
+
+    Row by row follows Llama's attention (grouped key/value heads: Llama, Qwen2, Mistral, SmolLM…); a model whose
+    attention has no `num_key_value_groups` (GPT-2, GPT-NeoX) keeps eager attention, rows then not guaranteed
+    independent on AVX2."""
+    if torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
+        return "eager"
+    if model is not None and not any(hasattr(module, "num_key_value_groups") for module in model.modules()):
+        return "eager"
+    return "specviz_row_exact"
 
 
 AttentionInterface.register("specviz_row_exact", row_exact_attention)
@@ -146,7 +162,7 @@ def apply_form(model: nn.Module, form: str) -> nn.Module:
     if hasattr(model, "set_attn_implementation"):
         # torch's fused CPU attention blocks its work by the number of query rows, so one token's output changed
         # with the tokens beside it (|Δ logit| up to 0.78 on SmolLM2); plain attention keeps rows independent
-        model.set_attn_implementation(attention_for_this_cpu())
+        model.set_attn_implementation(attention_for_this_cpu(model))
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear) and supports(form, child):

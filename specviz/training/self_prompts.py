@@ -59,7 +59,7 @@ def write_requests(
     batch = prefix.repeat(batch_size, 1)
     requests: list[str] = []
     seen: set[str] = set()
-    with tqdm(total=count, desc="requests the target wrote", unit="request") as bar:
+    with torch.random.fork_rng(), tqdm(total=count, desc="requests the target wrote", unit="request") as bar:
         for index in range(10 * count // batch_size + 10):  # bounded: a model that never ends a request stops here
             torch.manual_seed(seed + index)
             output = model.generate(
@@ -88,12 +88,16 @@ def write_requests(
 
 
 def self_prompts(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, end_ids: list[int], count: int, cache: Path, seed: int = 0
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, end_ids: list[int], count: int, work: Path, seed: int = 0
 ) -> list[str]:
-    """The requests, written once to `cache` (one per line) and read from there on a rerun."""
+    """The requests, written once to `work`/self_prompts-<count>-seed<seed>.txt (one per line) and read from there on a
+    rerun with the same count and seed."""
+    cache = work / f"self_prompts-{count}-seed{seed}.txt"
     if cache.is_file():
         return [line for line in cache.read_text().splitlines() if line.strip()]
     requests = write_requests(model, tokenizer, end_ids, count, seed, batch_size=min(64, count))
-    cache.parent.mkdir(parents=True, exist_ok=True)
+    if len(requests) < count:
+        raise ValueError(f"the target ended only {len(requests)} of {count} requests it was asked to write")
+    work.mkdir(parents=True, exist_ok=True)
     cache.write_text("\n".join(requests) + "\n")
     return requests

@@ -168,7 +168,7 @@ def _measured(report: dict) -> str:
     )
     if any(row.get("acceptance_by_position") for row in measured["rows"]):
         text += "\n\nα by position in the window (the first draft, the second, …): " + "; ".join(
-            f"γ = {row['gamma']}: " + ", ".join(_fmt(rate, ".2f") for rate in row["acceptance_by_position"] if rate is not None)
+            f"γ = {row['gamma']}: " + ", ".join(_fmt(rate, ".2f") or "–" for rate in row["acceptance_by_position"])
             for row in measured["rows"]
             if row.get("acceptance_by_position")
         )

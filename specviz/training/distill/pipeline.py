@@ -92,11 +92,12 @@ def collect_answers(recipe: Recipe, state: State) -> None:
 
 
 def _collected(recipe: Recipe, state: State, prompts: list[str], path: Path | None) -> list[Example]:
+    """The prompts' answers, in shards of their own (one folder per answers file: a rerun resumes, never mixes)."""
     shards = collect(
         state.target,
         state.tokenizer,
         prompts,
-        recipe.work / "answers",
+        recipe.work / "answers" / (path.stem if path is not None else ""),
         recipe.max_new_tokens,
         recipe.answer_batch_size,
         recipe.chat_template,
@@ -209,7 +210,7 @@ def measure_draft(recipe: Recipe, state: State) -> None:
     from specviz.deployment.benchmark import bench  # the numbers have one home: the same code as `python -m specviz bench`
     from specviz.engine import DecodeSettings
     from specviz.models.loading import load_feature_head, load_model, loaded_model, pair_of
-    from specviz.models.weight_forms import HEAD_FORM, apply_form, choose_form
+    from specviz.models.weight_forms import apply_form, choose_form, head_form_beside
     from specviz.runner import run
 
     started = time.perf_counter()
@@ -222,7 +223,7 @@ def measure_draft(recipe: Recipe, state: State) -> None:
         pair = pair_of(
             recipe.out.name, loaded_model("target", target), None, state.tokenizer, recipe.chat_template, device, dtype
         )
-        pair.feature_head = load_feature_head(str(recipe.out), target, HEAD_FORM if form in ("int8", "int4") else None)
+        pair.feature_head = load_feature_head(str(recipe.out), target, head_form_beside(form))
     else:
         draft = load_model(str(recipe.out), device, dtype, target=target)  # as specviz will load it: shared embedding, cut head
         pair = pair_of(
