@@ -42,3 +42,19 @@ def test_the_real_target_writes_requests_of_its_own(real_pair, tmp_path):
     assert self_prompts(model, tokenizer, end_ids, 6, tmp_path, seed=3) == ["Kept from an earlier run, please."], (
         "a rerun with the same count and seed reads the file"
     )
+
+
+def test_the_committed_self_written_requests_are_new_to_the_held_out_questions(real_pair):
+    """The answers the feature head trained on include requests SmolLM2 wrote itself: each went through the chat
+    template as a user's turn, and none copies four words in a row of a held-out question (α there stays clean)."""
+    from specviz.training.chat_prompts import copies_a_held_out_phrase
+    from specviz.training.distill.answers import load_answers
+
+    examples = load_answers(ASSETS / "training" / "smollm2-135m-self-answers.npz")
+    prefix = user_turn_prefix(real_pair.tokenizer)
+    assert len(examples) >= 5000
+    assert all(example.prompt_ids[: len(prefix)] == prefix for example in examples)
+    requests = [real_pair.tokenizer.decode(example.prompt_ids[len(prefix) :], skip_special_tokens=True) for example in examples]
+    copies = [request for request in requests if copies_a_held_out_phrase(request)]
+    assert not copies, f"self-written requests copy held-out phrasings: {copies[:3]}"
+    assert len({request.lower() for request in requests}) == len(requests), "no request twice"
