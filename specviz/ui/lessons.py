@@ -25,7 +25,9 @@ from specviz.ui.request import RunRequest
 CODE_PROMPT = PROMPTS["code"][0]
 PROSE_PROMPT = PROMPTS["prose"][0]
 REPETITIVE_PROMPT = PROMPTS["repetitive"][3]
-QUESTION_PROMPT = CHAT_HELDOUT[0]  # "Explain why the sky is blue in two sentences."
+# "Why do cats purr?": a typical held-out question for the real pair's head, α 0.50 at γ 1 where the 24 held-out
+# questions ranged 0.25–0.76 and the first 16 averaged 0.45 (the sky-is-blue question, used before, is the hardest)
+QUESTION_PROMPT = CHAT_HELDOUT[14]
 REWRITE_PROMPT = CHAT_REWRITE[0]  # a paragraph to copy with its spelling fixed: the answer repeats the prompt
 DRAFTER_NAMES = {"feature": "feature head", "model": "independent draft", "lookup": "prompt lookup"}
 SWEEP_GAMMAS = (1, 2, 3, 4, 6, 8, 12)
@@ -260,7 +262,9 @@ def _distillation(pair_name: str | None, folder: str = "draft_ref") -> str:
         minutes, tokens = report["fit"]["seconds"] / 60, report["data"]["answer_tokens"]
     except (CatalogueError, OSError, KeyError, ValueError, TypeError):
         return "was distilled by specviz"
-    return f"was distilled in {minutes:.0f} minutes of training on {tokens / 1000:.0f} thousand of the target's answer tokens"
+    amount = f"{tokens / 1e6:.2f} million" if tokens >= 1e6 else f"{tokens / 1000:.0f} thousand"
+    last_run = ", its last run continuing an earlier one" if "continued_from" in report else ""
+    return f"was distilled on {amount} of the target's answer tokens, in {minutes:.0f} minutes of training{last_run}"
 
 
 def near_tie_at(trace: Trace, index: int) -> tuple[str, str, float] | None:
