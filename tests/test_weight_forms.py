@@ -119,3 +119,16 @@ def test_the_attention_follows_the_cpu(monkeypatch):
     assert weight_forms.attention_for_this_cpu(gpt2) == "eager", "row by row follows Llama's attention; GPT-2 keeps eager"
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     assert weight_forms.attention_for_this_cpu() == "eager"
+
+
+def test_row_by_row_attention_respects_a_padded_batch():
+    """Left-padded rows (distill answers prompts in padded batches): row by row must mask the padding as eager does."""
+    eager, row_by_row = formed("int8"), formed("int8")
+    eager.set_attn_implementation("eager")
+    row_by_row.set_attn_implementation("specviz_row_exact")
+    input_ids = torch.tensor([[0, 0, 0, 5, 6, 7, 8, 9], [1, 2, 3, 4, 5, 6, 7, 8]])
+    attention_mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1, 1]])
+    with torch.inference_mode():
+        expected = eager(input_ids=input_ids, attention_mask=attention_mask).logits.float()
+        got = row_by_row(input_ids=input_ids, attention_mask=attention_mask).logits.float()
+    torch.testing.assert_close(got[:, 3:], expected[:, 3:], atol=0.05, rtol=0.02)
