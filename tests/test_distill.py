@@ -26,11 +26,17 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 PROMPTS = ["def add(a, b):", "import os", "class Stack:", "for i in range(10):", "x = [", "while True:"]
 
 
-@pytest.mark.parametrize("share_embeddings", [False, True])
-def test_distill_writes_a_draft_that_loads_and_stays_exact(tmp_path, share_embeddings):
+def tiny_target():
+    """The bundled pair's tokenizer and a tiny random Llama that ends its answers at its end token."""
     tokenizer = AutoTokenizer.from_pretrained(ASSETS / "pycode-target")
     target = tiny_llama(len(tokenizer), seed=0, hidden=64, layers=2)
     target.generation_config.eos_token_id = tokenizer.eos_token_id
+    return tokenizer, target
+
+
+@pytest.mark.parametrize("share_embeddings", [False, True])
+def test_distill_writes_a_draft_that_loads_and_stays_exact(tmp_path, share_embeddings):
+    tokenizer, target = tiny_target()
     recipe = Recipe(
         out=tmp_path / "draft",
         prompts=PROMPTS,
@@ -92,9 +98,7 @@ def test_distill_feature_head_trains_continues_and_stays_exact(tmp_path):
     from specviz.models.feature_head import load_head
     from specviz.training.distill.feature_fit import FeatureFitSettings
 
-    tokenizer = AutoTokenizer.from_pretrained(ASSETS / "pycode-target")
-    target = tiny_llama(len(tokenizer), seed=0, hidden=64, layers=2)
-    target.generation_config.eos_token_id = tokenizer.eos_token_id
+    tokenizer, target = tiny_target()
     first = Recipe(
         out=tmp_path / "head",
         prompts=PROMPTS,
@@ -142,9 +146,7 @@ def test_answers_files_are_read_in_order_and_the_missing_one_is_collected(tmp_pa
     from specviz.training.distill.answers import load_answers
     from specviz.training.distill.pipeline import State, collect_answers
 
-    tokenizer = AutoTokenizer.from_pretrained(ASSETS / "pycode-target")
-    target = tiny_llama(len(tokenizer), seed=0, hidden=64, layers=2)
-    target.generation_config.eos_token_id = tokenizer.eos_token_id
+    tokenizer, target = tiny_target()
     first = Recipe(out=tmp_path / "a", prompts=PROMPTS[:2], max_new_tokens=4, chat_template=False, answers=(tmp_path / "a.npz",))
     collect_answers(first, State(target, tokenizer))
     both = replace(first, out=tmp_path / "b", prompts=PROMPTS[2:5], answers=(tmp_path / "a.npz", tmp_path / "b.npz"))

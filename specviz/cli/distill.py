@@ -160,10 +160,11 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError("--head-vocabulary must be ≥ 0 and --learning-rate > 0")
     if sum(not Path(path).is_file() for path in args.answers) > 1:
         raise UsageError("--answers: only one of the files can be missing (it is collected from --prompts)")
-    if args.measure_only and not (Path(args.out) / "distill_report.json").is_file():
-        raise UsageError(f"--measure-only re-measures a draft distilled before: {args.out} has no distill_report.json")
     if args.measure_only:  # the saved draft's own kind, whatever --kind says
-        args.kind = json.loads((Path(args.out) / "distill_report.json").read_text())["draft"]["kind"]
+        saved_report = Path(args.out) / "distill_report.json"
+        if not saved_report.is_file():
+            raise UsageError(f"--measure-only re-measures a draft distilled before: {args.out} has no distill_report.json")
+        args.kind = json.loads(saved_report.read_text())["draft"]["kind"]
     if args.init_head:
         check_continuable(Path(args.init_head), args)
     prompts = read_prompts(args.prompts)
@@ -190,16 +191,6 @@ def command(args: argparse.Namespace) -> int:
     tokenizer = load_tokenizer(reference)
     target = AutoModelForCausalLM.from_pretrained(reference, dtype=dtype).to(device).eval()
     answers = tuple(Path(path) for path in args.answers)
-    needs_answers = not args.measure_only and not (answers and all(path.is_file() for path in answers))
-    if args.prompts == "self" and needs_answers:
-        from specviz.training.distill.collect import end_token_ids
-        from specviz.training.self_prompts import self_prompts
-
-        if not tokenizer.chat_template or not chat_template:
-            raise UsageError("--prompts self needs a chat template: the target writes a user's turn")
-        work = Path(args.work) if args.work else Path(args.out) / ".work"
-        end_ids = end_token_ids(target, tokenizer)
-        prompts = self_prompts(target, tokenizer, end_ids, args.self_prompts, work)
     measure_dtype = args.measure_dtype or (pair.dtype if pair else None)  # as the pair will run, where there is one
     recipe = Recipe(
         out=Path(args.out),
@@ -239,6 +230,15 @@ def command(args: argparse.Namespace) -> int:
         init_head=Path(args.init_head) if args.init_head else None,
         command="python -m specviz distill " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["distill"] else sys.argv[1:]),
     )
+    needs_answers = not args.measure_only and not (answers and all(path.is_file() for path in answers))
+    if args.prompts == "self" and needs_answers:
+        from specviz.training.distill.collect import end_token_ids
+        from specviz.training.self_prompts import self_prompts
+
+        if not tokenizer.chat_template or not chat_template:
+            raise UsageError("--prompts self needs a chat template: the target writes a user's turn")
+        end_ids = end_token_ids(target, tokenizer)
+        recipe.prompts = self_prompts(target, tokenizer, end_ids, args.self_prompts, recipe.work)
     report = distill(recipe, target, tokenizer, args.pair or args.target)
     print(json.dumps({key: report[key] for key in ("data", "vocabulary", "draft", "measured") if key in report}, indent=2))
     print(
