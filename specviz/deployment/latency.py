@@ -10,7 +10,7 @@ the request latency.
   since the request started at which the cycle's tokens were known, taken right after the verdict, before the
   rollback), that is used; otherwise the burst arrives at the cycle's end, prefill_s + Σ (draft_s + verify_s +
   overhead_s) so far, which is late by the share of overhead_s spent after the verdict (rollback, the strategy's
-  update, building the event). `Step` may carry `released_s` too; its fallback is exact already.
+  update). `Step` may carry `released_s` too; its fallback is exact already.
 
 Inter-token latencies (ITL) are the gaps between consecutive tokens: zero inside a burst, a whole cycle between
 bursts. Every percentile here is numpy's with method="linear" (the default: linear interpolation between the

@@ -1,4 +1,10 @@
-"""The acceptance test of one cycle (step 3 of the algorithm): which drafts the target keeps, and the token it adds itself."""
+"""The acceptance test of one cycle (step 3 of the algorithm): which drafts the target keeps, and the token it adds itself.
+
+Two parts, so that the timed section holds only what decoding needs:
+  - `judge_drafts` makes the decision (the work plain decoding's own step also does: warp and draw);
+  - `explain_verdict` adds the numbers the UI shows (p and q as shown, their top-5, the overlap); the engine
+    runs it after the cycle's clock has stopped, as the baseline builds its token text after its own.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +17,23 @@ from specviz.engine.sampling import SamplingSettings, display_probs, residual, s
 
 
 @dataclass
+class Verdict:
+    """The decision of one acceptance test: the accepted prefix and the target's own token."""
+
+    n_accepted: int
+    new_token_id: int  # resampled after a rejection, or the bonus token
+    accept_probability: torch.Tensor  # (k,)
+    uniforms: torch.Tensor | None  # (k,); None under greedy
+    correction: torch.Tensor | None  # (vocab,) the residual sampled from after a rejection (under sampling)
+
+    @property
+    def is_bonus(self) -> bool:
+        return self.n_accepted == len(self.accept_probability)
+
+
+@dataclass
 class Acceptance:
-    """The outcome of testing k drafts against the target's k + 1 distributions (all on the CPU)."""
+    """The outcome of testing k drafts against the target's k + 1 distributions, with its display numbers (on the CPU)."""
 
     n_accepted: int
     new_token_id: int  # resampled after a rejection, or the bonus token
@@ -27,73 +48,112 @@ class Acceptance:
     top_residual: list[tuple[int, float]]  # at the rejected position, else empty
 
 
-def accept_drafts(
+def judge_drafts(
     target_logits: torch.Tensor,  # (k + 1, vocab): p_1 .. p_{k+1}
     draft_token_ids: list[int],
     draft_probs: torch.Tensor | None,  # (k, vocab), None for a deterministic drafter
-    draft_logits: torch.Tensor | None,  # (k, vocab), for display
     settings: SamplingSettings,
     lenience: float,
     generator: torch.Generator,
-    top_n: int = 5,
-) -> Acceptance:
+) -> Verdict:
     """Leviathan et al.'s test: accept x_i with probability min(1, p_i(x_i) / q_i(x_i)), left to right.
 
     lenience l < 1 accepts with min(1, p / (l·q)) instead (under greedy: while p(x) ≥ l·max p),
     which is lossy: the output no longer follows p.
     """
     k = len(draft_token_ids)
-    device = target_logits.device
+    x = torch.tensor(draft_token_ids, dtype=torch.long, device=target_logits.device)  # (k,)
+    if settings.greedy:
+        return _judge_greedy(target_logits, x, lenience)
     p = warp(target_logits, settings)  # (k+1, vocab)
-    x = torch.tensor(draft_token_ids, dtype=torch.long, device=device)  # (k,)
     q = draft_probs if draft_probs is not None else F.one_hot(x, p.shape[-1]).float()  # (k, vocab)
-    p_view = display_probs(target_logits, settings)  # (k+1, vocab)
-    q_view = display_probs(draft_logits, settings) if draft_logits is not None else q  # (k, vocab)
-
-    # 1. the test, for all k drafts at once; only the prefix up to the first failure counts
     p_x = p[:k].gather(-1, x[:, None]).squeeze(-1)  # (k,)
     q_x = q.gather(-1, x[:, None]).squeeze(-1)  # (k,)
-    shown_p_x = p_view[:k].gather(-1, x[:, None]).squeeze(-1)  # (k,)
-    if settings.greedy:
-        if lenience == 1.0:
-            accept_probability = (x == p[:k].argmax(-1)).float()
-        else:
-            accept_probability = (shown_p_x >= lenience * p_view[:k].max(-1).values).float()
-        uniforms = None
-        accepted = accept_probability > 0
-    else:
-        accept_probability = (p_x / (lenience * q_x)).clamp(max=1.0)
-        uniforms = torch.rand(k, generator=generator, device=device)
-        accepted = uniforms <= accept_probability
-    n_accepted = int(accepted.long().cumprod(0).sum().item()) if k else 0
-
-    # 2. the target's own token: from the residual after a rejection, else the bonus from p_{k+1}
-    if n_accepted < k:
+    accept_probability = (p_x / (lenience * q_x)).clamp(max=1.0)
+    uniforms = torch.rand(k, generator=generator, device=x.device)
+    n_accepted = _accepted_prefix(uniforms <= accept_probability)
+    if n_accepted < k:  # the target's own token: from the residual after a rejection ...
         correction = residual(p[n_accepted], q[n_accepted])
         new_token = sample(correction[None], settings, generator)
-        residual_top = torch.topk(correction, min(top_n, correction.shape[-1]))
-        top_residual = list(zip(residual_top.indices.tolist(), residual_top.values.tolist()))
-    else:
+    else:  # ... else the bonus from p_{k+1}
+        correction = None
         new_token = sample(p[k : k + 1], settings, generator)
-        top_residual = []
+    return Verdict(n_accepted, int(new_token.item()), accept_probability, uniforms, correction)
 
-    # 3. numbers for display, moved to the CPU in a few transfers
-    n_top = min(top_n, p.shape[-1])
+
+def _judge_greedy(target_logits: torch.Tensor, x: torch.Tensor, lenience: float) -> Verdict:
+    """Greedy: p_i is one-hot on the target's argmax, and so is q_i on x_i. Accept while x_i is the argmax; after
+    a rejection the residual norm(max(0, p − q)) is p itself, so the new token is the argmax at that position."""
+    k = len(x)
+    best = target_logits.argmax(-1)  # (k+1,), the token warp's one-hot would pick
+    if lenience == 1.0:
+        accept_probability = (x == best[:k]).float()
+    else:  # lossy: accept while p(x) ≥ l · max p under the plain softmax, as the UI shows p
+        shown = torch.softmax(target_logits[:k].float(), dim=-1)  # (k, vocab)
+        accept_probability = (shown.gather(-1, x[:, None]).squeeze(-1) >= lenience * shown.max(-1).values).float()
+    n_accepted = _accepted_prefix(accept_probability > 0)
+    return Verdict(n_accepted, int(best[n_accepted].item()), accept_probability, None, None)
+
+
+def _accepted_prefix(accepted: torch.Tensor) -> int:
+    """How many drafts pass before the first failure."""
+    return int(accepted.long().cumprod(0).sum().item()) if len(accepted) else 0
+
+
+def explain_verdict(
+    verdict: Verdict,
+    target_logits: torch.Tensor,
+    draft_token_ids: list[int],
+    draft_probs: torch.Tensor | None,
+    draft_logits: torch.Tensor | None,  # (k, vocab), for display
+    settings: SamplingSettings,
+    top_n: int = 5,
+) -> Acceptance:
+    """The numbers the UI shows for a verdict, moved to the CPU in a few transfers."""
+    k = len(draft_token_ids)
+    x = torch.tensor(draft_token_ids, dtype=torch.long, device=target_logits.device)  # (k,)
+    p_view = display_probs(target_logits, settings)  # (k+1, vocab)
+    q_sampled = draft_probs if draft_probs is not None else F.one_hot(x, p_view.shape[-1]).float()  # (k, vocab)
+    q_view = display_probs(draft_logits, settings) if draft_logits is not None else q_sampled  # (k, vocab)
+    p_sampled = warp(target_logits[:k], settings) if settings.greedy else p_view[:k]  # (k, vocab), as the test used
+    n_top = min(top_n, p_view.shape[-1])
     top_p = torch.topk(p_view, n_top)
     top_q = torch.topk(q_view, n_top) if k else None
+    if verdict.correction is not None:
+        residual_top = torch.topk(verdict.correction, min(top_n, verdict.correction.shape[-1]))
+        top_residual = list(zip(residual_top.indices.tolist(), residual_top.values.tolist()))
+    elif verdict.n_accepted < k:  # greedy: the residual is one-hot on the new token
+        top_residual = [(verdict.new_token_id, 1.0)]
+    else:
+        top_residual = []
     return Acceptance(
-        n_accepted=n_accepted,
-        new_token_id=int(new_token.item()),
-        is_bonus=n_accepted == k,
-        p_shown=shown_p_x.tolist(),
+        n_accepted=verdict.n_accepted,
+        new_token_id=verdict.new_token_id,
+        is_bonus=verdict.is_bonus,
+        p_shown=p_view[:k].gather(-1, x[:, None]).squeeze(-1).tolist() if k else [],
         q_shown=q_view.gather(-1, x[:, None]).squeeze(-1).tolist() if k else [],
-        accept_probability=accept_probability.tolist(),
-        uniforms=uniforms.tolist() if uniforms is not None else None,
-        overlap=torch.minimum(p[:k], q).sum(-1).tolist(),
+        accept_probability=verdict.accept_probability.tolist(),
+        uniforms=verdict.uniforms.tolist() if verdict.uniforms is not None else None,
+        overlap=torch.minimum(p_sampled, q_sampled).sum(-1).tolist() if k else [],
         top_p=_ranked(top_p),
         top_q=_ranked(top_q) if top_q is not None else [],
         top_residual=top_residual,
     )
+
+
+def accept_drafts(
+    target_logits: torch.Tensor,
+    draft_token_ids: list[int],
+    draft_probs: torch.Tensor | None,
+    draft_logits: torch.Tensor | None,
+    settings: SamplingSettings,
+    lenience: float,
+    generator: torch.Generator,
+    top_n: int = 5,
+) -> Acceptance:
+    """The decision and its display numbers in one call (for callers that do not time the two apart)."""
+    verdict = judge_drafts(target_logits, draft_token_ids, draft_probs, settings, lenience, generator)
+    return explain_verdict(verdict, target_logits, draft_token_ids, draft_probs, draft_logits, settings, top_n)
 
 
 def _ranked(top: torch.return_types.topk) -> list[list[tuple[int, float]]]:

@@ -9,7 +9,7 @@ import torch
 
 from specviz.engine.events import Event, Step, Summary
 from specviz.engine.kv_cache import CachedDecoder
-from specviz.engine.sampling import sample, warp
+from specviz.engine.sampling import draw
 from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
 from specviz.engine.start import prefill, run_started
 from specviz.engine.vocabulary import Vocabulary
@@ -37,7 +37,7 @@ def autoregressive_decode(
             break
         step_start = time.perf_counter()
         logits = target.feed([last_token])  # (1, vocab)
-        last_token = int(sample(warp(logits, settings.sampling), settings.sampling, generator).item())
+        last_token = int(draw(logits, settings.sampling, generator)[0].item())
         step_s = time.perf_counter() - step_start
         decode_s += step_s
         new_ids.append(last_token)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from specviz.engine.kv_cache import CachedDecoder, rollback_to_accepted
-from specviz.engine.sampling import SamplingSettings, display_probs, sample, warp
+from specviz.engine.sampling import SamplingSettings, display_probs, draw
 from specviz.engine.settings import MAX_GAMMA
 
 WINDOW_FULL = "window full"
@@ -105,8 +105,7 @@ class ModelDrafter(Drafter):
         stop_reason = WINDOW_FULL
         for step in range(gamma):
             logits = self.decoder.feed(pending)  # (1, vocab)
-            probs = warp(logits, settings)
-            token = sample(probs, settings, generator)  # (1,), stays on the device: no sync per step
+            token, probs = draw(logits, settings, generator)  # (1,), stays on the device: no sync per step
             tokens.append(token)
             probs_rows.append(probs)
             logits_rows.append(logits)
@@ -117,7 +116,7 @@ class ModelDrafter(Drafter):
                     shown = math.floor(confidence * 100) / 100  # rounded down, so the line never reads "0.40 < 0.40"
                     stop_reason = f"confidence {shown:.2f} < {self.confidence_threshold:.2f}"
                     break
-        return Proposal(torch.cat(tokens).tolist(), torch.cat(probs_rows), torch.cat(logits_rows), len(tokens), stop_reason)
+        return Proposal(torch.cat(tokens).tolist(), _stacked(probs_rows), torch.cat(logits_rows), len(tokens), stop_reason)
 
     def rollback(self, committed: list[int]) -> None:
         rollback_to_accepted(self.decoder, committed)
@@ -168,14 +167,13 @@ class FeatureDrafter(Drafter):
         tokens, probs_rows, logits_rows = [], [], []
         for step in range(gamma):
             logits = self.head.logits(predicted)[:, : self.vocab_size].float()  # (1, vocab)
-            probs = warp(logits, settings)
-            token = sample(probs, settings, generator)  # (1,)
+            token, probs = draw(logits, settings, generator)  # (1,)
             tokens.append(token)
             probs_rows.append(probs)
             logits_rows.append(logits)
             if step + 1 < gamma:  # the prediction stands in for the last layer; lower layers are unknown (zeros)
                 predicted = self.head.step(token, self.head.fed_back(predicted), self.cache)
-        return Proposal(torch.cat(tokens).tolist(), torch.cat(probs_rows), torch.cat(logits_rows), len(tokens), WINDOW_FULL)
+        return Proposal(torch.cat(tokens).tolist(), _stacked(probs_rows), torch.cat(logits_rows), len(tokens), WINDOW_FULL)
 
     def rollback(self, committed: list[int]) -> None:
         self.cache.truncate(self.true_length)  # the drafts' positions go; the true-input ones stay
@@ -251,6 +249,11 @@ class DynamicDrafter(ModelDrafter):
 
     def window(self, gamma: int) -> int:
         return self.max_window  # the confidence threshold, not γ, decides where a draft ends
+
+
+def _stacked(probs_rows: list[torch.Tensor | None]) -> torch.Tensor | None:
+    """q_1..q_k as one (k, vocab) tensor; None under greedy, where each q_i is one-hot on its draft."""
+    return None if not probs_rows or probs_rows[0] is None else torch.cat(probs_rows)
 
 
 def lookup_continuation(tokens: list[int], gamma: int, max_ngram: int, min_ngram: int) -> list[int]:

@@ -64,7 +64,7 @@ class Cycle:
     emitted_token_ids: tuple[int, ...]  # accepted drafts + the target's token, cut at max_new_tokens
     draft_s: float
     verify_s: float
-    overhead_s: float
+    overhead_s: float  # the acceptance test, rollback and the strategy's update (not the display numbers, as for a Step)
     n_draft_forwards: int
     lossy: bool
     draft_stop: str | None = (

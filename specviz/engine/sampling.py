@@ -45,6 +45,16 @@ def sample(probs: torch.Tensor, settings: SamplingSettings, generator: torch.Gen
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
+def draw(
+    logits: torch.Tensor, settings: SamplingSettings, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One token per row, and the distribution it was drawn from (None under greedy, where that is one-hot on it)."""  # (n, vocab) → (n,), (n, vocab) | None
+    if settings.greedy:
+        return logits.argmax(-1), None  # the token warp's one-hot picks, without building it
+    probs = warp(logits, settings)
+    return sample(probs, settings, generator), probs
+
+
 def residual(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
     """norm(max(0, p − q)): what the target resamples from after a rejection.
 

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import torch
 
-from specviz.engine.acceptance import Acceptance, accept_drafts
+from specviz.engine.acceptance import Acceptance, Verdict, explain_verdict, judge_drafts
 from specviz.engine.drafters import AdaptiveGamma, Drafter, Feedback, Proposal, with_schedule
 from specviz.engine.events import Cycle, DraftPosition, Event, Summary
 from specviz.engine.kv_cache import CachedDecoder, rollback_to_accepted, synchronize
@@ -109,18 +109,11 @@ def speculative_cycle(
     verify_done = time.perf_counter()
 
     # 3. accept a prefix of the drafts, then the target's own token
-    acceptance = accept_drafts(
-        target_logits,
-        proposal.token_ids,
-        proposal.draft_probs,
-        proposal.draft_logits,
-        settings.sampling,
-        settings.lenience,
-        generator,
-        settings.top_n,
+    verdict = judge_drafts(
+        target_logits, proposal.token_ids, proposal.draft_probs, settings.sampling, settings.lenience, generator
     )
-    emitted = emitted_tokens(proposal.token_ids, acceptance, remaining, vocabulary)
-    context = list(committed)  # what the text so far was, for each token's piece
+    emitted = emitted_tokens(proposal.token_ids, verdict, remaining, vocabulary)
+    context_length = len(committed)
     committed += emitted
     released_s = clock_s + time.perf_counter() - cycle_start  # the burst is known here, before the rollback
 
@@ -130,13 +123,20 @@ def speculative_cycle(
 
     # 5. the drafting strategy learns from what was accepted
     n_drafted = len(proposal.token_ids)
-    drafter.update(Feedback(window, n_drafted, acceptance.n_accepted, tuple(committed), hidden_states))
+    drafter.update(Feedback(window, n_drafted, verdict.n_accepted, tuple(committed), hidden_states))
+    cycle_done = time.perf_counter()
 
+    # the clock has stopped: the numbers the UI shows, and each token's text (the baseline's are untimed too)
+    acceptance = explain_verdict(
+        verdict, target_logits, proposal.token_ids, proposal.draft_probs, proposal.draft_logits, settings.sampling, settings.top_n
+    )
     draft_stop = "token limit" if n_drafted == window < scheduled else proposal.stop_reason
     timings = {"draft_s": draft_done - cycle_start, "verify_s": verify_done - draft_done, "released_s": released_s}
-    cycle = cycle_event(index, window, proposal, acceptance, emitted, vocabulary, settings, draft_stop, timings, context)
-    # overhead: acceptance, rollback, the strategy's update and this event
-    return replace(cycle, overhead_s=time.perf_counter() - verify_done)
+    cycle = cycle_event(
+        index, window, proposal, acceptance, emitted, vocabulary, settings, draft_stop, timings, committed[:context_length]
+    )
+    # overhead: the acceptance test, the rollback and the strategy's update
+    return replace(cycle, overhead_s=cycle_done - verify_done)
 
 
 def verify_pass(
@@ -150,9 +150,9 @@ def verify_pass(
     return target.feed(target_input, keep_last=n_verified), None  # (k+1, vocab)
 
 
-def emitted_tokens(draft_ids: list[int], acceptance: Acceptance, remaining: int, vocabulary: Vocabulary) -> list[int]:
+def emitted_tokens(draft_ids: list[int], verdict: Verdict, remaining: int, vocabulary: Vocabulary) -> list[int]:
     """The accepted drafts and the target's own token, cut at the token limit and after an end-of-turn token."""
-    emitted = (draft_ids[: acceptance.n_accepted] + [acceptance.new_token_id])[:remaining]
+    emitted = (draft_ids[: verdict.n_accepted] + [verdict.new_token_id])[:remaining]
     end = vocabulary.ends_run(emitted)
     return emitted if end is None else emitted[: end + 1]
 
