@@ -168,6 +168,7 @@ def test_answers_files_are_read_in_order_and_the_missing_one_is_collected(tmp_pa
         (["--kind", "feature", "--init-head", str(ASSETS / "smollm2-135m-eagle"), "--feature-layers=-1"], "-1,3,15,27"),
         (["--init-head", str(ASSETS / "smollm2-135m-eagle")], "--kind feature"),
         (["--answers", "/no/a.npz", "--answers", "/no/b.npz"], "only one"),
+        ([f"--answers={ASSETS}/training/smollm2-135m-answers.npz"] * 2, "named twice"),
         (["--prompts", "self", "--self-prompts", "0"], "--self-prompts"),
         (["--prompts", "/no/such/prompts.txt"], "'self'"),
     ],

