@@ -106,15 +106,23 @@ def feature_layers(text: str) -> tuple[int, ...]:
     return layers
 
 
-def read_prompts(name: str) -> list[str]:
-    """The built-in chat training prompts, or a file's non-empty lines ('self' and 'sharegpt': none yet; they are
-    written or fetched only where answers must be collected)."""
-    if name in ("self", "sharegpt"):
+def read_prompts(name: str, needed: bool = True) -> list[str]:
+    """The built-in chat training prompts, ShareGPT's (fetched only where answers must be collected), or a file's
+    non-empty lines ('self': none yet, the target writes them)."""
+    if name == "self" or (name == "sharegpt" and not needed):
         return []
     if name == "chat":
         from specviz.training.chat_prompts import training_prompts
 
         return training_prompts()
+    if name == "sharegpt":
+        from specviz.models.sources import SourceError
+        from specviz.training.sharegpt_prompts import sharegpt_prompts
+
+        try:
+            return sharegpt_prompts(progress=lambda line: print(line, file=sys.stderr))
+        except SourceError as error:
+            raise UsageError(f"--prompts sharegpt: {error}") from None
     path = Path(name)
     if not path.is_file():
         raise UsageError(f"--prompts must be 'chat', 'self', 'sharegpt' or a file of prompts, one per line (no file {name})")
@@ -170,7 +178,8 @@ def command(args: argparse.Namespace) -> int:
         args.kind = json.loads(saved_report.read_text())["draft"]["kind"]
     if args.init_head:
         check_continuable(Path(args.init_head), args)
-    prompts = read_prompts(args.prompts)
+    needs_answers = not args.measure_only and not (args.answers and all(Path(path).is_file() for path in args.answers))
+    prompts = read_prompts(args.prompts, needs_answers)  # before the model loads: a fetch that fails fails first
     measure_prompts = held_out_prompts(args.measure_prompts, args.measure_count)
 
     from transformers import AutoModelForCausalLM
@@ -233,7 +242,6 @@ def command(args: argparse.Namespace) -> int:
         init_head=Path(args.init_head) if args.init_head else None,
         command="python -m specviz distill " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["distill"] else sys.argv[1:]),
     )
-    needs_answers = not args.measure_only and not (answers and all(path.is_file() for path in answers))
     if args.prompts == "self" and needs_answers:
         from specviz.training.distill.collect import end_token_ids
         from specviz.training.self_prompts import self_prompts
@@ -242,14 +250,6 @@ def command(args: argparse.Namespace) -> int:
             raise UsageError("--prompts self needs a chat template: the target writes a user's turn")
         end_ids = end_token_ids(target, tokenizer)
         recipe.prompts = self_prompts(target, tokenizer, end_ids, args.self_prompts, recipe.work)
-    if args.prompts == "sharegpt" and needs_answers:
-        from specviz.models.sources import SourceError
-        from specviz.training.sharegpt_prompts import sharegpt_prompts
-
-        try:
-            recipe.prompts = sharegpt_prompts(progress=lambda line: print(line, file=sys.stderr))
-        except SourceError as error:
-            raise UsageError(f"--prompts sharegpt: {error}") from None
     report = distill(recipe, target, tokenizer, args.pair or args.target)
     print(json.dumps({key: report[key] for key in ("data", "vocabulary", "draft", "measured") if key in report}, indent=2))
     print(

@@ -25,6 +25,7 @@ class Verdict:
     accept_probability: torch.Tensor  # (k,)
     uniforms: torch.Tensor | None  # (k,); None under greedy
     correction: torch.Tensor | None  # (vocab,) the residual sampled from after a rejection (under sampling)
+    target_probs: torch.Tensor | None  # (k+1, vocab) p as tested (under sampling; greedy never builds it)
 
     @property
     def is_bonus(self) -> bool:
@@ -45,13 +46,13 @@ class Acceptance:
     overlap: list[float]  # Σ_x min(p_i(x), q_i(x)) per draft
     top_p: list[list[tuple[int, float]]]  # per position 1..k+1
     top_q: list[list[tuple[int, float]]]  # per position 1..k
-    top_residual: list[tuple[int, float]]  # at the rejected position, else empty
+    top_residual: list[tuple[int, float]]  # at the rejected position (one-hot under greedy: one entry), else empty
 
 
 def judge_drafts(
     target_logits: torch.Tensor,  # (k + 1, vocab): p_1 .. p_{k+1}
     draft_token_ids: list[int],
-    draft_probs: torch.Tensor | None,  # (k, vocab), None for a deterministic drafter
+    draft_probs: torch.Tensor | None,  # (k, vocab); None: q is one-hot on each draft (greedy, or a deterministic drafter)
     settings: SamplingSettings,
     lenience: float,
     generator: torch.Generator,
@@ -64,7 +65,7 @@ def judge_drafts(
     k = len(draft_token_ids)
     x = torch.tensor(draft_token_ids, dtype=torch.long, device=target_logits.device)  # (k,)
     if settings.greedy:
-        return _judge_greedy(target_logits, x, lenience)
+        return _judge_greedy(target_logits, x, lenience, settings)
     p = warp(target_logits, settings)  # (k+1, vocab)
     q = draft_probs if draft_probs is not None else F.one_hot(x, p.shape[-1]).float()  # (k, vocab)
     p_x = p[:k].gather(-1, x[:, None]).squeeze(-1)  # (k,)
@@ -74,14 +75,14 @@ def judge_drafts(
     n_accepted = _accepted_prefix(uniforms <= accept_probability)
     if n_accepted < k:  # the target's own token: from the residual after a rejection ...
         correction = residual(p[n_accepted], q[n_accepted])
-        new_token = sample(correction[None], settings, generator)
+        new_token = sample(correction[None], generator)
     else:  # ... else the bonus from p_{k+1}
         correction = None
-        new_token = sample(p[k : k + 1], settings, generator)
-    return Verdict(n_accepted, int(new_token.item()), accept_probability, uniforms, correction)
+        new_token = sample(p[k : k + 1], generator)
+    return Verdict(n_accepted, int(new_token.item()), accept_probability, uniforms, correction, p)
 
 
-def _judge_greedy(target_logits: torch.Tensor, x: torch.Tensor, lenience: float) -> Verdict:
+def _judge_greedy(target_logits: torch.Tensor, x: torch.Tensor, lenience: float, settings: SamplingSettings) -> Verdict:
     """Greedy: p_i is one-hot on the target's argmax, and so is q_i on x_i. Accept while x_i is the argmax; after
     a rejection the residual norm(max(0, p − q)) is p itself, so the new token is the argmax at that position."""
     k = len(x)
@@ -89,10 +90,10 @@ def _judge_greedy(target_logits: torch.Tensor, x: torch.Tensor, lenience: float)
     if lenience == 1.0:
         accept_probability = (x == best[:k]).float()
     else:  # lossy: accept while p(x) ≥ l · max p under the plain softmax, as the UI shows p
-        shown = torch.softmax(target_logits[:k].float(), dim=-1)  # (k, vocab)
+        shown = display_probs(target_logits[:k], settings)  # (k, vocab)
         accept_probability = (shown.gather(-1, x[:, None]).squeeze(-1) >= lenience * shown.max(-1).values).float()
     n_accepted = _accepted_prefix(accept_probability > 0)
-    return Verdict(n_accepted, int(best[n_accepted].item()), accept_probability, None, None)
+    return Verdict(n_accepted, int(best[n_accepted].item()), accept_probability, None, None, None)
 
 
 def _accepted_prefix(accepted: torch.Tensor) -> int:
@@ -112,7 +113,7 @@ def explain_verdict(
     """The numbers the UI shows for a verdict, moved to the CPU in a few transfers."""
     k = len(draft_token_ids)
     x = torch.tensor(draft_token_ids, dtype=torch.long, device=target_logits.device)  # (k,)
-    p_view = display_probs(target_logits, settings)  # (k+1, vocab)
+    p_view = verdict.target_probs if verdict.target_probs is not None else display_probs(target_logits, settings)  # (k+1, vocab)
     q_sampled = draft_probs if draft_probs is not None else F.one_hot(x, p_view.shape[-1]).float()  # (k, vocab)
     q_view = display_probs(draft_logits, settings) if draft_logits is not None else q_sampled  # (k, vocab)
     p_sampled = warp(target_logits[:k], settings) if settings.greedy else p_view[:k]  # (k, vocab), as the test used
@@ -139,21 +140,6 @@ def explain_verdict(
         top_q=_ranked(top_q) if top_q is not None else [],
         top_residual=top_residual,
     )
-
-
-def accept_drafts(
-    target_logits: torch.Tensor,
-    draft_token_ids: list[int],
-    draft_probs: torch.Tensor | None,
-    draft_logits: torch.Tensor | None,
-    settings: SamplingSettings,
-    lenience: float,
-    generator: torch.Generator,
-    top_n: int = 5,
-) -> Acceptance:
-    """The decision and its display numbers in one call (for callers that do not time the two apart)."""
-    verdict = judge_drafts(target_logits, draft_token_ids, draft_probs, settings, lenience, generator)
-    return explain_verdict(verdict, target_logits, draft_token_ids, draft_probs, draft_logits, settings, top_n)
 
 
 def _ranked(top: torch.return_types.topk) -> list[list[tuple[int, float]]]:

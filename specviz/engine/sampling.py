@@ -38,10 +38,8 @@ def display_probs(logits: torch.Tensor, settings: SamplingSettings) -> torch.Ten
     return warp(logits, settings)
 
 
-def sample(probs: torch.Tensor, settings: SamplingSettings, generator: torch.Generator) -> torch.Tensor:
-    """One token per row: the argmax under greedy (the generator is untouched), else a draw."""  # (n, vocab) → (n,)
-    if settings.greedy:
-        return probs.argmax(-1)
+def sample(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One draw per row from distributions that are not one-hot by construction (greedy never gets here: see draw)."""  # (n, vocab) → (n,)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
@@ -52,7 +50,7 @@ def draw(
     if settings.greedy:
         return logits.argmax(-1), None  # the token warp's one-hot picks, without building it
     probs = warp(logits, settings)
-    return sample(probs, settings, generator), probs
+    return sample(probs, generator), probs
 
 
 def residual(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:

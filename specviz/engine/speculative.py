@@ -124,6 +124,7 @@ def speculative_cycle(
     # 5. the drafting strategy learns from what was accepted
     n_drafted = len(proposal.token_ids)
     drafter.update(Feedback(window, n_drafted, verdict.n_accepted, tuple(committed), hidden_states))
+    synchronize(target.device)
     cycle_done = time.perf_counter()
 
     # the clock has stopped: the numbers the UI shows, and each token's text (the baseline's are untimed too)

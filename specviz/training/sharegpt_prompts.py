@@ -32,6 +32,9 @@ COMMON_WORDS = frozenset(
     "the a an and or of to in is are you i it for on with what how can be this that please write me my your do does".split()
 )
 SHORTEST, LONGEST = 15, 500  # characters of a kept request
+SHORTEST_FIRST_TURN = 8  # characters of a first turn worth reading at all
+ASCII_SHARE = 0.95  # of an English text's characters, at least
+COMMON_SHARE = 0.08  # of its words that are common English ones, at least (texts of over six words)
 
 
 def sharegpt_prompts(progress: Progress = print, seed: int = 0) -> list[str]:
@@ -70,7 +73,7 @@ def first_requests(records: list[dict]) -> list[str]:
             continue  # a later chunk of a long conversation, or one that opens with the assistant
         request = turns[0]["value"].strip()
         wording = re.sub(r"\W+", " ", request.lower()).strip()
-        if len(request) >= 8 and is_english(request) and wording not in seen:
+        if len(request) >= SHORTEST_FIRST_TURN and is_english(request) and wording not in seen:
             seen.add(wording)
             requests.append(request)
     return requests
@@ -78,10 +81,10 @@ def first_requests(records: list[dict]) -> list[str]:
 
 def is_english(text: str) -> bool:
     """Mostly ASCII, and either short or with common English words among its words."""
-    if sum(character.isascii() for character in text) / len(text) < 0.95:
+    if not text or sum(character.isascii() for character in text) / len(text) < ASCII_SHARE:
         return False
     words = re.findall(r"[a-zA-Z']+", text.lower())
-    return len(words) >= 2 and (len(words) <= 6 or sum(word in COMMON_WORDS for word in words) / len(words) >= 0.08)
+    return len(words) >= 2 and (len(words) <= 6 or sum(word in COMMON_WORDS for word in words) / len(words) >= COMMON_SHARE)
 
 
 def fits_one_line(request: str) -> bool:
