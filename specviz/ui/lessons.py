@@ -25,8 +25,8 @@ from specviz.ui.request import RunRequest
 CODE_PROMPT = PROMPTS["code"][0]
 PROSE_PROMPT = PROMPTS["prose"][0]
 REPETITIVE_PROMPT = PROMPTS["repetitive"][3]
-# "Why do cats purr?": a typical held-out question for the real pair's head, α 0.50 at γ 1 where the 24 held-out
-# questions ranged 0.25–0.76 and the first 16 averaged 0.45 (the sky-is-blue question, used before, is the hardest)
+# "Why do cats purr?": a typical held-out question for the real pair's head, α 0.48 at γ 1 where the 24 held-out
+# questions ranged 0.26–0.73 and the first 16 averaged 0.47 (the sky-is-blue question, used before, is among the hardest)
 QUESTION_PROMPT = CHAT_HELDOUT[14]
 REWRITE_PROMPT = CHAT_REWRITE[0]  # a paragraph to copy with its spelling fixed: the answer repeats the prompt
 DRAFTER_NAMES = {"feature": "feature head", "model": "independent draft", "lookup": "prompt lookup"}
