@@ -41,6 +41,14 @@ def test_lessons_have_button_ids_and_distinct_scenarios():
     assert len({lesson.request for lesson in all_lessons}) == len(all_lessons)
 
 
+def assert_quotes_its_report(said: str, report: dict) -> None:
+    """The lesson's sentence carries the report's training minutes and answer tokens, and says when a run continued."""
+    tokens = report["data"]["answer_tokens"]
+    amount = f"{tokens / 1e6:.2f} million" if tokens >= 1e6 else f"{tokens / 1000:.0f} thousand"
+    assert f"{report['fit']['seconds'] / 60:.0f} minutes" in said and amount in said, said
+    assert ("continuing an earlier one" in said) == ("continued_from" in report), "a continued head says so"
+
+
 def test_the_real_model_lesson_quotes_its_drafts_own_report():
     import json
     from pathlib import Path
@@ -50,10 +58,7 @@ def test_the_real_model_lesson_quotes_its_drafts_own_report():
 
     report = json.loads((Path(load_catalogue().get("smollm2-135m-distilled").draft_ref) / "distill_report.json").read_text())
     said = _distillation("smollm2-135m-distilled")
-    tokens = report["data"]["answer_tokens"]
-    amount = f"{tokens / 1e6:.2f} million" if tokens >= 1e6 else f"{tokens / 1000:.0f} thousand"
-    assert f"{report['fit']['seconds'] / 60:.0f} minutes" in said and amount in said, said
-    assert ("continuing an earlier one" in said) == ("continued_from" in report), "a continued head says so"
+    assert_quotes_its_report(said, report)
     assert _distillation("no-such-pair") == "was distilled by specviz", "no report: no numbers made up"
 
 
@@ -85,7 +90,4 @@ def test_the_real_model_lesson_quotes_its_feature_heads_own_report():
     folder = Path(load_catalogue().get("smollm2-135m-distilled").feature_head_ref)
     report = json.loads((folder / "distill_report.json").read_text())
     said = _distillation("smollm2-135m-distilled", "feature_head_ref")
-    tokens = report["data"]["answer_tokens"]
-    amount = f"{tokens / 1e6:.2f} million" if tokens >= 1e6 else f"{tokens / 1000:.0f} thousand"
-    assert f"{report['fit']['seconds'] / 60:.0f} minutes" in said and amount in said, said
-    assert ("continuing an earlier one" in said) == ("continued_from" in report), "a continued head says so"
+    assert_quotes_its_report(said, report)
