@@ -1,7 +1,7 @@
 """specviz: watch speculative decoding run for real. `python app.py` opens it on the bundled pair.
 
 Layout and wiring only. The page serves before the models load: transformers and the pair are
-loaded in the background (specviz.models.pair_cache), and handlers reach them on first use.
+loaded in the background (specviz.serving.pair_cache), and handlers reach them on first use.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import gradio as gr
 
 from specviz.analysis.hardware_cache import hardware_sentence, saved_batch_curve
 from specviz.analysis.theory import Prediction
-from specviz.drafting import drafter_choices
+from specviz.drafting.registry import drafter_choices
 from specviz.engine.settings import MAX_GAMMA, SettingsError
-from specviz.models import pair_cache
 from specviz.models.catalogue import CatalogueError, PairError
-from specviz.prompts import DOMAINS, PROMPTS
-from specviz.runner import PromptError
-from specviz.trace import Trace
+from specviz.prompts.sets import DOMAINS, PROMPTS
+from specviz.run.runner import PromptError
+from specviz.run.trace import Trace
+from specviz.serving import pair_cache
 from specviz.ui import charts, runs, texts
 from specviz.ui.deployment_view import deployment_html
 from specviz.ui.lessons import lessons

@@ -24,8 +24,8 @@ from specviz.engine import DecodeSettings
 from specviz.engine.events import Cycle
 from specviz.models.catalogue import load_catalogue
 from specviz.models.loading import load_pair
-from specviz.prompts import load_prompt_set
-from specviz.runner import run
+from specviz.prompts.sets import load_prompt_set
+from specviz.run.runner import run
 
 
 def parting(pair, prompt: str, max_new_tokens: int, gamma: int) -> dict:

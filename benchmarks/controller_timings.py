@@ -66,11 +66,11 @@ def refusals(pair) -> dict:
     """Bad input while another session holds the measuring slot, and a hub model on an offline machine."""
     import os
 
-    from specviz import recorder
     from specviz.engine import DecodeSettings
     from specviz.models.catalogue import Pair, PairError
     from specviz.models.loading import load_pair
-    from specviz.runner import PromptError
+    from specviz.run.runner import PromptError
+    from specviz.serving import recorder
 
     held, release = threading.Event(), threading.Event()
 
@@ -102,7 +102,7 @@ def refusals(pair) -> dict:
 
 
 def machine_load_numbers() -> dict:
-    from specviz.machine_load import LoadMeter, quiet_cores, settle
+    from specviz.run.machine_load import LoadMeter, quiet_cores, settle
 
     def spinning(n: int, seconds: float) -> list[subprocess.Popen]:
         processes = [subprocess.Popen([sys.executable, "-c", SPIN.format(seconds=seconds)]) for _ in range(n)]
@@ -134,9 +134,8 @@ def machine_load_numbers() -> dict:
 
 
 def main() -> None:
-    from specviz import recorder
     from specviz.engine import DecodeSettings
-    from specviz.models import pair_cache
+    from specviz.serving import pair_cache, recorder
 
     name = pair_cache.catalogue().default
     pair = pair_cache.get_pair(name)  # the app's cache: takeover_s's run finds it there

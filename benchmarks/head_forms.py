@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 from specviz.models.feature_head import FeatureCache, head_in_form, load_head  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
-from specviz.models.pair_cache import catalogue  # noqa: E402
+from specviz.serving.pair_cache import catalogue  # noqa: E402
 from specviz.training.distill.answers import load_answers  # noqa: E402
 
 ANSWERS = Path(__file__).resolve().parent.parent / "assets" / "training" / "smollm2-135m-answers.npz"

@@ -6,7 +6,7 @@ For each candidate (the current presets, then alternates), greedy, 96 new tokens
 and parse check (as `specviz.training.evaluate` measures them), and greedy α at γ = 4 of the distilled and
 the plain draft (as the engine counts it). A preset should show the target writing code a class can read
 (no loop, parses) and the alignment lesson (distilled α well above plain); the numbers are printed, the
-choice is made by a person and recorded in `specviz/prompts.py`.
+choice is made by a person and recorded in `specviz/prompts/sets.py`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import torch
 from specviz.engine import DecodeSettings
 from specviz.models.catalogue import Pair
 from specviz.models.loading import LoadedPair, load_pair
-from specviz.prompts import PROMPTS
-from specviz.runner import run
+from specviz.prompts.sets import PROMPTS
+from specviz.run.runner import run
 from specviz.training.evaluate import distinct_n, greedy_completion, parses_as_python
 
 ALTERNATES = [  # earlier presets and other candidates, judged beside the current presets

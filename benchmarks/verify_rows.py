@@ -27,8 +27,8 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, DynamicCache  # noqa: E402
 
 from specviz.models.loading import load_pair  # noqa: E402
-from specviz.models.pair_cache import catalogue  # noqa: E402
 from specviz.models.weight_forms import FORMS, apply_form, weight_bytes  # noqa: E402
+from specviz.serving.pair_cache import catalogue  # noqa: E402
 
 ROWS = (1, 2, 3, 4, 5, 6, 7, 8)
 

@@ -1,6 +1,6 @@
-"""`python -m specviz.train`: train the bundled pair (the pipeline lives in specviz.training.pipeline)."""
+"""`python -m specviz.train`: train the bundled pair (the pipeline lives in specviz.training.bundled_pair)."""
 
-from specviz.training.pipeline import main
+from specviz.training.bundled_pair import main
 
 if __name__ == "__main__":
     main()

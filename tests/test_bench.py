@@ -4,7 +4,7 @@
 import torch
 
 from specviz.deployment.benchmark import TRANSFORMERS_DEFAULT, assistant_settings
-from specviz.drafting import strategy
+from specviz.drafting.registry import strategy
 from tests.tiny import tiny_llama
 
 PROMPT = [3, 17, 5, 42, 8, 8, 9]

@@ -6,8 +6,8 @@ import torch
 from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, speculative_decode
 from specviz.models.catalogue import load_catalogue
 from specviz.models.loading import load_pair
-from specviz.prompts import PROMPTS
-from specviz.runner import encode_prompt, run
+from specviz.prompts.sets import PROMPTS
+from specviz.run.runner import encode_prompt, run
 from tests.tiny import tiny_llama
 
 PROMPTS_USED = PROMPTS["code"][:4]

@@ -1,6 +1,6 @@
 """The held-out chat prompts share no topic and no phrasing with the prompts the smollm2 draft was distilled on."""
 
-from specviz.prompts import CHAT_HELDOUT, load_prompt_set
+from specviz.prompts.sets import CHAT_HELDOUT, load_prompt_set
 from specviz.training.chat_prompts import TOPICS, copies_a_held_out_phrase, topic_prompts, training_prompts
 from specviz.training.everyday_prompts import everyday_prompts
 

@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from specviz import recorder
 from specviz.engine import DecodeSettings, SettingsError
-from specviz.runner import PromptError
-from specviz.trace import Trace
+from specviz.run.runner import PromptError
+from specviz.run.trace import Trace
+from specviz.serving import recorder
 from specviz.ui import playback as playback_module
 from specviz.ui import runs
 from specviz.ui.playback import next_cursor, playback, recorded_s, timeline

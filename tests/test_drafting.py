@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from specviz.drafting import STRATEGIES, drafter_choices, make_drafter
+from specviz.drafting.registry import STRATEGIES, drafter_choices, make_drafter
 from specviz.engine import (
     AdaptiveGamma,
     CachedDecoder,

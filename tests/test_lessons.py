@@ -4,8 +4,8 @@ from dataclasses import replace
 
 import pytest
 
-from specviz import recorder
 from specviz.analysis.readings import readings_of_trace
+from specviz.serving import recorder
 from specviz.ui.lessons import Measured, lessons
 
 

@@ -7,7 +7,7 @@ import pytest
 from specviz.engine import DecodeSettings
 from specviz.models.catalogue import Pair
 from specviz.models.loading import PairError, choose_dtype, load_pair
-from specviz.runner import PromptError, run
+from specviz.run.runner import PromptError, run
 from tests.local_models import save_model_folder
 
 

@@ -4,7 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from specviz.models import loading, pair_cache
+from specviz.models import loading
+from specviz.serving import pair_cache
 
 
 def fake_pair(name: str, megabytes: int) -> SimpleNamespace:

@@ -16,7 +16,7 @@ from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, Summary,
 from specviz.engine.events import Cycle, Step
 from specviz.models.catalogue import PairError
 from specviz.models.loading import check_same_tokenizer, load_tokenizer
-from specviz.runner import encode_prompt, run
+from specviz.run.runner import encode_prompt, run
 from tests.conftest import REAL_PAIR
 
 QUESTION = "What is the capital of France?"

@@ -7,8 +7,8 @@ from specviz.analysis.timing import StepTimes
 from specviz.engine import Cycle, DecodeSettings, SamplingSettings
 from specviz.models.catalogue import load_catalogue
 from specviz.models.loading import load_pair
-from specviz.prompts import PROMPTS
-from specviz.runner import encode_prompt, run
+from specviz.prompts.sets import PROMPTS
+from specviz.run.runner import encode_prompt, run
 from tests.test_cli import specviz, specviz_json
 
 TIMES = StepTimes(

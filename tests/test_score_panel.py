@@ -6,7 +6,7 @@ import pytest
 
 from specviz.analysis.score import scorecard
 from specviz.engine import SamplingSettings
-from specviz.prompts import PROMPTS
+from specviz.prompts.sets import PROMPTS
 from specviz.ui.score_panel import (
     HARDEST_HEADERS,
     MY_TEXT,

@@ -113,7 +113,7 @@ def test_an_empty_tally_has_no_numbers():
 def test_a_sampled_run_counts_like_the_engine(bundled_pair):
     """Against the engine on a real sampled run: the Summary's tally is the fold of its own cycles, recounted here by hand."""
     from specviz.engine import DecodeSettings, SamplingSettings
-    from specviz.runner import run
+    from specviz.run.runner import run
 
     events = list(
         run(

@@ -4,7 +4,7 @@ import pytest
 
 from specviz.analysis.readings import TAU_OVER_STEP, readings_of_trace
 from specviz.engine.tally import Tally
-from specviz.trace import Trace
+from specviz.run.trace import Trace
 from specviz.ui import charts
 from specviz.ui.playback import next_cursor
 from specviz.ui.render import narration, race_html, stream_html

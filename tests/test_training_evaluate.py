@@ -1,6 +1,6 @@
 """The measures the training report quotes: distinct-4 and the syntax check of a cut completion."""
 
-from specviz.prompts import heldout_code_prompts
+from specviz.prompts.sets import heldout_code_prompts
 from specviz.training.evaluate import distinct_n, parses_as_python
 
 

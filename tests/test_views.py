@@ -7,7 +7,7 @@ import pytest
 from specviz.analysis.readings import readings_of, readings_of_trace
 from specviz.engine.events import Cycle, DraftPosition, RunStarted, Step, Summary
 from specviz.engine.tally import Tally
-from specviz.trace import Trace
+from specviz.run.trace import Trace
 from specviz.ui import texts
 from specviz.ui.render import narration, race_html, stream_html
 from specviz.ui.views import Recording, frame

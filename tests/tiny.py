@@ -17,8 +17,8 @@ from specviz.engine import (
     autoregressive_decode,
     speculative_decode,
 )
-from specviz.machine_load import OtherLoad
-from specviz.trace import Trace
+from specviz.run.machine_load import OtherLoad
+from specviz.run.trace import Trace
 
 
 def tiny_llama(

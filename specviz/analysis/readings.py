@@ -16,7 +16,7 @@ from typing import Literal
 
 from specviz.analysis.theory import Prediction
 from specviz.engine.tally import CycleCounts, Tally
-from specviz.trace import Trace
+from specviz.run.trace import Trace
 
 TAU_OVER_STEP = "draft step / target step"
 TAU_OVER_VERIFY = "draft step / verify pass (no target-alone run measured)"

@@ -23,7 +23,7 @@ from specviz.engine.sampling import warp
 from specviz.engine.settings import DecodeSettings, SamplingSettings
 from specviz.engine.tally import alpha_analytic
 from specviz.models.loading import LoadedPair
-from specviz.runner import encode_prompt, run
+from specviz.run.runner import encode_prompt, run
 
 LOGIT_BUDGET = 2**25  # rows × vocabulary per forward: ~128 MB of fp32 logits for each model
 

@@ -14,8 +14,8 @@ from specviz.cli.options import (
     settings_from,
 )
 from specviz.deployment.benchmark import bench
-from specviz.machine_load import LoadMeter
-from specviz.prompts import load_prompt_set
+from specviz.prompts.sets import load_prompt_set
+from specviz.run.machine_load import LoadMeter
 
 
 def format_table(rows: list[dict]) -> str:

@@ -148,7 +148,7 @@ def held_out_prompts(name: str, count: int) -> list[str]:
     """The prompts the finished draft is measured on (bench's prompt sets), or none."""
     if name == "none" or count < 1:
         return []
-    from specviz.prompts import load_prompt_set
+    from specviz.prompts.sets import load_prompt_set
 
     try:
         return load_prompt_set(name)[:count]

@@ -24,7 +24,7 @@ from specviz.engine import SamplingSettings
 from specviz.models.catalogue import load_catalogue
 from specviz.models.loading import load_pair
 from specviz.numbers import number
-from specviz.prompts import load_prompt_set
+from specviz.prompts.sets import load_prompt_set
 
 ASSUMED_ALPHA = 0.7  # the batch curve's α when none is given or scored (a hub pair without --alpha)
 

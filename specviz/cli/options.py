@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from specviz.drafting import drafter_keys
+from specviz.drafting.registry import drafter_keys
 from specviz.engine import DecodeSettings, SamplingSettings
 from specviz.models.catalogue import Pair, load_catalogue
 
@@ -104,7 +104,7 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--drafter",
         choices=drafter_keys(),
-        help="a drafting strategy (specviz/drafting.py); default: the pair's own (models.yaml)",
+        help="a drafting strategy (specviz/drafting/registry.py); default: the pair's own (models.yaml)",
     )
     parser.add_argument("--lenience", type=float, default=1.0, help="1 is exact; below 1 is lossy")
     parser.add_argument("--adaptive-gamma", action="store_true", help="+2 after a full accept, -1 otherwise")

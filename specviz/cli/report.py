@@ -20,7 +20,7 @@ from specviz.deployment.batch import BATCH_SIZES
 from specviz.deployment.collect import deployment_report
 from specviz.deployment.report import write_report
 from specviz.numbers import number
-from specviz.prompts import load_prompt_set
+from specviz.prompts.sets import load_prompt_set
 
 
 def add_parser(commands) -> None:

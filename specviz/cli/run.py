@@ -10,7 +10,7 @@ from specviz.cli.options import NA, add_decoding_arguments, add_pair_arguments, 
 from specviz.deployment import collect
 from specviz.engine import Cycle, Summary
 from specviz.numbers import number
-from specviz.runner import check_prompt_text, encode_prompt, run
+from specviz.run.runner import check_prompt_text, encode_prompt, run
 
 
 def add_parser(commands) -> None:

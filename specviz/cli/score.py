@@ -19,7 +19,7 @@ from specviz.cli.options import (
 )
 from specviz.engine import DecodeSettings
 from specviz.numbers import number
-from specviz.prompts import load_prompt_set
+from specviz.prompts.sets import load_prompt_set
 
 
 def add_parser(commands) -> None:

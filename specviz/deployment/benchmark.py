@@ -16,11 +16,11 @@ import torch
 
 from specviz.analysis.readings import readings_of
 from specviz.deployment.latency import LatencyStats, latency_tail
-from specviz.drafting import Twin, strategy
+from specviz.drafting.registry import Twin, strategy
 from specviz.engine import DecodeSettings, Summary, Tally
 from specviz.engine.kv_cache import synchronize
 from specviz.models.loading import LoadedPair
-from specviz.runner import encode_prompt, run
+from specviz.run.runner import encode_prompt, run
 
 NO_LATENCY = latency_tail([]).to_json()  # the latency keys, every one None
 TRANSFORMERS_DEFAULT = Twin(  # None: transformers fills in its own defaults (20 drafts, constant, confidence 0.4)

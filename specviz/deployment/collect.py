@@ -25,7 +25,7 @@ from specviz.deployment.memory import LoadTimes, MemoryReport, ModelMemory, Pair
 from specviz.deployment.report import DeploymentReport
 from specviz.engine import DecodeSettings
 from specviz.models.loading import LoadedPair, load_model
-from specviz.runner import encode_prompt, run
+from specviz.run.runner import encode_prompt, run
 
 CUDA_PEAK = "cuda max_memory_allocated"
 ESTIMATED = "estimated from tensors"

@@ -9,14 +9,14 @@ from importlib import import_module
 
 _HOMES = {
     "autoregressive_decode": "autoregressive",
-    "AdaptiveGamma": "drafters",
-    "Drafter": "drafters",
-    "DynamicDrafter": "drafters",
-    "Proposal": "drafters",
-    "Feedback": "drafters",
-    "FeatureDrafter": "drafters",
-    "ModelDrafter": "drafters",
-    "PromptLookupDrafter": "drafters",
+    "AdaptiveGamma": "specviz.drafting.drafters",
+    "Drafter": "specviz.drafting.drafters",
+    "DynamicDrafter": "specviz.drafting.drafters",
+    "Proposal": "specviz.drafting.drafters",
+    "Feedback": "specviz.drafting.drafters",
+    "FeatureDrafter": "specviz.drafting.drafters",
+    "ModelDrafter": "specviz.drafting.drafters",
+    "PromptLookupDrafter": "specviz.drafting.drafters",
     "Cycle": "events",
     "DraftPosition": "events",
     "Event": "events",
@@ -41,4 +41,5 @@ __all__ = sorted(_HOMES)
 def __getattr__(name: str):
     if name not in _HOMES:
         raise AttributeError(f"module 'specviz.engine' has no attribute {name!r}")
-    return getattr(import_module(f"specviz.engine.{_HOMES[name]}"), name)
+    home = _HOMES[name]
+    return getattr(import_module(home if "." in home else f"specviz.engine.{home}"), name)

@@ -46,7 +46,7 @@ class Pair:
     dtype: Literal["float32", "bfloat16", "float16"] | None = None  # overrides the per-device default
     target_offline: WheelSpec | None = None  # where the target comes from when the hub is out of reach
     feature_head: str | None = None  # a folder with an EAGLE-style head for this target (the "feature" drafter)
-    drafter: str = "model"  # the drafting strategy the pair starts with (a key of specviz/drafting.py)
+    drafter: str = "model"  # the drafting strategy the pair starts with (a key of specviz/drafting/registry.py)
     weights: Literal["auto", "bf16", "int8", "int4", "fp32"] | None = None  # the target's form on a CPU (models/weight_forms.py)
 
     def resolve(self, reference: str) -> str:

@@ -1,7 +1,7 @@
 """Chat prompts for distilling a draft for an instruction-tuned target: topics × request templates.
 
 The training set is every template applied to every topic, in a fixed shuffled order. The held-out set
-(specviz/prompts.py, CHAT_HELDOUT) uses topics and phrasings that appear nowhere in it, so α measured there
+(specviz/prompts/sets.py, CHAT_HELDOUT) uses topics and phrasings that appear nowhere in it, so α measured there
 is α on prompts the draft never saw (tests/test_chat_prompts.py checks that they do not overlap).
 """
 
@@ -11,7 +11,7 @@ import functools
 import random
 import re
 
-from specviz.prompts import CHAT_HELDOUT
+from specviz.prompts.sets import CHAT_HELDOUT
 from specviz.training.everyday_prompts import everyday_prompts, world_prompts
 
 TOPICS = [
@@ -186,7 +186,7 @@ def word_runs(text: str, length: int = 4) -> set[tuple[str, ...]]:
 
 
 def copies_a_held_out_phrase(prompt: str) -> bool:
-    """Whether `prompt` shares four words in a row with a held-out chat question (specviz/prompts.py)."""
+    """Whether `prompt` shares four words in a row with a held-out chat question (specviz/prompts/sets.py)."""
     return bool(word_runs(prompt) & _held_out_runs())
 
 

@@ -1,7 +1,7 @@
 """The training corpus: the standard library's `.py` sources plus a fixed list of permissively licensed packages.
 
 Validation is always a hash-chosen ~5% of the standard library's files, so the held-out prompts
-(`specviz.prompts.heldout_code_prompts`) never depend on which packages a machine has installed.
+(`specviz.prompts.sets.heldout_code_prompts`) never depend on which packages a machine has installed.
 The package part is whatever of `PACKAGES` this machine has: on another machine it may differ,
 and `describe_packages` records what was actually used.
 """

@@ -23,7 +23,7 @@ import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
 from specviz.models.catalogue import REPO_ROOT
-from specviz.prompts import PROMPTS, heldout_code_prompts
+from specviz.prompts.sets import PROMPTS, heldout_code_prompts
 from specviz.training.on_policy import continue_greedily
 
 ASSETS = REPO_ROOT / "assets"  # where the bundled pair and its training report live

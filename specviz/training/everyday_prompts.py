@@ -4,7 +4,7 @@ The first half (chat_prompts.py) asks 18 questions of 122 school topics, so a dr
 and little else: its agreement with the target was 0.55 on answers like them and 0.32 on new questions.
 Here each family of request (how-to, why, compare, write, advise, recommend, compute, rewrite, code, ...)
 has its own phrasings and its own things to ask about, and a seeded draw mixes them. None names a subject or
-copies a phrasing of the held-out questions in specviz/prompts.py (tests/test_chat_prompts.py checks).
+copies a phrasing of the held-out questions in specviz/prompts/sets.py (tests/test_chat_prompts.py checks).
 """
 
 from __future__ import annotations

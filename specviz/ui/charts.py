@@ -18,7 +18,7 @@ from specviz.engine.events import Cycle
 from specviz.engine.settings import MAX_GAMMA
 from specviz.engine.tally import Tally
 from specviz.figure_style import figure_layout
-from specviz.trace import Trace
+from specviz.run.trace import Trace
 from specviz.ui.palette import COLOURS
 
 HEIGHT = 300

@@ -19,7 +19,7 @@ from specviz.deployment.latency import LatencyStats, arrival_times
 from specviz.deployment.memory import MemoryReport, PairLoadTimes
 from specviz.deployment.report import DeploymentReport, sections
 from specviz.numbers import number
-from specviz.trace import Trace
+from specviz.run.trace import Trace
 
 
 def speculative_arrivals(trace: Trace) -> list[float]:

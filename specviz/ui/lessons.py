@@ -17,8 +17,8 @@ from pathlib import Path
 
 from specviz.analysis.readings import Readings
 from specviz.numbers import number
-from specviz.prompts import CHAT_HELDOUT, CHAT_REWRITE, PROMPTS
-from specviz.trace import Trace
+from specviz.prompts.sets import CHAT_HELDOUT, CHAT_REWRITE, PROMPTS
+from specviz.run.trace import Trace
 from specviz.ui import charts
 from specviz.ui.request import RunRequest
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from specviz.trace import Trace
+from specviz.run.trace import Trace
 from specviz.ui.render import PHASES, Phase
 
 FRAME_INTERVAL_S = 1 / 12  # playback sends at most this many frames a second, whatever the pace

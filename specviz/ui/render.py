@@ -8,7 +8,7 @@ from typing import Literal
 from specviz.analysis.readings import Readings
 from specviz.engine.events import Cycle, DraftPosition
 from specviz.numbers import number
-from specviz.trace import Trace
+from specviz.run.trace import Trace
 from specviz.ui.palette import LEGEND
 
 Phase = Literal["draft", "verify", "decide"]

@@ -11,11 +11,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from specviz import recorder
 from specviz.analysis.readings import readings_of_trace
-from specviz.models import pair_cache
-from specviz.runner import check_prompt_text
-from specviz.trace import Trace
+from specviz.run.runner import check_prompt_text
+from specviz.run.trace import Trace
+from specviz.serving import pair_cache, recorder
 from specviz.ui import texts
 from specviz.ui.lessons import Lesson, Measured
 from specviz.ui.playback import next_cursor, playback, recorded_s

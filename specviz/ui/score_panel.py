@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 
 from specviz.engine.settings import MAX_GAMMA, DecodeSettings, SamplingSettings
 from specviz.models.catalogue import PairError
-from specviz.models.pair_cache import get_pair
-from specviz.prompts import load_prompt_set
+from specviz.prompts.sets import load_prompt_set
+from specviz.serving.pair_cache import get_pair
 from specviz.ui.palette import COLOURS
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ import html
 from specviz.analysis import theory
 from specviz.analysis.kernels import multiplies_half_precision_row_by_row
 from specviz.analysis.readings import Readings
-from specviz.machine_load import OtherLoad
 from specviz.numbers import number
+from specviz.run.machine_load import OtherLoad
 
 FORMULAS = r"""
 ### The exact algorithm, one cycle

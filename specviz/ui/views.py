@@ -8,7 +8,7 @@ from typing import Any
 from specviz.analysis.readings import Readings, readings_of_trace
 from specviz.engine.events import Cycle
 from specviz.engine.tally import Tally
-from specviz.trace import Trace
+from specviz.run.trace import Trace
 from specviz.ui import charts, texts
 from specviz.ui.deployment_view import deployment_figures, deployment_html, race_view, trace_report
 from specviz.ui.render import Phase, narration, race_html, stream_html

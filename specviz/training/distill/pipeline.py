@@ -211,7 +211,7 @@ def measure_draft(recipe: Recipe, state: State) -> None:
     from specviz.engine import DecodeSettings
     from specviz.models.loading import load_feature_head, load_model, loaded_model, pair_of
     from specviz.models.weight_forms import apply_form, choose_form, head_form_beside
-    from specviz.runner import run
+    from specviz.run.runner import run
 
     started = time.perf_counter()
     target = state.target.to(recipe.measure_dtype) if recipe.measure_dtype else state.target  # the last stage: no cast back

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from specviz.engine.settings import DecodeSettings
 from specviz.models.catalogue import Catalogue, load_catalogue
-from specviz.runner import run
+from specviz.run.runner import run
 
 if TYPE_CHECKING:  # loading imports transformers: kept off the path to the app's first page
     from specviz.models.loading import LoadedPair

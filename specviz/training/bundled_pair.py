@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
-from specviz.training import corpus, evaluate, grow, loop_free, models, on_policy
+from specviz.training import architectures, corpus, evaluate, grow, loop_free, on_policy
 from specviz.training.evaluate import ASSETS
 from specviz.training.loop import TrainSettings, train
 from specviz.training.loop_free import LoopFreeSettings
@@ -133,10 +133,10 @@ class Training:
     def train_and_save(self, role: str, folder: str, config, train_settings: TrainSettings, **teaching) -> LlamaForCausalLM:
         """A fresh model of `config`, trained and saved under --out/folder, its result in the report under `role`."""
         torch.manual_seed(self.args.seed)  # initial weights depend on the seed alone, so --reuse-target gives the same drafts
-        model = models.build(config)
+        model = architectures.build(config)
         work = self.args.work / role
         result = train(model, self.train_tokens, self.validation_tokens, train_settings, work, description=role, **teaching)
-        self.report[role] = {"parameters": models.count_parameters(model), **vars(result)}
+        self.report[role] = {"parameters": architectures.count_parameters(model), **vars(result)}
         save_model(model, self.tokenizer, self.args.out / folder)
         return model
 
@@ -183,7 +183,7 @@ def train_target(run: Training) -> None:
         run.target = LlamaForCausalLM.from_pretrained(run.lm_target_folder, dtype=torch.float32)
         run.report["target"] = json.loads((run.lm_target_folder / "report.json").read_text())
         return
-    config = models.target_config(len(run.tokenizer))
+    config = architectures.target_config(len(run.tokenizer))
     run.target = run.train_and_save("target", "pycode-target", config, run.settings(args.target_steps, args.target_learning_rate))
     save_model(run.target, run.tokenizer, run.lm_target_folder)
     (run.lm_target_folder / "report.json").write_text(json.dumps(run.report["target"], indent=2) + "\n")
@@ -202,7 +202,10 @@ def grow_target(run: Training) -> None:
         grown_settings = replace(run.settings(args.grown_steps, args.grown_learning_rate), warmup_steps=50, seed=args.seed + 1)
         work = args.work / "target_grown"
         result = train(target, run.train_tokens, run.validation_tokens, grown_settings, work, description="grown")
-        run.report["target_grown"] = {"parameters": models.count_parameters(target), "layers": target.config.num_hidden_layers}
+        run.report["target_grown"] = {
+            "parameters": architectures.count_parameters(target),
+            "layers": target.config.num_hidden_layers,
+        }
         run.report["target_grown"].update(vars(result))
         save_model(target, run.tokenizer, run.grown_folder)
         grown_report = {k: run.report[k] for k in ("target", "target_grown")}
@@ -230,13 +233,13 @@ def distil_draft(run: Training) -> None:
     )
     run.report["on_policy"] = {"rows": len(rows), "tokens": rows.numel(), "seconds": time.perf_counter() - started_rows}
     distil = replace(run.settings(args.draft_steps, 3e-3), on_policy_share=args.on_policy_share)
-    config = models.draft_config(len(run.tokenizer))
+    config = architectures.draft_config(len(run.tokenizer))
     run.train_and_save("draft_distilled", "pycode-draft", config, distil, teacher=run.target, on_policy=rows)
 
 
 def train_plain_draft(run: Training) -> None:
     """6. The same draft architecture on tokens alone, for fewer steps; then the report is written."""
-    config = models.draft_config(len(run.tokenizer))
+    config = architectures.draft_config(len(run.tokenizer))
     run.train_and_save("draft_plain", "pycode-draft-plain", config, run.settings(run.args.plain_draft_steps, 3e-3))
     run.report["total_seconds"] = time.perf_counter() - run.started
     (run.args.out / "training_report.json").write_text(json.dumps(run.report, indent=2) + "\n")

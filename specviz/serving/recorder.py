@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 from specviz.analysis.readings import readings_of
 from specviz.engine.events import Cycle, RunStarted, Step, Summary
 from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
-from specviz.machine_load import LoadMeter, settle
-from specviz.models.pair_cache import pair_info
-from specviz.runner import encode_prompt, run
-from specviz.trace import Trace
+from specviz.run.machine_load import LoadMeter, settle
+from specviz.run.runner import encode_prompt, run
+from specviz.run.trace import Trace
+from specviz.serving.pair_cache import pair_info
 
 if TYPE_CHECKING:
     from specviz.deployment.collect import PeakTracker

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
 from specviz import engine  # its names load on first use (PEP 562): importing the runner loads no torch
-from specviz.drafting import make_drafter
+from specviz.drafting.registry import make_drafter
 from specviz.engine.events import Event
 from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from specviz.models.loading import LoadedPair
 
 MAX_PROMPT_CHARS = 20_000
-DrafterKind = str  # a key of specviz.drafting.STRATEGIES: "model", "adaptive", "dynamic", "lookup", ...
+DrafterKind = str  # a key of specviz.drafting.registry.STRATEGIES: "model", "adaptive", "dynamic", "lookup", ...
 
 
 class PromptError(ValueError):

@@ -1,6 +1,6 @@
 """The registry of drafting strategies: the one place a drafter is named, for the runner, CLI, bench and app.
 
-A new strategy is one Drafter class (specviz/engine/drafters.py) plus one `register(Strategy(...))` line
+A new strategy is one Drafter class (specviz/drafting/drafters.py) plus one `register(Strategy(...))` line
 here; README, "Drafting strategies, and adding one", walks through it.
 """
 
@@ -14,8 +14,8 @@ from specviz import engine  # its names load on first use (PEP 562): listing the
 from specviz.engine.settings import SettingsError
 
 if TYPE_CHECKING:  # the app lists the strategies before transformers is imported; the classes load on first build
+    from specviz.drafting.drafters import Drafter
     from specviz.engine import CachedDecoder
-    from specviz.engine.drafters import Drafter
     from specviz.models.loading import LoadedPair
 
 DYNAMIC_THRESHOLD = 0.4  # transformers' default assistant_confidence_threshold

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from specviz.engine.events import Cycle, DraftPosition, RunStarted, Step, Summary
 from specviz.engine.tally import Tally
-from specviz.machine_load import OtherLoad
+from specviz.run.machine_load import OtherLoad
 
 TRACE_FORMAT = "specviz-trace/2"
 

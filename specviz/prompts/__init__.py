@@ -1,0 +1,1 @@
+"""Prompts: the built-in sets by domain, and the held-out standard-library code."""
