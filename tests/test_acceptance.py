@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from specviz.engine import CachedDecoder, Cycle, DecodeSettings, ModelDrafter, SamplingSettings, speculative_decode
+from specviz.drafting.drafters import ModelDrafter
+from specviz.engine import CachedDecoder, Cycle, DecodeSettings, SamplingSettings, speculative_decode
 from specviz.engine import speculative as speculative_module
 from specviz.engine.acceptance import explain_verdict, judge_drafts
 from specviz.engine.sampling import residual, warp

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, speculative_decode
+from specviz.drafting.drafters import ModelDrafter
+from specviz.engine import CachedDecoder, DecodeSettings, speculative_decode
 from specviz.models.catalogue import load_catalogue
 from specviz.models.loading import load_pair
 from specviz.prompts.sets import PROMPTS

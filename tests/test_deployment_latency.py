@@ -130,7 +130,8 @@ def test_tail_over_requests_pools_gaps_and_ranks_requests():
 def test_a_real_run_releases_each_burst_inside_its_cycle():
     """On the engine's clock: a step's token arrives as the step ends (the last at wall_s); a cycle's burst after its
     draft and verify passes and no later than its end (released_s, taken before the rollback)."""
-    from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, autoregressive_decode, speculative_decode
+    from specviz.drafting.drafters import ModelDrafter
+    from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode, speculative_decode
     from tests.tiny import fake_vocabulary, tiny_llama
 
     target, draft = tiny_llama(64, seed=0), tiny_llama(64, seed=1, layers=1)

@@ -12,7 +12,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, speculative_decode
+from specviz.drafting.drafters import ModelDrafter
+from specviz.engine import CachedDecoder, DecodeSettings, speculative_decode
 from specviz.engine.vocabulary import Vocabulary
 from specviz.models.loading import load_model
 from specviz.models.reduced_head import ReducedHead
@@ -94,7 +95,7 @@ def test_distill_writes_a_draft_that_loads_and_stays_exact(tmp_path, share_embed
 
 def test_distill_feature_head_trains_continues_and_stays_exact(tmp_path):
     """--kind feature end to end on a tiny target, then --init-head continues it: same kept ids, the earlier run named."""
-    from specviz.engine import FeatureDrafter
+    from specviz.drafting.drafters import FeatureDrafter
     from specviz.models.feature_head import load_head
     from specviz.training.distill.feature_fit import FeatureFitSettings
 

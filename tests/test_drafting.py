@@ -3,16 +3,14 @@
 import pytest
 import torch
 
+from specviz.drafting.drafters import DynamicDrafter, ModelDrafter, PromptLookupDrafter
 from specviz.drafting.registry import STRATEGIES, drafter_choices, make_drafter
 from specviz.engine import (
     AdaptiveGamma,
     CachedDecoder,
     Cycle,
     DecodeSettings,
-    DynamicDrafter,
     Feedback,
-    ModelDrafter,
-    PromptLookupDrafter,
     SamplingSettings,
     SettingsError,
     speculative_decode,

@@ -5,7 +5,8 @@ import copy
 import pytest
 import torch
 
-from specviz.engine import CachedDecoder, DecodeSettings, FeatureDrafter, Summary, autoregressive_decode, speculative_decode
+from specviz.drafting.drafters import FeatureDrafter
+from specviz.engine import CachedDecoder, DecodeSettings, Summary, autoregressive_decode, speculative_decode
 from specviz.models.feature_head import FeatureCache, head_from_target, head_in_form, load_head, own_weight_bytes, save_head
 from tests.test_greedy_exact import transformers_greedy
 from tests.tiny import fake_vocabulary, tiny_llama

@@ -3,11 +3,10 @@
 import pytest
 import torch
 
+from specviz.drafting.drafters import ModelDrafter, PromptLookupDrafter
 from specviz.engine import (
     CachedDecoder,
     DecodeSettings,
-    ModelDrafter,
-    PromptLookupDrafter,
     Summary,
     autoregressive_decode,
     speculative_decode,

@@ -9,7 +9,8 @@ import torch
 
 from specviz.analysis.hardware_cache import hardware_sentence
 from specviz.deployment.hardware import build_random
-from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, speculative_decode
+from specviz.drafting.drafters import ModelDrafter
+from specviz.engine import CachedDecoder, DecodeSettings, speculative_decode
 from specviz.models.catalogue import Architecture, load_catalogue
 from specviz.models.footprint import config_of, count_parameters
 from tests.test_cli import specviz, specviz_json

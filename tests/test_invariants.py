@@ -2,7 +2,8 @@
 
 import pytest
 
-from specviz.engine import CachedDecoder, Cycle, DecodeSettings, ModelDrafter, SamplingSettings, speculative_decode
+from specviz.drafting.drafters import ModelDrafter
+from specviz.engine import CachedDecoder, Cycle, DecodeSettings, SamplingSettings, speculative_decode
 from tests.tiny import fake_vocabulary, tiny_llama
 
 VOCAB = 64

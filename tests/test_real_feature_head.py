@@ -8,7 +8,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from specviz.engine import CachedDecoder, DecodeSettings, FeatureDrafter, autoregressive_decode, speculative_decode
+from specviz.drafting.drafters import FeatureDrafter
+from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode, speculative_decode
 from specviz.models.catalogue import load_catalogue
 from specviz.models.feature_head import load_head
 from specviz.models.weight_forms import apply_form

@@ -12,7 +12,8 @@ import sys
 import pytest
 import torch
 
-from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, Summary, Vocabulary, speculative_decode
+from specviz.drafting.drafters import ModelDrafter
+from specviz.engine import CachedDecoder, DecodeSettings, Summary, Vocabulary, speculative_decode
 from specviz.engine.events import Cycle, Step
 from specviz.models.catalogue import PairError
 from specviz.models.loading import check_same_tokenizer, load_tokenizer

@@ -10,7 +10,8 @@ import copy
 import pytest
 import torch
 
-from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, SamplingSettings, speculative_decode
+from specviz.drafting.drafters import ModelDrafter
+from specviz.engine import CachedDecoder, DecodeSettings, SamplingSettings, speculative_decode
 from specviz.models.reduced_head import ReducedHead, reduce_head
 from tests.test_greedy_exact import PROMPT as GREEDY_PROMPT
 from tests.test_greedy_exact import final, transformers_greedy

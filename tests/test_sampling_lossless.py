@@ -7,12 +7,10 @@ computed from its logits; a chi-square test compares it with thousands of specul
 import pytest
 import torch
 
+from specviz.drafting.drafters import FeatureDrafter, ModelDrafter, PromptLookupDrafter
 from specviz.engine import (
     CachedDecoder,
     DecodeSettings,
-    FeatureDrafter,
-    ModelDrafter,
-    PromptLookupDrafter,
     SamplingSettings,
     speculative_decode,
 )

@@ -10,7 +10,8 @@ import pytest
 import torch
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
 
-from specviz.engine import CachedDecoder, DecodeSettings, FeatureDrafter, Summary, autoregressive_decode, speculative_decode
+from specviz.drafting.drafters import FeatureDrafter
+from specviz.engine import CachedDecoder, DecodeSettings, Summary, autoregressive_decode, speculative_decode
 from specviz.engine.settings import MAX_GAMMA
 from specviz.models.feature_head import head_from_target
 from specviz.models.weight_forms import FORMS, apply_form, choose_form

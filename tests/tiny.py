@@ -5,11 +5,11 @@ from __future__ import annotations
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from specviz.drafting.drafters import ModelDrafter
 from specviz.engine import (
     CachedDecoder,
     Cycle,
     DecodeSettings,
-    ModelDrafter,
     RunStarted,
     SamplingSettings,
     Summary,

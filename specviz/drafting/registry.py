@@ -48,6 +48,12 @@ def register(strategy: Strategy) -> Strategy:
     return strategy
 
 
+def _drafters():
+    from specviz.drafting import drafters  # torch loads with the first drafter built, not when the strategies are listed
+
+    return drafters
+
+
 def draft_decoder(pair: LoadedPair) -> CachedDecoder:
     return engine.CachedDecoder(pair.draft.model, pair.shared_vocab_size)
 
@@ -66,7 +72,7 @@ register(
     Strategy(
         "model",
         "Draft model, fixed γ",
-        lambda pair: engine.ModelDrafter(draft_decoder(pair)),
+        lambda pair: _drafters().ModelDrafter(draft_decoder(pair)),
         transformers_twin=_assisted,
     )
 )
@@ -74,7 +80,7 @@ register(
     Strategy(
         "adaptive",
         "Draft model, adaptive γ (+2 after a full accept, −1 otherwise)",
-        lambda pair: engine.AdaptiveGamma(engine.ModelDrafter(draft_decoder(pair))),
+        lambda pair: engine.AdaptiveGamma(_drafters().ModelDrafter(draft_decoder(pair))),
         transformers_twin=lambda gamma: _assisted(gamma, schedule="heuristic_transient"),
     )
 )
@@ -82,7 +88,7 @@ register(
     Strategy(
         "dynamic",
         f"Draft model, dynamic (stop below q = {DYNAMIC_THRESHOLD}, at most {DYNAMIC_MAX_WINDOW})",
-        lambda pair: engine.DynamicDrafter(draft_decoder(pair), DYNAMIC_THRESHOLD, DYNAMIC_MAX_WINDOW),
+        lambda pair: _drafters().DynamicDrafter(draft_decoder(pair), DYNAMIC_THRESHOLD, DYNAMIC_MAX_WINDOW),
         transformers_twin=lambda gamma: _assisted(DYNAMIC_MAX_WINDOW, threshold=DYNAMIC_THRESHOLD),
     )
 )
@@ -93,7 +99,7 @@ def feature_drafter(pair: LoadedPair) -> Drafter:
         raise SettingsError(
             f"{pair.name} has no feature head: choose another drafter, or a pair with one (its models.yaml entry names a feature_head)"
         )
-    return engine.FeatureDrafter(pair.feature_head.head, pair.shared_vocab_size)
+    return _drafters().FeatureDrafter(pair.feature_head.head, pair.shared_vocab_size)
 
 
 register(
@@ -108,7 +114,7 @@ register(
     Strategy(
         "lookup",
         "Prompt lookup (no draft model)",
-        lambda pair: engine.PromptLookupDrafter(),
+        lambda pair: _drafters().PromptLookupDrafter(),
         needs_draft_model=False,
         transformers_twin=lambda gamma: Twin(
             generate_kwargs={"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": 3}, uses_draft_model=False

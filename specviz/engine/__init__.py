@@ -9,14 +9,10 @@ from importlib import import_module
 
 _HOMES = {
     "autoregressive_decode": "autoregressive",
-    "AdaptiveGamma": "specviz.drafting.drafters",
-    "Drafter": "specviz.drafting.drafters",
-    "DynamicDrafter": "specviz.drafting.drafters",
-    "Proposal": "specviz.drafting.drafters",
-    "Feedback": "specviz.drafting.drafters",
-    "FeatureDrafter": "specviz.drafting.drafters",
-    "ModelDrafter": "specviz.drafting.drafters",
-    "PromptLookupDrafter": "specviz.drafting.drafters",
+    "AdaptiveGamma": "drafter",
+    "Drafter": "drafter",
+    "Proposal": "drafter",
+    "Feedback": "drafter",
     "Cycle": "events",
     "DraftPosition": "events",
     "Event": "events",
@@ -41,5 +37,4 @@ __all__ = sorted(_HOMES)
 def __getattr__(name: str):
     if name not in _HOMES:
         raise AttributeError(f"module 'specviz.engine' has no attribute {name!r}")
-    home = _HOMES[name]
-    return getattr(import_module(home if "." in home else f"specviz.engine.{home}"), name)
+    return getattr(import_module(f"specviz.engine.{_HOMES[name]}"), name)

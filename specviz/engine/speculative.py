@@ -21,8 +21,8 @@ from dataclasses import replace
 
 import torch
 
-from specviz.drafting.drafters import AdaptiveGamma, Drafter, Feedback, Proposal, with_schedule
 from specviz.engine.acceptance import Acceptance, Verdict, explain_verdict, judge_drafts
+from specviz.engine.drafter import AdaptiveGamma, Drafter, Feedback, Proposal, with_schedule
 from specviz.engine.events import Cycle, DraftPosition, Event, Summary
 from specviz.engine.kv_cache import CachedDecoder, rollback_to_accepted, synchronize
 from specviz.engine.settings import DecodeSettings, StopCheck, never_stop

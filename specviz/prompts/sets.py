@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specviz.prompts.stdlib import read_sources, split_stdlib
+
 CHAT_HELDOUT = [  # chat prompts the smollm2 draft never saw: topics and phrasings absent from its training prompts
     "Explain why the sky is blue in two sentences.",
     "What causes the seasons on Earth?",
@@ -78,8 +80,6 @@ DOMAINS = tuple(PROMPTS)
 
 def heldout_code_prompts(count: int = 8, n_lines: int = 12) -> list[str]:
     """Code the bundled pair never saw: windows of the standard-library files held out from its training."""
-    from specviz.training.corpus import read_sources, split_stdlib
-
     prompts = []
     files = [path for path in split_stdlib().validation if path.parent.name != "encodings"]  # codec tables are not typical code
     for text in read_sources(files):

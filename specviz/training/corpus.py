@@ -1,7 +1,7 @@
 """The training corpus: the standard library's `.py` sources plus a fixed list of permissively licensed packages.
 
-Validation is always a hash-chosen ~5% of the standard library's files, so the held-out prompts
-(`specviz.prompts.sets.heldout_code_prompts`) never depend on which packages a machine has installed.
+Validation is always a hash-chosen ~5% of the standard library's files (specviz/prompts/stdlib.py), so the
+held-out prompts (`specviz.prompts.sets.heldout_code_prompts`) never depend on which packages a machine has installed.
 The package part is whatever of `PACKAGES` this machine has: on another machine it may differ,
 and `describe_packages` records what was actually used.
 """
@@ -14,36 +14,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-# Folders that are tests, demos, vendored copies or generated data rather than library code.
-SKIPPED_FOLDERS = frozenset(
-    {
-        "test",
-        "tests",
-        "testing",
-        "idlelib",
-        "lib2to3",
-        "turtledemo",
-        "ensurepip",
-        "site-packages",
-        "pydoc_data",
-        "__pycache__",
-        "venv",
-        "lib-dynload",
-        "encodings",  # ~115 codec tables of hex literals: 14% of the bytes, and nothing about code
-        "_vendor",
-        "vendor",
-        "vendored",
-        "_vendored",
-        "extern",
-        "externals",
-        "third_party",
-        "_distutils",  # setuptools' copy of the standard library's distutils
-        "benchmarks",
-        "generated",
-        "_generated",
-    }
-)
-VALIDATION_EVERY = 20  # one standard-library file in ~20, chosen by a hash of its path, is held out
+from specviz.prompts.stdlib import CorpusSplit, is_skipped, read_sources, split_stdlib
 
 # Import name -> licence (as the package's metadata declares it). Only permissive licences; chosen for
 # ordinary, readable library code. Tests, vendored and generated files are skipped inside each.
@@ -95,12 +66,6 @@ MAX_SHARED_LINES = 0.2  # a file sharing more of its lines with the validation f
 
 
 @dataclass(frozen=True)
-class CorpusSplit:
-    train: list[Path]
-    validation: list[Path]
-
-
-@dataclass(frozen=True)
 class PackageUse:
     name: str
     distribution: str
@@ -110,54 +75,9 @@ class PackageUse:
     bytes: int
 
 
-def stdlib_root() -> Path:
-    """The folder of this interpreter's standard library sources."""
-    return Path(sysconfig.get_paths()["stdlib"])
-
-
 def site_packages_root() -> Path:
     """The folder of this interpreter's installed packages."""
     return Path(sysconfig.get_paths()["purelib"])
-
-
-def is_validation_file(relative_path: str) -> bool:
-    """Hold a file out by a stable hash of its path, so the split never depends on file order."""
-    digest = hashlib.sha1(relative_path.encode()).hexdigest()
-    return int(digest, 16) % VALIDATION_EVERY == 0
-
-
-def _skipped(relative: Path) -> bool:
-    name = relative.name
-    return (
-        bool(set(relative.parts[:-1]) & SKIPPED_FOLDERS)
-        or relative.parts[0].startswith("config-")
-        or name.startswith("test_")
-        or name.endswith(("_test.py", "_pb2.py"))
-        or name == "conftest.py"
-    )
-
-
-def split_stdlib(root: Path | None = None) -> CorpusSplit:
-    """Every library `.py` file under root, split into train and held-out validation files."""
-    root = root or stdlib_root()
-    train, validation = [], []
-    for path in sorted(root.rglob("*.py")):
-        relative = path.relative_to(root)
-        if _skipped(relative):
-            continue
-        (validation if is_validation_file(relative.as_posix()) else train).append(path)
-    return CorpusSplit(train=train, validation=validation)
-
-
-def read_sources(paths: list[Path]) -> list[str]:
-    """File contents as text; undecodable files are skipped."""
-    texts = []
-    for path in paths:
-        try:
-            texts.append(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, OSError):
-            continue
-    return texts
 
 
 def _long_lines(text: str) -> set[str]:
@@ -193,7 +113,7 @@ def package_sources(
         folder = root / package
         if not folder.is_dir():
             continue
-        paths = [p for p in folder.rglob("*.py") if not _skipped(p.relative_to(root))]
+        paths = [p for p in folder.rglob("*.py") if not is_skipped(p.relative_to(root))]
         paths.sort(key=lambda p: hashlib.sha1(p.relative_to(root).as_posix().encode()).hexdigest())
         n_files = n_bytes = 0
         for text in read_sources(paths):
