@@ -1,7 +1,10 @@
 """ "Every number is derived in one place" (README), held against the source: a second copy of a rule fails here.
 
-Two rules have caught copies before: whether a speedup is one at all (±5 % of 1× is break-even), whose home is
-analysis/readings.py:speed_verdict, and α pooled over scored texts, whose home is analysis/score.py:pooled_alpha.
+Rules that have caught copies before: whether a speedup is one at all (±5 % of 1× is break-even), whose home is
+analysis/readings.py:speed_verdict; α pooled over scored texts, whose home is analysis/score.py:pooled_alpha; a prompt
+set's rates and the target's mean step (`bench` took medians over repeats and a plain mean, `report` pooled every
+request), whose home is analysis/prompt_set.py; the step timer (min of repeats in one place, the median in another),
+whose home is analysis/timing.py:fastest_seconds; and waiting for the device, whose home is engine/kv_cache.py:synchronize.
 The checks read every module of specviz/ with ast, so a copy is found however it is spaced or wrapped; each is
 also shown a planted copy, so none of them can pass by finding nothing.
 """
@@ -23,6 +26,11 @@ PACKAGE = Path(__file__).resolve().parent.parent / "specviz"
 VERDICT_HOME = ("analysis/readings.py", "speed_verdict")
 POOLED_ALPHA_HOMES = {("analysis/score.py", "pooled_alpha"), ("engine/tally.py", "alpha_analytic")}
 RATIO_HOME = "analysis/readings.py"
+PROMPT_SET_HOME = "analysis/prompt_set.py"
+RATE_HOMES = {PROMPT_SET_HOME, "engine/events.py"}  # a prompt set's pooled rate; one request's own (its Summary)
+TIMER_HOME = ("analysis/timing.py", "fastest_seconds")
+SYNCHRONIZE_HOME = ("engine/kv_cache.py", "synchronize")
+AVERAGES = {"sum", "mean", "median", "fmean", "min", "max"}
 THRESHOLDS = {"FASTER_FROM", "SLOWER_FROM", "BREAK_EVEN_BAND"}
 ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
@@ -90,6 +98,54 @@ def step_ratios(module: str, tree: ast.AST) -> list[Place]:
     return found
 
 
+def is_seconds(name: str) -> bool:
+    return name.endswith("_s") or "wall" in name or "second" in name
+
+
+def rates(module: str, tree: ast.AST) -> list[Place]:
+    """Where tokens are divided by seconds: a rate."""
+    found = []
+    for node, function in walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            if any("token" in name for name in names(node.left)) and any(is_seconds(name) for name in names(node.right)):
+                found.append((module, function, node.lineno))
+    return found
+
+
+def called(node: ast.AST) -> str:
+    """The last name of what a call calls: "median" for statistics.median(...)."""
+    return ast.unparse(node.func).rsplit(".", 1)[-1] if isinstance(node, ast.Call) else ""
+
+
+def step_averages(module: str, tree: ast.AST) -> list[Place]:
+    """Where step times are summed or averaged over requests."""
+    found = []
+    for node, function in walk(tree):
+        if called(node) in AVERAGES and any(name.endswith("step_s") for arg in node.args for name in names(arg)):
+            found.append((module, function, node.lineno))
+    return found
+
+
+def repeat_reductions(module: str, tree: ast.AST) -> list[Place]:
+    """Where repeated timings are reduced to one after dropping a warm-up round: `min(timings[1:])` and its kind."""
+    found = []
+    for node, function in walk(tree):
+        if called(node) in AVERAGES:
+            slices = [n.slice for arg in node.args for n in ast.walk(arg) if isinstance(n, ast.Subscript)]
+            if any(isinstance(s, ast.Slice) and isinstance(s.lower, ast.Constant) and s.lower.value == 1 for s in slices):
+                found.append((module, function, node.lineno))
+    return found
+
+
+def synchronizations(module: str, tree: ast.AST) -> list[Place]:
+    """Where a device is waited for: torch.cuda.synchronize and its kind."""
+    found = []
+    for node, function in walk(tree):
+        if called(node) == "synchronize" and isinstance(node.func, ast.Attribute):
+            found.append((module, function, node.lineno))
+    return found
+
+
 def sources() -> Iterator[tuple[str, ast.AST]]:
     for path in sorted(PACKAGE.rglob("*.py")):
         yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text(), filename=str(path))
@@ -116,6 +172,22 @@ def test_tau_and_nu_are_read_from_step_times_in_one_module():
     assert places and not strays, f"τ or ν is derived outside {RATIO_HOME} at {strays}: use readings_of_steps"
 
 
+def test_a_prompt_sets_rates_are_pooled_in_one_module():
+    places = [place for module, tree in sources() for place in rates(module, tree) + step_averages(module, tree)]
+    strays = [place for place in places if place[0] not in RATE_HOMES]
+    assert places and not strays, (
+        f"tokens per second or a mean step is computed outside {PROMPT_SET_HOME} at {strays}: "
+        "use PromptSetSummary, so `bench` and `report` summarise a prompt set alike"
+    )
+
+
+def test_steps_are_timed_by_one_timer_and_devices_waited_for_by_one_function():
+    timers = [place for module, tree in sources() for place in repeat_reductions(module, tree)]
+    assert timers and all(place[:2] == TIMER_HOME for place in timers), f"a second step timer at {timers}"
+    waits = [place for module, tree in sources() for place in synchronizations(module, tree)]
+    assert waits and all(place[:2] == SYNCHRONIZE_HOME for place in waits), f"a copy of synchronize at {waits}"
+
+
 @pytest.mark.parametrize(
     "finder,copy",
     [
@@ -127,6 +199,10 @@ def test_tau_and_nu_are_read_from_step_times_in_one_module():
         ),
         (alpha_poolings, "def alpha(s):\n    return alpha_analytic(sum(s.overlaps), len(s.overlaps))\n"),
         (step_ratios, "def tau(costs):\n    return costs.draft_step_s / costs.target_step_s\n"),
+        (rates, "def rate(summaries):\n    return sum(s.new_tokens for s in summaries) / sum(s.wall_s for s in summaries)\n"),
+        (step_averages, "def step(base):\n    return statistics.mean(s.step_s for s in base)\n"),
+        (repeat_reductions, "def timer(seconds):\n    return [statistics.median(t[1:]) for t in seconds]\n"),
+        (synchronizations, "def wait(device):\n    return torch.cuda.synchronize(device)\n"),
     ],
 )
 def test_each_check_finds_a_planted_copy(finder, copy):
@@ -163,3 +239,22 @@ def test_a_batch_row_is_read_like_any_timed_steps():
         readings.verify_cost,
         readings.prediction.speedup_with_verify_cost,
     )
+
+
+def test_bench_and_report_read_one_summary_of_the_same_requests():
+    """Two repeats at different speeds: the pooled rate is all tokens over all seconds, not a median of repeats."""
+    from specviz.analysis.prompt_set import PromptSetSummary, TimedRequest
+    from specviz.deployment.benchmark import MethodResult
+    from specviz.engine.events import Summary
+
+    def request(tokens: int, wall_s: float, step_s: float) -> list[Summary]:
+        return [Summary("autoregressive", tuple(range(tokens)), "", wall_s, 0.1 * wall_s, "max_new_tokens", step_s=step_s)]
+
+    result = MethodResult("autoregressive", None)
+    for tokens, wall_s, step_s in ((10, 1.0, 0.09), (30, 1.0, 0.03), (20, 4.0, 0.18)):
+        result.add(request(tokens, wall_s, step_s))
+    pooled = result.pooled
+    assert pooled == PromptSetSummary.of([TimedRequest.of(s) for s in result.summaries])
+    assert pooled.tokens_per_s == pytest.approx(60 / 6.0)
+    assert pooled.decode_tokens_per_s == pytest.approx(60 / 5.4)
+    assert pooled.target_step_s == pytest.approx((10 * 0.09 + 30 * 0.03 + 20 * 0.18) / 60)

@@ -1,12 +1,14 @@
 """One draft step, one target step and one verify pass, timed on this device: shared by `score` and `hardware`.
 
 What the theory needs from a machine is two ratios (τ and ν), and both are measured here the way the
-engine runs: through the KV cache, after a short prefix, synchronised with the device, fastest of repeats.
+engine runs: through the KV cache, after a short prefix, synchronised with the device, fastest of repeats
+(fastest_seconds: the one step timer, also behind deployment/device.py's batch costs).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -27,16 +29,32 @@ class StepTimes:
     repeats: int
 
 
-def _timed_feed(decoder: CachedDecoder, new_ids: list[int]) -> float:
-    """Seconds to feed `new_ids` after what is cached; the cache is cropped back afterwards."""
+Forward = tuple[Callable[[], object], Callable[[], None]]  # what is timed, and what undoes it after (untimed)
+
+
+def fastest_seconds(forwards: Sequence[Forward], device: torch.device, repeats: int) -> list[float]:
+    """Each forward's fastest of `repeats` rounds, interleaved round by round, after a warm-up round: the one step timer.
+
+    Each keeps its fastest round (as timeit does): other work on a shared machine only ever adds time, so the
+    minimum is the steadiest estimate of the models' own cost. Interleaving makes a slow drift hit all alike, and
+    the clock stops only after the device has finished (synchronised), before the undo runs.
+    """
+    seconds: list[list[float]] = [[] for _ in forwards]
+    for _ in range(repeats + 1):
+        for (forward, undo), timings in zip(forwards, seconds):
+            synchronize(device)
+            started = time.perf_counter()
+            forward()
+            synchronize(device)
+            timings.append(time.perf_counter() - started)
+            undo()
+    return [min(timings[1:]) for timings in seconds]
+
+
+def _feed(decoder: CachedDecoder, new_ids: list[int]) -> Forward:
+    """Feed `new_ids` after what is cached; the undo crops the cache back."""
     length = decoder.cached_length
-    synchronize(decoder.device)
-    started = time.perf_counter()
-    decoder.feed(new_ids, keep_last=len(new_ids))
-    synchronize(decoder.device)
-    elapsed = time.perf_counter() - started
-    decoder.truncate(length)
-    return elapsed
+    return (lambda: decoder.feed(new_ids, keep_last=len(new_ids))), (lambda: decoder.truncate(length))
 
 
 @torch.inference_mode()
@@ -51,9 +69,7 @@ def measure_step_times(
 ) -> StepTimes:
     """Time both models as the engine runs them, on random token ids (their values do not change the cost).
 
-    The three measurements are interleaved round by round, and each keeps its fastest round (as timeit
-    does): other work on a shared machine only ever adds time, so the minimum is the steadiest estimate
-    of the models' own cost. The first round only warms kernels and allocators up.
+    A draft step, a target step and a verify pass, each the fastest of `repeats` rounds (fastest_seconds).
     """
     generator = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab_size, (context + gamma + 1,), generator=generator).tolist()
@@ -61,15 +77,12 @@ def measure_step_times(
     target_decoder, draft_decoder = CachedDecoder(target, vocab_size), CachedDecoder(draft, vocab_size)
     target_decoder.feed(prefix)
     draft_decoder.feed(prefix)
-    draft_s, step_s, verify_s = [], [], []
-    for _ in range(repeats + 1):
-        draft_s.append(_timed_feed(draft_decoder, pending[:1]))
-        step_s.append(_timed_feed(target_decoder, pending[:1]))
-        verify_s.append(_timed_feed(target_decoder, pending))
+    forwards = (_feed(draft_decoder, pending[:1]), _feed(target_decoder, pending[:1]), _feed(target_decoder, pending))
+    draft_s, step_s, verify_s = fastest_seconds(forwards, target_decoder.device, repeats)
     return StepTimes(
-        draft_step_s=min(draft_s[1:]),
-        target_step_s=min(step_s[1:]),
-        verify_s=min(verify_s[1:]),
+        draft_step_s=draft_s,
+        target_step_s=step_s,
+        verify_s=verify_s,
         gamma=gamma,
         context=context,
         repeats=repeats,

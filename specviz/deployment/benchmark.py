@@ -1,12 +1,14 @@
 """The benchmark behind `python -m specviz bench`: autoregressive vs our speculative decoding vs transformers' assisted
-generation, on the same pair, prompts and settings, `repeats` times; rows of medians, tallies and latencies.
+generation, on the same pair, prompts and settings, `repeats` times; rows of pooled rates, tallies and latencies.
+
+Every request of a method, over the prompts and the repeats, is pooled into one summary
+(analysis/prompt_set.py), the same recipe `report` uses.
 
 distill's last stage reads its draft through the same `bench`, so a model card and the command cannot disagree.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from specviz.analysis.prompt_set import PromptSetSummary, TimedRequest
 from specviz.analysis.readings import readings_of
 from specviz.deployment.latency import LatencyStats, latency_tail
 from specviz.drafting.registry import Twin, strategy
@@ -34,8 +37,7 @@ class MethodResult:
 
     method: str
     gamma: int | None
-    tokens_per_s: list[float] = field(default_factory=list)  # end to end: prefill + decoding
-    decode_tokens_per_s: list[float] = field(default_factory=list)  # decoding alone, what the theory models
+    timed: list[TimedRequest] = field(default_factory=list)  # every request (repeat × prompt): tokens and seconds
     outputs: list[list[int]] = field(default_factory=list)  # first repeat, per prompt
     summaries: list[Summary] = field(default_factory=list)  # every repeat, per prompt
     latencies: list[LatencyStats] = field(default_factory=list)  # every request (repeat × prompt), from its events
@@ -50,31 +52,23 @@ class MethodResult:
         summary: Summary = events[-1]
         self.latencies.append(LatencyStats.of_events(events))
         self.summaries.append(summary)
+        self.timed.append(TimedRequest.of(summary))
         return summary
 
     @property
-    def median_tokens_per_s(self) -> float:
-        return statistics.median(self.tokens_per_s)
-
-    @property
-    def median_decode_tokens_per_s(self) -> float | None:
-        return statistics.median(self.decode_tokens_per_s) if self.decode_tokens_per_s else None
+    def pooled(self) -> PromptSetSummary:
+        """Every request so far, pooled: the one recipe for a prompt set's rates."""
+        return PromptSetSummary.of(self.timed)
 
 
 def run_ours(
     pair: LoadedPair, prompts: list[str], settings: DecodeSettings, mode: str, drafter: str, result: MethodResult, record: bool
 ) -> None:
-    """Our engine over every prompt once: one tokens/s (end to end and decoding alone) for this repeat."""
-    tokens, wall, prefill = 0, 0.0, 0.0
+    """Our engine over every prompt once, each request's events kept in `result`."""
     for prompt in prompts:
         summary = result.add(list(run(pair, prompt, settings, mode=mode, drafter=drafter)))
-        tokens += summary.new_tokens
-        wall += summary.wall_s
-        prefill += summary.prefill_s
         if record:
             result.outputs.append(list(summary.new_token_ids))
-    result.tokens_per_s.append(tokens / wall)
-    result.decode_tokens_per_s.append(tokens / (wall - prefill))
 
 
 @contextmanager
@@ -99,7 +93,6 @@ def run_transformers(
     pair: LoadedPair, prompts: list[str], settings: DecodeSettings, twin: Twin, result: MethodResult, record: bool
 ) -> None:
     """transformers' own assisted generation (or prompt lookup) on the same pair and prompts."""
-    tokens, wall = 0, 0.0
     sampling = settings.sampling
     sampling_kwargs = (
         {"do_sample": False}
@@ -123,12 +116,11 @@ def run_transformers(
                 **drafting,
             )
             synchronize(pair.device)
-            wall += time.perf_counter() - started
+            wall_s = time.perf_counter() - started
         new_ids = output[0, ids.shape[1] :].tolist()
-        tokens += len(new_ids)
+        result.timed.append(TimedRequest(len(new_ids), wall_s))
         if record:
             result.outputs.append(new_ids)
-    result.tokens_per_s.append(tokens / wall)
 
 
 def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float) -> dict:
@@ -140,14 +132,15 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
     gamma = result.gamma
     if gamma is None and tally.cycles:  # a variable window: predict at the mean drafts per cycle
         gamma = max(1, round(tally.drafts_per_cycle))
+    ours, theirs = result.pooled, baseline.pooled
     m = readings_of(
         tally,
         gamma=gamma or 0,
         target_step_s=step_s,
-        tokens_per_s=result.median_tokens_per_s,
-        baseline_tokens_per_s=baseline.median_tokens_per_s,
-        decode_tokens_per_s=result.median_decode_tokens_per_s,
-        baseline_decode_tokens_per_s=baseline.median_decode_tokens_per_s,
+        tokens_per_s=ours.tokens_per_s,
+        baseline_tokens_per_s=theirs.tokens_per_s,
+        decode_tokens_per_s=ours.decode_tokens_per_s,
+        baseline_decode_tokens_per_s=theirs.decode_tokens_per_s,
     )
     per_cycle_ms = 1000 / max(1, tally.cycles)
     return {
@@ -176,12 +169,13 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
 
 
 def transformers_row(result: MethodResult, baseline: MethodResult) -> dict:
+    tokens_per_s = result.pooled.tokens_per_s
     return {
         "method": result.method,
         "gamma": result.gamma,
-        "tokens_per_s": result.median_tokens_per_s,
+        "tokens_per_s": tokens_per_s,
         "speedup": readings_of(
-            Tally(), gamma=0, tokens_per_s=result.median_tokens_per_s, baseline_tokens_per_s=baseline.median_tokens_per_s
+            Tally(), gamma=0, tokens_per_s=tokens_per_s, baseline_tokens_per_s=baseline.pooled.tokens_per_s
         ).measured_speedup,
         "alpha": None,
         "tau": None,
@@ -201,7 +195,7 @@ def bench(
     with_dynamic: bool = True,
     log: Callable[[str], None] = lambda line: None,
 ) -> dict:
-    """Every method over the same prompts and settings, `repeats` times; rows of medians and tallies.
+    """Every method over the same prompts and settings, `repeats` times; rows of pooled rates and tallies.
 
     Rows: autoregressive; per γ our speculative decoding with `drafter` and transformers' twin of it;
     then (for a model drafter) our dynamic drafting and transformers' assisted generation with its defaults.
@@ -236,18 +230,18 @@ def bench(
                 run_transformers(pair, prompts, settings, TRANSFORMERS_DEFAULT, theirs_default, record)
         log(f"  repeat {repeat + 1}/{repeats} done")
 
-    step_s = statistics.mean(s.step_s for s in baseline.summaries)
+    step_s = baseline.pooled.target_step_s
     rows = [
         {
             "method": "autoregressive",
             "gamma": None,
-            "tokens_per_s": baseline.median_tokens_per_s,
+            "tokens_per_s": baseline.pooled.tokens_per_s,
             "speedup": 1.0,
             "decode_speedup": 1.0,
             "alpha": None,
             "tau": None,
             "predicted_speedup": None,
-            "target_step_ms": 1000 * step_s,
+            "target_step_ms": 1000 * step_s if step_s is not None else None,
             **latency_tail(baseline.latencies).to_json(),
         }
     ]

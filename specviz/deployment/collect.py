@@ -195,14 +195,13 @@ def deployment_report(
     peaks = PeakTracker(pair.device, pair.draft.weight_bytes)
     requests = run_requests(pair, prompts, settings, repeats, peaks=peaks, log=log)
     tally = requests.speculative.tally
-    spec, base = requests.speculative.summaries, requests.autoregressive.summaries
-    rate = lambda summaries: sum(s.new_tokens for s in summaries) / sum(s.wall_s for s in summaries)  # noqa: E731
+    spec, base = requests.speculative.pooled, requests.autoregressive.pooled
     m = readings_of(
         tally,
         gamma=settings.gamma,
-        target_step_s=sum(s.step_s * s.new_tokens for s in base) / max(1, sum(s.new_tokens for s in base)),
-        tokens_per_s=rate(spec),
-        baseline_tokens_per_s=rate(base),
+        target_step_s=base.target_step_s,
+        tokens_per_s=spec.tokens_per_s,
+        baseline_tokens_per_s=base.tokens_per_s,
     )
     log("scoring α teacher-forced…")
     alpha_scored = scored_alpha(pair, prompts, settings.sampling)

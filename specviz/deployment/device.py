@@ -6,20 +6,14 @@ without loading torch; this one is imported only where models are already loaded
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from specviz.analysis.timing import Forward, fastest_seconds
 from specviz.deployment.batch import BATCH_SIZES, BatchStepCosts
-
-
-def _synchronize(device: torch.device) -> None:
-    """Wait for queued device work, so wall-clock timings are real."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+from specviz.engine.kv_cache import synchronize
 
 
 def _prefilled_cache(model: PreTrainedModel, prefix: torch.Tensor) -> DynamicCache:
@@ -29,28 +23,17 @@ def _prefilled_cache(model: PreTrainedModel, prefix: torch.Tensor) -> DynamicCac
     return cache
 
 
-def _median_seconds(forwards: Sequence[Callable[[], None]], device: torch.device, repeats: int) -> list[float]:
-    """Each forward's median seconds over `repeats` rounds, interleaved round by round (drift hits all alike), after a warm-up round."""
-    seconds: list[list[float]] = [[] for _ in forwards]
-    for _ in range(repeats + 1):
-        for forward, timings in zip(forwards, seconds):
-            _synchronize(device)
-            started = time.perf_counter()
-            forward()
-            _synchronize(device)
-            timings.append(time.perf_counter() - started)
-    return [statistics.median(timings[1:]) for timings in seconds]
-
-
-def _feeder(model: PreTrainedModel, cache: DynamicCache, new_ids: torch.Tensor) -> Callable[[], None]:
-    """A forward over `new_ids` (batch, k) after the cached prefix, cropping the cache back to the prefix after."""
+def _feeder(model: PreTrainedModel, cache: DynamicCache, new_ids: torch.Tensor) -> Forward:
+    """A forward over `new_ids` (batch, k) after the cached prefix, and the undo that crops the cache back to the prefix."""
     length = cache.get_seq_length()
 
     def forward() -> None:
         model(input_ids=new_ids, cache=cache, use_cache=True, logits_to_keep=new_ids.shape[1])
+
+    def undo() -> None:
         cache.crop(-(cache.get_seq_length() - length))  # transformers' crop takes the count to drop, negated
 
-    return forward
+    return forward, undo
 
 
 @torch.inference_mode()
@@ -66,8 +49,8 @@ def measure_batch_costs(
 ) -> list[BatchStepCosts]:
     """At each batch size: a draft step, a target step and a (γ + 1)-token verify pass after a `context`-token prefix.
 
-    Token ids are random (their values do not change the cost); the three forwards are interleaved round by round and
-    each timed as the median of `repeats` rounds, synchronised on CUDA.
+    Token ids are random (their values do not change the cost); the three forwards are timed by the one step timer
+    (analysis/timing.py:fastest_seconds): interleaved round by round, each the fastest of `repeats` rounds, synchronised.
     """
     device = target.device
     generator = torch.Generator().manual_seed(seed)
@@ -81,7 +64,7 @@ def measure_batch_costs(
             _feeder(target, target_cache, pending[:, :1]),  # a target step
             _feeder(target, target_cache, pending),  # a verify pass over γ + 1 tokens
         )
-        draft_step_s, target_step_s, verify_s = _median_seconds(forwards, device, repeats)
+        draft_step_s, target_step_s, verify_s = fastest_seconds(forwards, device, repeats)
         costs.append(BatchStepCosts(batch, draft_step_s, target_step_s, verify_s))
         del target_cache, draft_cache
     return costs
@@ -97,5 +80,5 @@ def cuda_peak_bytes(device: torch.device) -> int | None:
     """CUDA's allocator peak since the last reset, in bytes; None off CUDA (estimate from the tensors there)."""
     if device.type != "cuda":
         return None
-    _synchronize(device)
+    synchronize(device)
     return int(torch.cuda.max_memory_allocated(device))

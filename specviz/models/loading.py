@@ -13,6 +13,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from specviz.engine import Vocabulary
+from specviz.engine.kv_cache import synchronize
 from specviz.models.catalogue import Pair, PairError, load_catalogue
 from specviz.models.feature_head import FeatureHead, head_in_form, load_head, own_weight_bytes
 from specviz.models.footprint import config_before_loading, count_parameters, too_big_sentence
@@ -197,8 +198,7 @@ def load_model(reference: str, device: torch.device, dtype: torch.dtype, target:
         raise PairError(f"Out of memory while loading {reference} on {device}; choose a smaller pair.") from None
     except (OSError, ValueError, KeyError) as error:
         raise PairError(f"Cannot load {reference}: {str(error).splitlines()[0]}") from None
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
     return loaded_model(reference, model, target, time.perf_counter() - started)
 
 
