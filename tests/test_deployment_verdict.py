@@ -5,7 +5,7 @@ from __future__ import annotations
 from specviz.deployment.batch import BatchRow
 from specviz.deployment.memory import LoadTimes, PairLoadTimes
 from specviz.deployment.verdict import (
-    Verdict,
+    DeploymentVerdict,
     check_acceptance,
     check_batch,
     check_cold_start,
@@ -92,4 +92,4 @@ def test_judge_checks_every_rule_and_round_trips():
         "cold start ×2",
     ]
     assert [c.holds for c in verdict.checks] == [False, False, True, False, False, False]
-    assert Verdict.from_json(verdict.to_json()) == verdict
+    assert DeploymentVerdict.from_json(verdict.to_json()) == verdict

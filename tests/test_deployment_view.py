@@ -2,6 +2,7 @@
 
 from specviz.analysis.readings import readings_of_trace
 from specviz.deployment.memory import MemoryReport, ModelMemory
+from specviz.run.pair_info import PairInfo
 from specviz.ui.deployment_view import clock_at, deployment_html, race_view, trace_report
 from specviz.ui.views import Recording, frame
 from tests.test_views import code_trace
@@ -30,7 +31,7 @@ def test_the_speculative_curve_is_a_staircase_of_bursts():
 def test_theory_and_verdict_show_the_reports_sections_for_the_prompt_on_screen():
     trace = code_trace()
     memory = MemoryReport(ModelMemory("t", 100, 400, 8), ModelMemory("d", 10, 40, 2), 1000, 1200, "estimated from tensors")
-    trace.pair = {"name": "toy", "device": "cpu", "dtype": "float32", "target_parameters": 100, "memory": memory.to_json()}
+    trace.pair = PairInfo(name="toy", device="cpu", dtype="float32", target_parameters=100, memory=memory.to_json())
     saved = {"batches": [{"batch": 1, "tau": 0.1, "verify_cost": 1.1, "predicted_speedup": 1.4}], "batch_alpha": 0.8}
     report = trace_report(trace, readings_of_trace(trace), saved)
     assert report.memory.added_bytes == 200 and [r.batch for r in report.batch_rows] == [1]

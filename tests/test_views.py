@@ -7,6 +7,7 @@ import pytest
 from specviz.analysis.readings import readings_of, readings_of_trace
 from specviz.engine.events import Cycle, DraftPosition, RunStarted, Step, Summary
 from specviz.engine.tally import Tally
+from specviz.run.pair_info import PairInfo
 from specviz.run.trace import Trace
 from specviz.ui import texts
 from specviz.ui.render import narration, race_html, stream_html
@@ -87,7 +88,7 @@ def code_trace() -> Trace:
     )
     steps = [Step(i, i, "t", 0.0125) for i in range(tally.emitted)]
     return Trace(
-        pair={"name": "toy"},
+        pair=PairInfo(name="toy"),
         prompt="def f():",
         started=started(),
         cycles=cycles,
@@ -128,12 +129,16 @@ def test_verdict_follows_the_measured_speedup_not_only_the_theory():
 
 def test_the_verdict_names_a_cpu_that_multiplies_half_precision_row_by_row():
     m = replace(readings_of_trace(code_trace()), verify_cost=2.6)
-    avx2_bf16 = texts.verdict_html(m, info={"cpu_capability": "AVX2", "dtype": "bfloat16"})
+    avx2_bf16 = texts.verdict_html(m, info=PairInfo(cpu_capability="AVX2", dtype="bfloat16"))
     assert "reports AVX2, with no bfloat16 matrix kernel" in avx2_bf16
-    for info in ({"cpu_capability": "AVX2", "dtype": "float32"}, {"cpu_capability": "AVX512", "dtype": "bfloat16"}, {}):
+    for info in (
+        PairInfo(cpu_capability="AVX2", dtype="float32"),
+        PairInfo(cpu_capability="AVX512", dtype="bfloat16"),
+        PairInfo(),
+    ):
         assert "matrix kernel" not in texts.verdict_html(m, info=info), f"no such reason is known for {info}"
     cheap = replace(m, verify_cost=1.1)
-    assert "matrix kernel" not in texts.verdict_html(cheap, info={"cpu_capability": "AVX2", "dtype": "bfloat16"})
+    assert "matrix kernel" not in texts.verdict_html(cheap, info=PairInfo(cpu_capability="AVX2", dtype="bfloat16"))
 
 
 def test_run_numbers_expose_the_same_numbers_as_the_readings():

@@ -18,6 +18,7 @@ from specviz.engine import (
     speculative_decode,
 )
 from specviz.run.machine_load import OtherLoad
+from specviz.run.pair_info import PairInfo
 from specviz.run.trace import Trace
 
 
@@ -68,7 +69,7 @@ def record_tiny_trace() -> Trace:
     """A sampled speculative run of two tiny models and its baseline, recorded as the app records one."""
     target, draft = tiny_llama(TRACE_VOCAB, seed=0), tiny_llama(TRACE_VOCAB, seed=1, layers=1)
     settings = DecodeSettings(max_new_tokens=20, gamma=3, sampling=SamplingSettings(temperature=1.0), seed=2)
-    recorded = Trace(pair={"name": "tiny"}, prompt="<1><2><3>", other_load=OtherLoad(0.12, 0.5))
+    recorded = Trace(pair=PairInfo(name="tiny"), prompt="<1><2><3>", other_load=OtherLoad(0.12, 0.5))
     for event in speculative_decode(
         CachedDecoder(target, TRACE_VOCAB),
         ModelDrafter(CachedDecoder(draft, TRACE_VOCAB)),

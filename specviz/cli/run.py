@@ -7,7 +7,8 @@ import json
 
 from specviz.analysis.readings import readings_of
 from specviz.cli.options import NA, add_decoding_arguments, add_pair_arguments, at_least_one, resolve_pair, settings_from
-from specviz.deployment import collect
+from specviz.deployment import load_timing
+from specviz.deployment import peaks as measured
 from specviz.engine import Cycle, Summary
 from specviz.numbers import number
 from specviz.run.runner import check_prompt_text, encode_prompt, run
@@ -78,7 +79,7 @@ def command(args: argparse.Namespace) -> int:
     check_prompt_text(args.prompt)
     pair = resolve_pair(args)
     results = []
-    peaks = collect.PeakTracker(pair.device, pair.draft.weight_bytes)
+    peaks = measured.PeakTracker(pair.device, pair.draft.weight_bytes)
     for sample in range(args.samples):
         sample_settings = settings_from(args, args.gamma, seed=args.seed + sample)
         request = lambda s=sample_settings: list(run(pair, args.prompt, s, mode=args.mode, drafter=args.drafter))  # noqa: E731
@@ -106,8 +107,8 @@ def deployment_json(pair, args: argparse.Namespace, peaks, new_tokens: int) -> d
         settings = settings_from(args, args.gamma)
         peaks.around(other, lambda: list(run(pair, args.prompt, settings, mode=other, drafter=args.drafter)))
     longest = len(encode_prompt(pair, args.prompt, args.max_new_tokens, args.gamma)) + new_tokens
-    memory = collect.memory_report(pair, longest, args.gamma, peaks.peaks)
-    _, load_s = collect.load_times(pair, cold_start=args.cold_start)
+    memory = measured.memory_report(pair, longest, args.gamma, peaks.peaks)
+    _, load_s = load_timing.load_times(pair, cold_start=args.cold_start)
     return {"memory": memory.to_json(), "load_s": load_s}
 
 

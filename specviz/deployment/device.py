@@ -12,7 +12,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from specviz.analysis.timing import Forward, fastest_seconds
-from specviz.deployment.batch import BATCH_SIZES, BatchStepCosts
+from specviz.deployment.batch import BATCH_SIZES, BatchRow, BatchStepCosts, batch_rows
 from specviz.engine.kv_cache import synchronize
 
 
@@ -82,3 +82,9 @@ def cuda_peak_bytes(device: torch.device) -> int | None:
         return None
     synchronize(device)
     return int(torch.cuda.max_memory_allocated(device))
+
+
+def measure_batches(pair, gamma: int, batches: Sequence[int], alpha: float, repeats: int = 5) -> list[BatchRow]:
+    """Step costs timed at each batch size on the pair's own weights, and the speedup they predict at α."""
+    costs = measure_batch_costs(pair.target.model, pair.draft.model, pair.shared_vocab_size, gamma, batches, repeats=repeats)
+    return batch_rows(costs, alpha, gamma)

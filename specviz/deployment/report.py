@@ -20,7 +20,7 @@ from specviz.deployment import figures
 from specviz.deployment.batch import BatchRow, stops_paying_sentence
 from specviz.deployment.latency import PERCENTILE_METHOD, LatencyStats, LatencyTail, latency_tail
 from specviz.deployment.memory import MemoryReport, PairLoadTimes
-from specviz.deployment.verdict import Verdict, judge
+from specviz.deployment.verdict import DeploymentVerdict, judge
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class DeploymentReport:
     load_times: PairLoadTimes | None = None
     batch_alpha: float | None = None  # the α the batch curve predicts at
     batch_rows: tuple[BatchRow, ...] = ()
-    verdict: Verdict | None = None
+    verdict: DeploymentVerdict | None = None
     prompt_labels: tuple[str, ...] = field(default=())
     load_source: str = "a fresh process, from disk"  # how the cold loads were timed
 
@@ -99,7 +99,7 @@ class DeploymentReport:
             load_times=PairLoadTimes.from_json(data["load_times"]) if data.get("load_times") else None,
             batch_alpha=data.get("batch_alpha"),
             batch_rows=tuple(BatchRow(**row) for row in data.get("batch_rows", ())),
-            verdict=Verdict.from_json(data["verdict"]) if data.get("verdict") else None,
+            verdict=DeploymentVerdict.from_json(data["verdict"]) if data.get("verdict") else None,
             prompt_labels=tuple(data.get("prompt_labels", ())),
             load_source=data.get("load_source", cls.load_source),
         )
@@ -125,7 +125,7 @@ def _per_prompt_median(requests: Sequence[LatencyStats], prompts: int) -> list[f
     return [statistics.median(r.latency_s for r in requests[i::prompts]) for i in range(prompts)] if requests else []
 
 
-def _verdict_section(verdict: Verdict) -> str:
+def _verdict_section(verdict: DeploymentVerdict) -> str:
     marks = {True: "✔ holds", False: "✘ does not hold", None: "– not measured"}
     rows = [[html.escape(c.rule), html.escape(c.claim), marks[c.holds], html.escape(c.reason)] for c in verdict.checks]
     return (

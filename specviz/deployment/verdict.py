@@ -37,8 +37,8 @@ class Check:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """The measured answer and the rules of thumb checked against the measurements."""
+class DeploymentVerdict:
+    """Worth deploying or not: the measured answer and the rules of thumb checked against the measurements."""
 
     answer: str  # "worth it", "break-even", "not worth it" or "not measured"
     speedup: float | None
@@ -49,7 +49,7 @@ class Verdict:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Verdict:
+    def from_json(cls, data: Mapping[str, Any]) -> DeploymentVerdict:
         return cls(data["answer"], data["speedup"], data["reason"], tuple(Check(**c) for c in data["checks"]))
 
 
@@ -148,7 +148,7 @@ def judge(
     memory_added_fraction: float | None = None,
     memory_added_bytes: int | None = None,
     load_times: PairLoadTimes | None = None,
-) -> Verdict:
+) -> DeploymentVerdict:
     """The verdict: the measured answer, then every rule of thumb checked against the measured numbers."""
     answer, reason = overall(speedup)
     checks = (
@@ -159,4 +159,4 @@ def judge(
         check_memory(memory_added_fraction, memory_added_bytes),
         check_cold_start(load_times),
     )
-    return Verdict(answer, speedup, reason, checks)
+    return DeploymentVerdict(answer, speedup, reason, checks)

@@ -12,13 +12,14 @@ from dataclasses import asdict, dataclass, field, fields
 from specviz.engine.events import Cycle, DraftPosition, RunStarted, Step, Summary
 from specviz.engine.tally import Tally
 from specviz.run.machine_load import OtherLoad
+from specviz.run.pair_info import PairInfo
 
 TRACE_FORMAT = "specviz-trace/2"
 
 
 @dataclass
 class Trace:
-    pair: dict = field(default_factory=dict)  # name, models, device, dtype, sizes: for display only
+    pair: PairInfo = field(default_factory=PairInfo)  # name, models, device, dtype, sizes: for display only
     prompt: str = ""
     started: RunStarted | None = None
     cycles: list[Cycle] = field(default_factory=list)
@@ -36,7 +37,7 @@ class Trace:
         return json.dumps(
             {
                 "format": TRACE_FORMAT,
-                "pair": self.pair,
+                "pair": self.pair.to_json(),
                 "prompt": self.prompt,
                 "started": asdict(self.started) if self.started else None,
                 "cycles": [asdict(cycle) for cycle in self.cycles],
@@ -59,7 +60,7 @@ class Trace:
             raise ValueError(f"not a specviz trace (expected format {TRACE_FORMAT!r})")
         try:
             return cls(
-                pair=raw.get("pair") or {},
+                pair=PairInfo.from_json(raw.get("pair") or {}),
                 prompt=raw.get("prompt", ""),
                 started=_build(RunStarted, raw["started"]) if raw.get("started") else None,
                 cycles=[_cycle(c) for c in raw.get("cycles", [])],

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from specviz.engine.settings import DecodeSettings
 from specviz.models.catalogue import Catalogue, load_catalogue
+from specviz.run.pair_info import PairInfo
 from specviz.run.runner import run
 
 if TYPE_CHECKING:  # loading imports transformers: kept off the path to the app's first page
@@ -25,7 +26,7 @@ log = logging.getLogger("specviz")
 _loaded: OrderedDict[str, LoadedPair] = OrderedDict()  # least recently used first
 _status: dict[str, str] = {}  # what a pair being fetched or loaded is doing now, for the page's status line
 _budget_bytes: int | None = None
-_load_s: dict[str, dict] = {}  # each pair's load times (specviz.deployment.collect.load_times), taken once at loading
+_load_s: dict[str, dict] = {}  # each pair's load times (specviz.deployment.load_timing.load_times), taken once at loading
 _loading: dict[str, threading.Lock] = {}
 _one_load_at_a_time = (
     threading.Lock()
@@ -148,7 +149,7 @@ def warm_up(pair: LoadedPair) -> None:
 
 def pair_load_times(pair: LoadedPair) -> dict | None:
     """Each model's first load in this process (the app's cold start) and a warm reload, timed once, after warm-up."""
-    from specviz.deployment.collect import APP_LOAD_SOURCE, load_times  # torch is loaded by now
+    from specviz.deployment.load_timing import APP_LOAD_SOURCE, load_times  # torch is loaded by now
 
     try:
         _, times = load_times(pair, cold_start=False)
@@ -174,26 +175,26 @@ def _cpu_capability() -> str:
     return torch.backends.cpu.get_cpu_capability()
 
 
-def pair_info(pair: LoadedPair) -> dict:
+def pair_info(pair: LoadedPair) -> PairInfo:
     """What the run-details panel shows, as plain data (it travels inside exported traces)."""
-    return {
-        "name": pair.name,
-        "target": pair.target.reference.split("/assets/")[-1],
-        "draft": pair.draft.reference.split("/assets/")[-1],
-        "device": str(pair.device),
-        "cpu_capability": _cpu_capability() if pair.device.type == "cpu" else None,
-        "dtype": str(pair.dtype).replace("torch.", ""),
-        "target_parameters": pair.target.parameters,
-        "draft_parameters": pair.draft.parameters,
-        "target_weight_mb": pair.target.weight_bytes / 2**20,
-        "draft_weight_mb": pair.draft.weight_bytes / 2**20,
-        "load_s": pair.load_s,
-        "shared_vocab": pair.shared_vocab_size,
-        "chat_template": bool(pair.chat_template and pair.tokenizer.chat_template),
-        "model_load_s": _load_s.get(pair.name),  # cold (first load here) and warm, per model; None until timed
-        "weight_form": pair.target.form,  # the target's weights on a CPU: bf16, int8 or int4 weight-only, fp32 (None: as loaded)
-        "feature_head": pair.feature_head.reference.split("/assets/")[-1] if pair.feature_head else None,
-        "feature_head_parameters": pair.feature_head.parameters if pair.feature_head else None,
-        "feature_head_weight_mb": pair.feature_head.weight_bytes / 2**20 if pair.feature_head else None,
-        "feature_head_form": pair.feature_head.head.form if pair.feature_head else None,
-    }
+    return PairInfo(
+        name=pair.name,
+        target=pair.target.reference.split("/assets/")[-1],
+        draft=pair.draft.reference.split("/assets/")[-1],
+        device=str(pair.device),
+        cpu_capability=_cpu_capability() if pair.device.type == "cpu" else None,
+        dtype=str(pair.dtype).replace("torch.", ""),
+        target_parameters=pair.target.parameters,
+        draft_parameters=pair.draft.parameters,
+        target_weight_mb=pair.target.weight_bytes / 2**20,
+        draft_weight_mb=pair.draft.weight_bytes / 2**20,
+        load_s=pair.load_s,
+        shared_vocab=pair.shared_vocab_size,
+        chat_template=bool(pair.chat_template and pair.tokenizer.chat_template),
+        model_load_s=_load_s.get(pair.name),  # cold (first load here) and warm, per model; None until timed
+        weight_form=pair.target.form,  # the target's weights on a CPU: bf16, int8 or int4 weight-only, fp32 (None: as loaded)
+        feature_head=pair.feature_head.reference.split("/assets/")[-1] if pair.feature_head else None,
+        feature_head_parameters=pair.feature_head.parameters if pair.feature_head else None,
+        feature_head_weight_mb=pair.feature_head.weight_bytes / 2**20 if pair.feature_head else None,
+        feature_head_form=pair.feature_head.head.form if pair.feature_head else None,
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from specviz.analysis.readings import readings_of
@@ -21,7 +21,7 @@ from specviz.run.trace import Trace
 from specviz.serving.pair_cache import pair_info
 
 if TYPE_CHECKING:
-    from specviz.deployment.collect import PeakTracker
+    from specviz.deployment.peaks import PeakTracker
     from specviz.models.loading import LoadedPair
 
 MEASURING_SLOT = threading.Lock()
@@ -72,10 +72,10 @@ def measure_run(
     Input is checked before the slot is taken, so a bad prompt never waits for another session.
     """
     settings.validate()
-    from specviz.deployment import collect  # torch-side; the pair is loaded, so torch is too
+    from specviz.deployment import peaks as measured  # torch-side; the pair is loaded, so torch is too
 
     prompt_tokens = len(encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma))
-    peaks = collect.PeakTracker(pair.device, pair.draft.weight_bytes)  # CUDA's peaks; empty on a CPU
+    peaks = measured.PeakTracker(pair.device, pair.draft.weight_bytes)  # CUDA's peaks; empty on a CPU
     with MEASURING_SLOT:
         waited = settle(settle_s, max(settle_s, SETTLE_MAX_S), should_stop) if settle_s else 0.0
         with LoadMeter(waited) as others:
@@ -90,9 +90,9 @@ def measure_run(
         chosen = sorted(complete, key=lambda r: r.speedup)[len(complete) // 2]
         speedups = tuple(r.speedup for r in complete)
     new_tokens = chosen.summary.new_tokens if chosen.summary else settings.max_new_tokens
-    memory = collect.memory_report(pair, prompt_tokens + new_tokens, settings.gamma, peaks.peaks)
+    memory = measured.memory_report(pair, prompt_tokens + new_tokens, settings.gamma, peaks.peaks)
     return Trace(
-        pair=pair_info(pair) | {"memory": memory.to_json()},
+        pair=replace(pair_info(pair), memory=memory.to_json()),
         prompt=prompt,
         started=chosen.started,
         cycles=chosen.cycles or [],

@@ -23,13 +23,14 @@ import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
 from specviz.models.catalogue import REPO_ROOT
-from specviz.prompts.sets import PROMPTS, heldout_code_prompts
+from specviz.prompts.sets import PROMPTS, heldout_code_prompts, load_prompt_set
 from specviz.training.on_policy import continue_greedily
 
 ASSETS = REPO_ROOT / "assets"  # where the bundled pair and its training report live
 NEW_TOKENS = 96
 HELDOUT_COUNT = 16  # the first 8 are the ones `bench --prompts heldout` uses
 BENCH_GAMMAS = "2,3,4,5"
+BENCH_NEW_TOKENS = 64  # `bench`'s default --max-new-tokens
 BENCH_PAIRS = ("pycode-distilled", "pycode-plain")
 BENCH_FIELDS = ("gamma", "tokens_per_s", "speedup", "decode_speedup", "alpha", "tau", "verify_cost", "predicted_speedup")
 
@@ -107,12 +108,21 @@ def measure_completions(folder: Path, prompts: list[str]) -> dict:
 
 
 def bench(pair: str) -> dict:
-    """The CLI benchmark of a catalogue pair on the held-out prompts, as `python -m specviz bench` reports it."""
-    command = [sys.executable, "-m", "specviz", "bench", "--pair", pair, "--prompts", "heldout"]
-    command += ["--gamma", BENCH_GAMMAS, "--repeats", "3", "--no-hf", "--json"]
-    result = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    """The benchmark of a catalogue pair on the held-out prompts, as `python -m specviz bench` runs it (its library)."""
+    from specviz.deployment.benchmark import bench as run_bench  # torch and the pair load here
+    from specviz.engine import DecodeSettings
+    from specviz.models.catalogue import load_catalogue
+    from specviz.models.loading import load_pair
+
+    catalogue = load_catalogue()
+    loaded = load_pair(pair, catalogue.get(pair), catalogue.offline_pairs())
+    gammas = [int(gamma) for gamma in BENCH_GAMMAS.split(",")]
+    settings = DecodeSettings(max_new_tokens=BENCH_NEW_TOKENS, gamma=gammas[0])  # greedy, as bench's defaults
+    drafter = catalogue.get(pair).drafter
+    result = run_bench(loaded, load_prompt_set("heldout"), settings, gammas, drafter=drafter, repeats=3, with_transformers=False)
     rows = [{k: row.get(k) for k in BENCH_FIELDS + ("target_step_ms",) if row.get(k) is not None} for row in result["rows"]]
-    return {"command": " ".join(command[1:]), "rows": rows, "greedy_identical": result.get("greedy_identical")}
+    command = f"specviz bench --pair {pair} --prompts heldout --gamma {BENCH_GAMMAS} --repeats 3 --no-hf --json"
+    return {"command": command, "rows": rows, "greedy_identical": result.get("greedy_identical")}
 
 
 def load_seconds(pair: str) -> float:

@@ -91,14 +91,14 @@ def trace_report(trace: Trace, m: Readings, saved_batches: dict | None = None) -
     """The report's numbers for the one prompt on screen (one request each way); None before a complete run."""
     if trace.summary is None or trace.baseline is None or trace.started is None:
         return None
-    info = trace.pair or {}
-    memory = MemoryReport.from_json(info["memory"]) if info.get("memory") else None
-    loads = info.get("model_load_s")
+    info = trace.pair
+    memory = MemoryReport.from_json(info.memory) if info.memory else None
+    loads = info.model_load_s
     rows, batch_alpha = saved_batch_rows(saved_batches)
     report = DeploymentReport(
-        pair=info.get("name", ""),
-        device=info.get("device", ""),
-        dtype=info.get("dtype", ""),
+        pair=info.name,
+        device=info.device,
+        dtype=info.dtype,
         prompts=1,
         gamma=trace.started.gamma,
         speculative=(LatencyStats.of(speculative_arrivals(trace), trace.summary.wall_s),),
@@ -109,8 +109,8 @@ def trace_report(trace: Trace, m: Readings, saved_batches: dict | None = None) -
         verify_cost=m.verify_cost,
         speedup=m.measured_speedup,
         mean_acceptance_length=m.tally.mean_acceptance_length,
-        target_parameters=info.get("target_parameters"),
-        draft_parameters=info.get("draft_parameters"),
+        target_parameters=info.target_parameters or None,
+        draft_parameters=info.draft_parameters or None,
         memory=memory,
         load_times=PairLoadTimes.from_json(loads) if loads else None,
         batch_alpha=batch_alpha,

@@ -197,13 +197,13 @@ def _explain_real_model(main: Measured, extra: list[Measured]) -> str:
     m = main.readings
     info = main.trace.pair
     same = main.trace.summary.new_token_ids == main.trace.baseline.new_token_ids
-    params = info.get("target_parameters") or 0
-    form = f", weights in {info['weight_form']}" if info.get("weight_form") else ""
-    head_form = f", drafting in {info['feature_head_form']}" if info.get("feature_head_form") in ("int8", "int4") else ""
+    params = info.target_parameters or 0
+    form = f", weights in {info.weight_form}" if info.weight_form else ""
+    head_form = f", drafting in {info.feature_head_form}" if info.feature_head_form in ("int8", "int4") else ""
     return (
-        f"<p>A real pretrained chat model: <b>SmolLM2-135M-Instruct</b> ({params / 1e6:.0f}M parameters, {info.get('dtype', '')}{form}) "
+        f"<p>A real pretrained chat model: <b>SmolLM2-135M-Instruct</b> ({params / 1e6:.0f}M parameters, {info.dtype}{form}) "
         f"answers the question above, wrapped in its own chat template (the grey bubble is the user's message). Its drafts come "
-        f"from a <b>feature head</b> (EAGLE-style): one layer, {(info.get('feature_head_parameters') or 0) / 1e6:.1f}M parameters of "
+        f"from a <b>feature head</b> (EAGLE-style): one layer, {(info.feature_head_parameters or 0) / 1e6:.1f}M parameters of "
         f"its own{head_form}, that reads the target's own last hidden state and the next token, predicts the target's next hidden state, and "
         "reads a token out of it through the target's own head. It sees what the target saw, at a fraction of a layer's cost.</p>"
         f"<p>α = <b>{number(m.alpha, 2)}</b> at γ = {main.request.gamma} "
@@ -290,7 +290,7 @@ def _parting(main: Measured) -> str:
     tie = near_tie_at(main.trace, where)
     gap = f": the target's top two there, {tie[0]!r} and {tie[1]!r}, are {tie[2]:.3f} logits apart, a near-tie" if tie else ""
     return (
-        f"The two decodings part at token {where + 1}{gap}. In {main.trace.pair.get('dtype', 'bf16')} a verify pass over γ + 1 "
+        f"The two decodings part at token {where + 1}{gap}. In {main.trace.pair.dtype or 'bf16'} a verify pass over γ + 1 "
         "positions rounds differently from a single step, so at a near-tie the argmax can flip; neither text is wrong, and in "
         "float32 the outputs are identical (tests/test_real_model.py)."
     )
@@ -302,13 +302,13 @@ def _explain_bf16(main: Measured, extra: list[Measured]) -> str:
     rows = "".join(
         f"<li>{html.escape(r.request.prompt)}: {'identical' if r not in parted else _parting(r)}</li>" for r in results
     )
-    form = main.trace.pair.get("weight_form")
+    form = main.trace.pair.weight_form
     why = (
         f"Here the target's weights are in <b>{form}</b> weight-only form with plain attention: every row of a verify pass is "
         "computed exactly as a single step would compute it (tests/test_real_feature_head.py checks it bit for bit), so the "
         "two decodings cannot part, even at a near-tie."
         if form in ("int8", "int4")
-        else f"In <b>{main.trace.pair.get('dtype', '')}</b>, whose 8-bit mantissa rounds a logit to about 1 part in 256, a "
+        else f"In <b>{main.trace.pair.dtype}</b>, whose 8-bit mantissa rounds a logit to about 1 part in 256, a "
         "verify pass over γ + 1 positions rounds differently from single steps, so at a near-tie the argmax can flip."
     )
     return (

@@ -90,7 +90,7 @@ def stream_html(trace: Trace, shown_cycles: int | None = None, phase: Phase = "d
     if trace.started is None:
         return '<div class="sv-stream" data-empty="1">Press Run to watch the draft propose and the target verify.</div>'
     greedy = trace.started.temperature == 0
-    if trace.pair and trace.pair.get("chat_template") and trace.prompt:  # the user's message, not the template's markup
+    if trace.pair.chat_template and trace.prompt:  # the user's message, not the template's markup
         parts = [f'<div class="sv-user" title="wrapped in the target\'s chat template">{html.escape(trace.prompt)}</div>']
     else:
         parts = [_token(text, "prompt") for text in trace.started.prompt_texts]

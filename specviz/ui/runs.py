@@ -73,11 +73,11 @@ def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> 
 
 def where(trace: Trace) -> str:
     info = trace.pair
-    if not info:
+    if not info.known:
         return ""
     return (
-        f"{info['name']} on {info['device']} ({info['dtype']}): target {info['target_parameters'] / 1e6:.1f}M, "
-        f"draft {info['draft_parameters'] / 1e6:.1f}M parameters"
+        f"{info.name} on {info.device} ({info.dtype}): target {info.target_parameters / 1e6:.1f}M, "
+        f"draft {info.draft_parameters / 1e6:.1f}M parameters"
     )
 
 

@@ -9,6 +9,7 @@ from specviz.analysis.kernels import multiplies_half_precision_row_by_row
 from specviz.analysis.readings import Readings
 from specviz.numbers import number
 from specviz.run.machine_load import OtherLoad
+from specviz.run.pair_info import PairInfo
 
 FORMULAS = r"""
 ### The exact algorithm, one cycle
@@ -43,7 +44,7 @@ CLAIMS = f"""
 """
 
 
-def verdict_html(m: Readings | None, pair_name: str = "", hardware_line: str | None = None, info: dict | None = None) -> str:
+def verdict_html(m: Readings | None, pair_name: str = "", hardware_line: str | None = None, info: PairInfo | None = None) -> str:
     """Is speculative decoding worth it for this pair and prompt? Measured speedup first, then why, from α, τ and ν."""
     if m is None or m.alpha is None or m.tau is None:
         return '<div class="sv-verdict">Run a prompt to get a verdict for your pair from what it measures.</div>'
@@ -73,10 +74,10 @@ def verdict_html(m: Readings | None, pair_name: str = "", hardware_line: str | N
     return f'<div class="sv-verdict{css}">{head}{name}: {why}.{predicted}{advice}{hardware}</div>'
 
 
-def _row_by_row(m: Readings, info: dict | None) -> str:
+def _row_by_row(m: Readings, info: PairInfo | None) -> str:
     """Why ν is high, where the reason is known: half precision on a CPU whose torch kernels multiply it row by row."""
-    info = info or {}
-    capability, dtype = info.get("cpu_capability"), info.get("dtype")
+    info = info or PairInfo()
+    capability, dtype = info.cpu_capability, info.dtype
     if m.verify_cost is None or m.verify_cost < 1.3 or not multiplies_half_precision_row_by_row(capability, dtype):
         return ""
     return (
@@ -136,54 +137,53 @@ def _busy_warning(others: OtherLoad | None) -> str:
     )
 
 
-def details_markdown(info: dict) -> str:
-    if not info:
+def details_markdown(info: PairInfo) -> str:
+    if not info.known:
         return "No pair loaded yet."
     return (
         f"| | target | draft |\n| --- | --- | --- |\n"
-        f"| model | `{info['target']}` | `{info['draft']}` |\n"
-        f"| parameters | {info['target_parameters'] / 1e6:,.1f} M | {info['draft_parameters'] / 1e6:,.1f} M |\n"
-        f"| weights in memory | {info['target_weight_mb']:,.1f} MiB | {info['draft_weight_mb']:,.1f} MiB |\n"
+        f"| model | `{info.target}` | `{info.draft}` |\n"
+        f"| parameters | {info.target_parameters / 1e6:,.1f} M | {info.draft_parameters / 1e6:,.1f} M |\n"
+        f"| weights in memory | {info.target_weight_mb:,.1f} MiB | {info.draft_weight_mb:,.1f} MiB |\n"
         f"{_deployment_rows(info)}\n"
         f"{_feature_head_row(info)}"
-        f"Device **{info['device']}**{_capability(info)}, dtype **{info['dtype']}**{_form(info)}, shared vocabulary "
-        f"{info['shared_vocab']:,} tokens, cold load {info['load_s']:.2f} s (tokenizers + both models)."
-        + _peak_line(info.get("memory"))
+        f"Device **{info.device}**{_capability(info)}, dtype **{info.dtype}**{_form(info)}, shared vocabulary "
+        f"{info.shared_vocab:,} tokens, cold load {info.load_s:.2f} s (tokenizers + both models)." + _peak_line(info.memory)
     )
 
 
-def _feature_head_row(info: dict) -> str:
+def _feature_head_row(info: PairInfo) -> str:
     """The pair's feature head (EAGLE-style drafter), where it has one."""
-    if not info.get("feature_head"):
+    if not info.feature_head:
         return ""
     return (
-        f"Feature head `{info['feature_head']}`: {info['feature_head_parameters'] / 1e6:,.1f} M parameters of its own, "
-        f"{info['feature_head_weight_mb']:,.1f} MiB{_head_form(info)} (it reads the target's embedding and copies its kept head rows).\n\n"
+        f"Feature head `{info.feature_head}`: {info.feature_head_parameters / 1e6:,.1f} M parameters of its own, "
+        f"{info.feature_head_weight_mb:,.1f} MiB{_head_form(info)} (it reads the target's embedding and copies its kept head rows).\n\n"
     )
 
 
-def _head_form(info: dict) -> str:
-    form = info.get("feature_head_form")
+def _head_form(info: PairInfo) -> str:
+    form = info.feature_head_form
     return f" in **{form}** weight-only" if form in ("int8", "int4") else ""
 
 
-def _form(info: dict) -> str:
+def _form(info: PairInfo) -> str:
     """The target's weight form on a CPU, where the pair chose one (models/weight_forms.py)."""
-    form = info.get("weight_form")
+    form = info.weight_form
     return (
         f", target weights **{form}**" + (" weight-only (bf16 activations)" if form in ("int8", "int4") else "") if form else ""
     )
 
 
-def _capability(info: dict) -> str:
-    capability = info.get("cpu_capability")
+def _capability(info: PairInfo) -> str:
+    capability = info.cpu_capability
     return f" ({capability})" if capability else ""
 
 
-def _deployment_rows(info: dict) -> str:
+def _deployment_rows(info: PairInfo) -> str:
     """KV cache per token and each model's load times, when the run recorded them."""
     rows = ""
-    memory, loads = info.get("memory"), info.get("model_load_s")
+    memory, loads = info.memory, info.model_load_s
     if memory:
         kv = [memory[role]["kv_bytes_per_token"] / 1024 for role in ("target", "draft")]
         rows += f"| KV cache per token | {kv[0]:,.1f} KiB | {kv[1]:,.1f} KiB |\n"

@@ -1,0 +1,65 @@
+"""How long a pair takes to load: each model cold (a fresh Python process, or this process's first load) and warm."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from specviz.deployment.memory import LoadTimes, PairLoadTimes
+from specviz.models.loading import LoadedPair, load_model
+
+COLD_SOURCE = "a fresh Python process, from disk: the target, then the draft (imports not counted)"
+FIRST_LOAD_SOURCE = "the first load in this process (--cold-start times a fresh process)"
+APP_LOAD_SOURCE = "the first load in the app's process"
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # where the fresh process finds specviz, wherever it runs from
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def cold_load(
+    references: Sequence[str], device: torch.device, dtype: torch.dtype, timeout_s: float = 900
+) -> tuple[list[float], float]:
+    """Each model's load seconds in a fresh Python process, loaded in this order, and the seconds of the imports."""
+    result = subprocess.run(
+        [sys.executable, "-m", "specviz.deployment.cold_load", str(device), dtype_name(dtype), *references],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_PARENT), os.environ.get("PYTHONPATH")]))},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    if result.returncode != 0:
+        said = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"loading {', '.join(references)} in a fresh process failed: {said}")
+    timed = json.loads(result.stdout.strip().splitlines()[-1])
+    return timed["load_s"], timed["import_s"]
+
+
+def warm_load_s(reference: str, device: torch.device, dtype: torch.dtype) -> float:
+    """Seconds to load a model again in this process (files in the page cache, code warm); the copy is freed at once."""
+    loaded = load_model(reference, device, dtype)
+    seconds = loaded.load_s
+    del loaded
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return seconds
+
+
+def load_times(pair: LoadedPair, cold_start: bool) -> tuple[PairLoadTimes, dict]:
+    """Each model's cold and warm load, and how cold was measured (a fresh process, or this process's first load)."""
+    models = (pair.target, pair.draft)
+    if cold_start:
+        cold, import_s = cold_load([m.reference for m in models], pair.device, pair.dtype)
+        extra = {"cold_source": COLD_SOURCE, "import_s": import_s}
+    else:
+        cold, extra = [m.load_s for m in models], {"cold_source": FIRST_LOAD_SOURCE}
+    warm = [warm_load_s(m.reference, pair.device, pair.dtype) for m in models]
+    times = PairLoadTimes(LoadTimes(cold[0], warm[0]), LoadTimes(cold[1], warm[1]))
+    return times, {**times.to_json(), **extra}
