@@ -1,1 +1,1 @@
-"""Draft/target pairs: the catalogue (models.yaml), loading a pair, and the process-wide cache of loaded pairs."""
+"""Draft/target pairs: the catalogue (models.yaml), loading a pair, its weight forms and feature heads."""
