@@ -66,13 +66,18 @@ def test_timing_routine_on_tiny_models():
 def test_each_timed_forward_leaves_the_cache_at_the_prefix():
     import torch
 
+    from specviz.analysis.timing import fastest_seconds
     from specviz.deployment.device import _feeder, _prefilled_cache
     from tests.tiny import tiny_llama
 
     model = tiny_llama(64)
     with torch.inference_mode():
         cache = _prefilled_cache(model, torch.zeros(4, 10, dtype=torch.long))  # (batch, context)
-        forward = _feeder(model, cache, torch.ones(4, 5, dtype=torch.long))  # (batch, γ + 1)
+        forward, undo = _feeder(model, cache, torch.ones(4, 5, dtype=torch.long))  # (batch, γ + 1)
         forward()
-        forward()
-    assert cache.get_seq_length() == 10, "every repeat must see the same prefix, so the cache is cropped back"
+        assert cache.get_seq_length() == 15, "the timed forward feeds the γ + 1 tokens after the prefix"
+        undo()
+        assert cache.get_seq_length() == 10
+        (seconds,) = fastest_seconds([(forward, undo)], model.device, repeats=2)
+    assert seconds > 0
+    assert cache.get_seq_length() == 10, "every repeat must see the same prefix, so the timer crops the cache back"
