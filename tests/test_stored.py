@@ -7,7 +7,10 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import subprocess
 from pathlib import Path
+
+import pytest
 
 import torch
 from transformers import AutoModelForCausalLM
@@ -18,7 +21,8 @@ from specviz.models.reduced_head import borrow_embeddings, mark_sharing
 from specviz.models.stored import PACKED, UNPACKED_FROM, WEIGHTS, has_own_tokenizer, pack_weights, unpack_weights
 from tests.tiny import tiny_llama
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ROOT = Path(__file__).resolve().parent.parent
+ASSETS = ROOT / "assets"
 
 
 @contextlib.contextmanager
@@ -97,3 +101,13 @@ def test_loading_the_real_pair_says_nothing_about_missing_weights(real_pair):
     with everything_said() as said:
         load_pair(real_pair.name, catalogue.get(real_pair.name), catalogue.offline_pairs())
     assert "corrupted" not in said() and "MISSING" not in said(), said()
+
+
+def test_the_tracked_files_stay_under_60_mib():
+    """A Space clones all of it: the bundle counts as git stores it (the packed weights, not the unpacked copy)."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    files = [ROOT / name for name in listed.stdout.decode().split("\0") if name]
+    total = sum(path.stat().st_size for path in files if path.is_file())
+    assert total <= 60 * 2**20, f"the tracked files hold {total / 2**20:.1f} MiB; the limit is 60 MiB"

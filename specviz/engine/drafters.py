@@ -2,7 +2,7 @@
 
 The interface is transformers' CandidateGenerator, trimmed: `propose` (get_candidates) and `update`
 (update_candidate_strategy), plus `start`, `window` and `rollback`. A draft model, n-gram prompt lookup,
-the adaptive-γ schedule and dynamic (confidence-stopped) drafting all plug in here; see README,
+the adaptive-γ schedule and dynamic (confidence-stopped) drafting all plug in here; see docs/pairs.md,
 "Drafting strategies, and adding one". Every strategy is exact: what is proposed may depend on anything but the target's
 coming decision, and the acceptance test is unchanged.
 """
