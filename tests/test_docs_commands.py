@@ -78,7 +78,9 @@ def test_the_pages_show_commands_to_check():
     assert complaint(["python", "app.py", "--port", "1"]), "app.py takes no arguments"
 
 
-@pytest.mark.parametrize(("page", "words"), shown_commands(), ids=lambda value: value if isinstance(value, str) else " ".join(value[:4]))
+@pytest.mark.parametrize(
+    ("page", "words"), shown_commands(), ids=lambda value: value if isinstance(value, str) else " ".join(value[:4])
+)
 def test_a_shown_command_line_parses(page, words):
     assert complaint(words) is None, f"{page}: `{shlex.join(words)}` does not parse: {complaint(words)}"
 

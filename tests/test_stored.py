@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 import torch
 from transformers import AutoModelForCausalLM
 from transformers.utils import logging as transformers_logging
