@@ -110,3 +110,17 @@ def test_the_tracked_files_stay_under_60_mib():
     files = [ROOT / name for name in listed.stdout.decode().split("\0") if name]
     total = sum(path.stat().st_size for path in files if path.is_file())
     assert total <= 60 * 2**20, f"the tracked files hold {total / 2**20:.1f} MiB; the limit is 60 MiB"
+
+
+def test_a_draft_without_a_tokenizer_must_have_its_targets_vocabulary(tmp_path):
+    """It reads with the target's tokenizer, so a draft over another vocabulary is refused, in one sentence."""
+    from specviz.models.catalogue import Pair, PairError
+    from specviz.models.loading import load_pair
+
+    target, draft = tmp_path / "target", tmp_path / "draft"
+    tiny_llama(vocab_size=4096, hidden=32, layers=1).save_pretrained(target)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (target / name).write_bytes((ASSETS / "pycode-target" / name).read_bytes())
+    tiny_llama(vocab_size=2048, hidden=32, layers=1).save_pretrained(draft)
+    with pytest.raises(PairError, match="no tokenizer of its own.*2,048 tokens.*4,096"):
+        load_pair("mismatch", Pair(target=str(target), draft=str(draft), description="d"), [])
