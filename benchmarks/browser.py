@@ -1,7 +1,7 @@
 """Driving the app in Chromium: shared by benchmarks/app_timings.py and tests/test_ui_browser.py.
 
 Both start `python app.py` on a free port and read the page's contract for scripts, the `#run-numbers`
-element's data-* attributes (README, "What you see"). Playwright drives Debian's Chromium; it downloads
+element's data-* attributes (docs/page.md). Playwright drives Debian's Chromium; it downloads
 none of its own. Tests import this module as `benchmarks.browser` (pytest puts the repository on the path).
 """
 

@@ -66,8 +66,7 @@ def test_bundle_is_small_and_loads_as_float32(bundled_pair):
     assets = Path(__file__).resolve().parent.parent / "assets"
     pycode = sum(f.stat().st_size for f in assets.glob("pycode-*/*.safetensors"))
     assert pycode < 50 * 2**20, f"the bundled pycode weights are {pycode / 2**20:.1f} MiB"
-    everything = sum(f.stat().st_size for f in assets.rglob("*") if f.is_file())
-    assert everything <= 80 * 10**6, f"assets/ holds {everything / 1e6:.1f} MB; the limit is 80 MB (with the SmolLM2 draft)"
+    # the whole repository's size: tests/test_stored.py
     assert bundled_pair.target.model.dtype == torch.float32
 
 

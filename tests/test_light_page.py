@@ -1,6 +1,6 @@
-"""The page is light by construction, and serves the page the README describes before any model loads.
+"""The page is light by construction, and serves the page docs/page.md describes before any model loads.
 
-The README promises that the page serves before the models load; that holds only while every module app.py
+docs/page.md promises that the page serves before the models load; that holds only while every module app.py
 imports stays free of torch and transformers. A fresh interpreter imports the app, serves it on a free port,
 and reports what the page holds and which heavy modules were loaded by then.
 """
@@ -51,7 +51,7 @@ def test_importing_and_serving_the_app_loads_neither_torch_nor_transformers(serv
 def test_the_served_page_holds_the_controls_and_every_live_chart(served):
     components = served["components"]
     for elem_id in ("prompt", "run", "step", "stop", "stream", "status", "run-numbers-box", "playback", "race-chart"):
-        assert elem_id in components, f"#{elem_id} is part of the page contract (README, What you see)"
+        assert elem_id in components, f"#{elem_id} is part of the page contract (docs/page.md)"
     assert served["live"], "charts.live_chart registered no chart"
     for key in served["live"]:
         assert components.get(key, {}).get("type") == "plot", f"the live chart {key!r} is registered but not laid out as a plot"

@@ -1,4 +1,4 @@
-""" "Every number is derived in one place" (README), held against the source: a second copy of a rule fails here.
+""" "Every number is derived in one place" (docs/numbers.md), held against the source: a second copy of a rule fails here.
 
 Rules that have caught copies before: whether a speedup is one at all (±5 % of 1× is break-even), whose home is
 analysis/readings.py:speed_verdict; α pooled over scored texts, whose home is analysis/score.py:pooled_alpha; a prompt

@@ -17,6 +17,7 @@ from specviz.engine import CachedDecoder, DecodeSettings, Summary, Vocabulary, s
 from specviz.engine.events import Cycle, Step
 from specviz.models.catalogue import PairError
 from specviz.models.loading import check_same_tokenizer, load_tokenizer
+from specviz.models.stored import has_own_tokenizer
 from specviz.run.runner import encode_prompt, run
 from tests.conftest import REAL_PAIR
 
@@ -57,8 +58,9 @@ def test_any_end_token_the_generation_config_names_ends_the_run(real_pair):
 
 
 def test_tokenizer_check_accepts_the_real_pair_and_refuses_a_mismatched_one(real_pair):
-    draft_tokenizer = load_tokenizer(real_pair.draft.reference)
-    check_same_tokenizer(real_pair.target.reference, real_pair.tokenizer, real_pair.draft.reference, draft_tokenizer)
+    assert not has_own_tokenizer(real_pair.draft.reference), "the draft reads with its target's tokenizer"
+    target_tokenizer = load_tokenizer(real_pair.target.reference)
+    check_same_tokenizer(real_pair.target.reference, real_pair.tokenizer, real_pair.target.reference, target_tokenizer)
     code_tokenizer = load_tokenizer("assets/pycode-target")
     with pytest.raises(PairError, match="different tokenizers"):
         check_same_tokenizer(real_pair.target.reference, real_pair.tokenizer, "assets/pycode-target", code_tokenizer)

@@ -3,8 +3,8 @@
 One module per command (specviz/cli/<command>.py), each with `add_parser` and `command`; the library does the work
 and the module keeps the arguments and the printing. Only the module of the command being run is imported, so
 `theory` loads no torch (tests/test_cli.py). A command validates everything it can before loading a model, and bad
-input becomes one line on stderr with exit status 2. Every flag and JSON key is documented in the README,
-"Command line".
+input becomes one line on stderr with exit status 2. Every flag and JSON key is documented in docs/cli.md
+(tests/test_docs_commands.py checks the flags).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from specviz.deployment.memory import forward_activation_bytes, kv_bytes_per_tok
 from specviz.models.catalogue import Catalogue, Pair
 from specviz.models.footprint import count_parameters, needed_bytes, recorded_config, too_big_sentence
 from specviz.models.loading import choose_device, choose_dtype, is_local
+from specviz.models.stored import read_model
 
 ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)  # what a report predicts at, when no α is given
 CONTEXT = 64  # tokens in the cache when a step is timed
@@ -102,7 +103,7 @@ def build_models(p: Plan) -> tuple[PreTrainedModel, PreTrainedModel]:
 
     def build(reference: str, config: PretrainedConfig, seed: int) -> PreTrainedModel:
         if is_local(reference):
-            return AutoModelForCausalLM.from_pretrained(reference, dtype=p.dtype).to(p.device).eval()
+            return read_model(reference, p.dtype).to(p.device).eval()
         return build_random(config, p.dtype, p.device, seed=seed)
 
     return build(p.target, p.target_config, 0), build(p.draft, p.draft_config, 1)

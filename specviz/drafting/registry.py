@@ -1,7 +1,7 @@
 """The registry of drafting strategies: the one place a drafter is named, for the runner, CLI, bench and app.
 
 A new strategy is one Drafter class (specviz/drafting/drafters.py) plus one `register(Strategy(...))` line
-here; README, "Drafting strategies, and adding one", walks through it.
+here; docs/architecture.md, "Adding a drafter", walks through it.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from specviz.engine import Vocabulary
 from specviz.engine.kv_cache import synchronize
@@ -25,6 +25,7 @@ from specviz.models.reduced_head import (
     shares_target_embeddings,
 )
 from specviz.models.sources import Progress, SourceError, WheelFile, local_folder
+from specviz.models.stored import has_own_tokenizer, read_model
 from specviz.models.weight_forms import apply_form, choose_form, head_form_beside
 from specviz.models.weight_forms import weight_bytes as form_weight_bytes
 
@@ -188,7 +189,7 @@ def load_model(reference: str, device: torch.device, dtype: torch.dtype, target:
     (`shares_target_embeddings.json`) and cut its head to `draft_vocabulary.json`'s ids."""
     started = time.perf_counter()
     try:
-        model = AutoModelForCausalLM.from_pretrained(reference, dtype=dtype).to(device).eval()
+        model = read_model(reference, dtype).to(device).eval()
         if target is not None and is_local(reference) and shares_target_embeddings(Path(reference)):
             borrow_embeddings(model, target)
         kept_ids = read_vocabulary(Path(reference)) if is_local(reference) else None
@@ -251,8 +252,9 @@ def load_pair(
     target_ref, draft_ref = target_reference(pair, progress), pair.draft_ref
     for reference in (target_ref, draft_ref):
         check_reachable(reference, offline_pairs)
-    target_tok, draft_tok = load_tokenizer(target_ref), load_tokenizer(draft_ref)
-    check_same_tokenizer(target_ref, target_tok, draft_ref, draft_tok)
+    target_tok = load_tokenizer(target_ref)
+    if has_own_tokenizer(draft_ref):  # a bundled draft folder has none: it reads with its target's
+        check_same_tokenizer(target_ref, target_tok, draft_ref, load_tokenizer(draft_ref))
     check_fits(name, target_ref, draft_ref, device, dtype_chosen)
     progress(f"Loading {name}…")
     target = load_model(target_ref, device, dtype_chosen)
@@ -261,6 +263,11 @@ def load_pair(
     if form is not None:
         target = in_form(target, form)
     draft = load_model(draft_ref, device, dtype_chosen, target=target.model)
+    if not has_own_tokenizer(draft_ref) and draft.model.config.vocab_size != target.model.config.vocab_size:
+        raise PairError(
+            f"The draft {draft_ref} has no tokenizer of its own, so it reads with its target's, but its vocabulary "
+            f"({draft.model.config.vocab_size:,} tokens) is not the target's ({target.model.config.vocab_size:,})."
+        )
     loaded = pair_of(name, target, draft, target_tok, pair.chat_template, device, dtype_chosen, time.perf_counter() - started)
     if pair.feature_head_ref:
         loaded.feature_head = load_feature_head(pair.feature_head_ref, target.model, head_form_beside(target.form))

@@ -36,7 +36,7 @@ from specviz.engine.settings import MAX_GAMMA
 
 FORMS = ("bf16", "int8", "int4", "fp32")
 INT4_GROUP = 32
-# "auto": what benchmarks/verify_rows.py measured best for speculation (README, "A real model"). With AVX-512 bf16,
+# "auto": what benchmarks/verify_rows.py measured best for speculation (docs/pairs.md, "A real model"). With AVX-512 bf16,
 # int4 was the fastest step (10.2 ms, bf16 20.2) with ν 1.03–1.15 at k = 2–4; with the AVX2 settings int4 had the
 # flattest ν (1.04–1.26; bf16 1.37–2.25 row by row). Both weight-only forms are row-independent; bf16 is not.
 # One form won on both instruction sets, so "auto" needs no probe of the CPU: a machine where another form wins

@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
+from specviz.models.stored import pack_weights
 from specviz.training import architectures, corpus, evaluate, grow, loop_free, on_policy
 from specviz.training.evaluate import ASSETS
 from specviz.training.loop import TrainSettings, train
@@ -89,12 +90,16 @@ def encode_stream(tokenizer: PreTrainedTokenizerFast, texts: list[str]) -> torch
     return torch.tensor(stream, dtype=torch.long)
 
 
-def save_model(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, folder: Path) -> None:
-    """A plain transformers folder, weights in bf16 to keep the bundle small."""
+def save_model(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast | None, folder: Path, packed: bool = False) -> None:
+    """A plain transformers folder, weights in bf16 to keep the bundle small; `packed` adds them xz-compressed (the
+    file the bundle keeps). A draft gets no tokenizer (None): it reads with its target's."""
     shutil.rmtree(folder, ignore_errors=True)
     model.to(torch.bfloat16).save_pretrained(folder)
     model.to(torch.float32)
-    save_tokenizer(tokenizer, folder)
+    if tokenizer is not None:
+        save_tokenizer(tokenizer, folder)
+    if packed:
+        pack_weights(folder)
 
 
 @dataclass
@@ -137,7 +142,8 @@ class Training:
         work = self.args.work / role
         result = train(model, self.train_tokens, self.validation_tokens, train_settings, work, description=role, **teaching)
         self.report[role] = {"parameters": architectures.count_parameters(model), **vars(result)}
-        save_model(model, self.tokenizer, self.args.out / folder)
+        tokenizer = self.tokenizer if folder == "pycode-target" else None  # the drafts read with the target's
+        save_model(model, tokenizer, self.args.out / folder)
         return model
 
 
@@ -210,7 +216,7 @@ def grow_target(run: Training) -> None:
         save_model(target, run.tokenizer, run.grown_folder)
         grown_report = {k: run.report[k] for k in ("target", "target_grown")}
         (run.grown_folder / "report.json").write_text(json.dumps(grown_report, indent=2) + "\n")
-    save_model(run.target, run.tokenizer, args.out / "pycode-target")
+    save_model(run.target, run.tokenizer, args.out / "pycode-target", packed=True)
 
 
 def teach_loop_free(run: Training) -> None:
@@ -221,7 +227,7 @@ def teach_loop_free(run: Training) -> None:
     loop_free_settings = LoopFreeSettings(max_steps=args.loop_free_steps, seed=args.seed)
     result, probes = loop_free.finetune(run.target, run.train_tokens, run.validation_tokens, loop_free_settings)
     run.report["target_loop_free"] = {**vars(result), "settings": vars(loop_free_settings), "probes": probes}
-    save_model(run.target, run.tokenizer, args.out / "pycode-target")
+    save_model(run.target, run.tokenizer, args.out / "pycode-target", packed=True)
 
 
 def distil_draft(run: Training) -> None:

@@ -23,6 +23,7 @@ import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
 from specviz.models.catalogue import REPO_ROOT
+from specviz.models.stored import unpack_weights
 from specviz.prompts.sets import PROMPTS, heldout_code_prompts, load_prompt_set
 from specviz.training.on_policy import continue_greedily
 
@@ -79,6 +80,7 @@ def greedy_completion(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFas
 def measure_completions(folder: Path, prompts: list[str]) -> dict:
     """distinct-4, syntax and text of the target's greedy completion of each prompt."""
     tokenizer = PreTrainedTokenizerFast.from_pretrained(folder / "pycode-target")
+    unpack_weights(folder / "pycode-target")
     model = LlamaForCausalLM.from_pretrained(folder / "pycode-target", dtype=torch.float32).eval()
     rows = []
     for prompt in prompts:

@@ -53,7 +53,7 @@ def _what_it_is(report: dict) -> str:
             f"{100 * vocabulary['probability_mass_covered']:.2f} % of the target's top-k probability mass. q is 0 outside them; "
             "speculative decoding stays exact (the residual is taken over the whole vocabulary)."
         )
-    lines.append("- **Tokenizer**: the target's (its files are in this folder).")
+    lines.append("- **Tokenizer**: the target's (read from the target; this folder ships no tokenizer files).")
     return "\n".join(lines)
 
 

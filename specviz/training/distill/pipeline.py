@@ -175,7 +175,7 @@ def fit_draft(recipe: Recipe, state: State) -> None:
 
 
 def save_draft(recipe: Recipe, state: State) -> None:
-    """4. Weights (bf16), config, the target's tokenizer files, the kept ids and the report."""
+    """4. Weights (bf16), config, the kept ids and the report; no tokenizer: the draft reads with its target's."""
     recipe.out.mkdir(parents=True, exist_ok=True)
     draft = state.draft.to(torch.bfloat16)
     draft.generation_config.eos_token_id = end_token_ids(state.target, state.tokenizer)
@@ -185,7 +185,6 @@ def save_draft(recipe: Recipe, state: State) -> None:
         mark_sharing(recipe.out)
     else:
         draft.save_pretrained(recipe.out)
-    state.tokenizer.save_pretrained(recipe.out)
     if state.kept_ids is not None:
         save_vocabulary(recipe.out, state.kept_ids, state.target.config.vocab_size)
     parameters = sum(p.numel() for p in draft.parameters() if p.requires_grad or not recipe.shape.share_embeddings)

@@ -1,0 +1,105 @@
+"""A model folder as the bundle stores it, read into a model: weights packed with xz, a draft without its embedding.
+
+Two things keep the repository small without changing what any model computes:
+
+- A folder may ship its weights as `model.safetensors.xz` (xz is lossless: the unpacked file is byte for byte the
+  one that was packed). It is unpacked once, in place, beside the packed file, and again only when the packed file
+  changes (the sha256 it came from is kept in `model.safetensors.unpacked-from`; both are git-ignored).
+- A draft that borrows its target's embedding (`shares_target_embeddings.json`) ships only its own layers. It is built
+  from its config and its own weights with a zero placeholder where the embedding goes, which the loader then replaces
+  with the target's tensor (`reduced_head.borrow_embeddings`): transformers finds every weight it expects, so it has
+  nothing missing to warn about.
+
+A draft folder with no tokenizer files of its own reads text with its target's tokenizer (the bundled drafts were
+trained on their target's tokens, so they ship none).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import lzma
+import os
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig, AutoModelForCausalLM, GenerationConfig, PreTrainedModel
+
+from specviz.models.reduced_head import shares_target_embeddings
+
+WEIGHTS = "model.safetensors"
+PACKED = "model.safetensors.xz"
+UNPACKED_FROM = "model.safetensors.unpacked-from"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def pack_weights(folder: Path) -> None:
+    """Write `model.safetensors.xz`, the file git keeps, beside `model.safetensors` (which stays, marked as unpacked from it)."""
+    folder = Path(folder)
+    packed = folder / PACKED
+    with lzma.open(packed, "wb", preset=9) as out:
+        out.write((folder / WEIGHTS).read_bytes())
+    (folder / UNPACKED_FROM).write_text(_sha256(packed) + "\n")
+
+
+def unpack_weights(folder: Path) -> None:
+    """Make `model.safetensors` from `model.safetensors.xz` where the folder has a packed file and the unpacked one is
+    missing or came from another packed file. Written to a temporary name first, so a reader never sees half a file."""
+    folder = Path(folder)
+    packed = folder / PACKED
+    if not packed.is_file():
+        return
+    digest = _sha256(packed)
+    stamp = folder / UNPACKED_FROM
+    if (folder / WEIGHTS).is_file() and stamp.is_file() and stamp.read_text().strip() == digest:
+        return
+    partial = folder / f"{WEIGHTS}.{os.getpid()}.partial"
+    with lzma.open(packed, "rb") as source, partial.open("wb") as out:
+        for block in iter(lambda: source.read(1 << 20), b""):
+            out.write(block)
+    os.replace(partial, folder / WEIGHTS)
+    stamp.write_text(digest + "\n")
+
+
+def has_own_tokenizer(reference: str) -> bool:
+    """A hub id always has; a folder has when it holds tokenizer files (else it reads with its target's tokenizer)."""
+    folder = Path(reference)
+    return not folder.is_dir() or any((folder / name).is_file() for name in TOKENIZER_FILES)
+
+
+def read_model(reference: str, dtype: torch.dtype) -> PreTrainedModel:
+    """`from_pretrained` for a hub id or a folder, with the folder's packed weights unpacked first. A draft that
+    borrows its target's embedding comes with a zero placeholder there, for the caller to replace."""
+    folder = Path(reference)
+    if not folder.is_dir():
+        return AutoModelForCausalLM.from_pretrained(reference, dtype=dtype)
+    unpack_weights(folder)
+    if not shares_target_embeddings(folder):
+        return AutoModelForCausalLM.from_pretrained(reference, dtype=dtype)
+    return _read_without_embedding(folder, dtype)
+
+
+def _read_without_embedding(folder: Path, dtype: torch.dtype) -> PreTrainedModel:
+    config = AutoConfig.from_pretrained(folder)
+    model_class = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+    with torch.device("meta"):  # only to learn the embedding's name and shape; nothing is allocated
+        skeleton = model_class(config)
+    embedding = skeleton.get_input_embeddings().weight
+    name = next(name for name, parameter in skeleton.named_parameters() if parameter is embedding)
+    weights = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        weights.update(load_file(path))
+    weights[name] = torch.zeros(embedding.shape, dtype=dtype)
+    model = model_class.from_pretrained(None, config=config, state_dict=weights, dtype=dtype)
+    model.config.name_or_path = str(folder)
+    if (folder / "generation_config.json").is_file():
+        model.generation_config = GenerationConfig.from_pretrained(folder)
+    return model

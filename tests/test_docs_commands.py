@@ -1,0 +1,115 @@
+"""The command lines the README and docs/ show parse with the real argument parsers, and docs/cli.md names every flag.
+
+A renamed or removed flag fails here instead of in a reader's terminal. Parsing only: nothing is loaded or run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from specviz.cli import COMMANDS, build_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BASH_BLOCK = re.compile(r"```bash\n(.*?)```", re.DOTALL)
+OURS = (("python", "-m", "specviz"), ("python", "-m", "specviz.train"), ("python", "app.py"))
+
+
+def command_lines(text: str) -> list[list[str]]:
+    """Each of our commands in the text's ```bash blocks, as words: continuations joined, comments, `&&` chains and
+    leading VAR=value assignments taken apart."""
+    found = []
+    for block in BASH_BLOCK.findall(text):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            command: list[str] = []
+            for word in [*words, "&&"]:
+                if word in ("&&", ";", "||", "|"):
+                    while command and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", command[0]):
+                        command.pop(0)
+                    if any(tuple(command[: len(ours)]) == ours for ours in OURS):
+                        found.append(command)
+                    command = []
+                else:
+                    command.append(word)
+    return found
+
+
+def shown_commands() -> list[tuple[str, list[str]]]:
+    return [(page.relative_to(ROOT).as_posix(), words) for page in PAGES for words in command_lines(page.read_text())]
+
+
+def complaint(words: list[str]) -> str | None:
+    """None when the command line parses, else what its parser said."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+            if words[:3] == ["python", "-m", "specviz"]:
+                build_parser(words[3:]).parse_args(words[3:])
+            elif words[:3] == ["python", "-m", "specviz.train"]:
+                from specviz.training.pipeline import parse_args
+
+                saved, sys.argv = sys.argv, ["specviz.train", *words[3:]]
+                try:
+                    parse_args()
+                finally:
+                    sys.argv = saved
+            elif words[2:]:
+                return f"app.py takes no arguments, got {words[2:]}"
+    except SystemExit as exit:
+        return said.getvalue().strip() or f"exit status {exit.code}"
+    return None
+
+
+def test_the_pages_show_commands_to_check():
+    shown = shown_commands()
+    assert len(shown) >= 20, f"only {len(shown)} command lines found: is the ```bash block pattern still right?"
+    readme = [words for page, words in shown if page == "README.md"]
+    assert ["python", "app.py"] in readme, "the README's first command runs the app"
+    assert complaint(["python", "-m", "specviz", "run", "--prompt", "x", "--no-such-flag"]), "a bad flag must be caught"
+    assert complaint(["python", "app.py", "--port", "1"]), "app.py takes no arguments"
+
+
+@pytest.mark.parametrize(
+    ("page", "words"), shown_commands(), ids=lambda value: value if isinstance(value, str) else " ".join(value[:4])
+)
+def test_a_shown_command_line_parses(page, words):
+    assert complaint(words) is None, f"{page}: `{shlex.join(words)}` does not parse: {complaint(words)}"
+
+
+def test_docs_cli_names_every_flag_of_every_command():
+    documented = (ROOT / "docs" / "cli.md").read_text()
+    parser = build_parser([])
+    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)).choices
+    missing = [
+        f"{name} {flag}"
+        for name in COMMANDS
+        for action in commands[name]._actions
+        for flag in action.option_strings
+        if flag not in ("-h", "--help") and f"`{flag}`" not in documented
+    ]
+    assert not [name for name in COMMANDS if f"### `{name}`" not in documented], "every command has its section"
+    assert not missing, f"docs/cli.md does not name: {', '.join(missing)}"
+
+
+NAMED_PATH = re.compile(r"(?<![\w/.~-])((?:specviz|tests|benchmarks|assets|docs|\.ci)/[\w./-]*[\w/])")
+NOT_HERE_YET = {"docs/architecture.md"}  # the architecture page is issue 30's other half, written on its own branch
+
+
+def test_every_path_the_pages_name_exists():
+    """A module moved or renamed leaves its old path in the docs: listed here, page by page."""
+    stale = [
+        f"{page.relative_to(ROOT).as_posix()}: {path}"
+        for page in PAGES
+        for path in NAMED_PATH.findall(page.read_text())
+        if path not in NOT_HERE_YET and not (ROOT / path).exists()
+    ]
+    assert not stale, "paths named in the docs that do not exist:\n" + "\n".join(stale)
