@@ -101,7 +101,7 @@ def test_docs_cli_names_every_flag_of_every_command():
 
 
 NAMED_PATH = re.compile(r"(?<![\w/.~-])((?:specviz|tests|benchmarks|assets|docs|\.ci)/[\w./-]*[\w/])")
-NOT_HERE_YET = {"docs/architecture.md"}  # the architecture page is issue 30's other half, written on its own branch
+NOT_HERE_YET = {"assets/pycode-target/model.safetensors"}  # unpacked from its .xz on first load (specviz/models/stored.py)
 
 
 def test_every_path_the_pages_name_exists():
