@@ -15,21 +15,41 @@ import gradio as gr
 
 from specviz.analysis.hardware_cache import hardware_sentence, saved_batch_curve
 from specviz.analysis.theory import Prediction
+from specviz.checked import InputError
 from specviz.drafting import drafter_choices
-from specviz.engine.settings import MAX_GAMMA, SettingsError
+from specviz.engine.settings import MAX_GAMMA
 from specviz.models import pair_cache
-from specviz.models.catalogue import CatalogueError, PairError
 from specviz.prompts import DOMAINS, PROMPTS
-from specviz.runner import PromptError
+from specviz.runner import MAX_PROMPT_CHARS
 from specviz.trace import Trace
+from specviz.trace_schema import MAX_TRACE_BYTES, read_trace_text
 from specviz.ui import charts, runs, texts
 from specviz.ui.deployment_view import deployment_html
+from specviz.ui.guard import in_sentences, user_error
 from specviz.ui.lessons import lessons
 from specviz.ui.palette import CSS
 from specviz.ui.render import legend_html, stream_html
-from specviz.ui.request import DEFAULT_PLAYBACK, PLAYBACK, RunRequest
-from specviz.ui.score_panel import CONTINUATION_TOKENS, HARDEST_HEADERS, MY_TEXT, PROMPT_SETS, SCORE_CSS, score_views
+from specviz.ui.request import (
+    DEFAULT_PLAYBACK,
+    MAX_NEW_TOKENS,
+    MAX_TEMPERATURE,
+    PLAYBACK,
+    RUN_FIELDS,
+    THEORY_FIELDS,
+    RunRequest,
+    checked,
+)
+from specviz.ui.score_panel import (
+    CONTINUATION_TOKENS,
+    HARDEST_HEADERS,
+    MAX_SCORE_CHARS,
+    MY_TEXT,
+    PROMPT_SETS,
+    SCORE_CSS,
+    score_views,
+)
 from specviz.ui.sessions import Sessions
+from specviz.ui.views import inspector_choices
 
 log = logging.getLogger("specviz")
 
@@ -51,6 +71,11 @@ def preset_choices() -> list[tuple[str, str]]:
     return [(f"{domain}: {prompt.splitlines()[0][:60]}", prompt) for domain in DOMAINS for prompt in PROMPTS[domain]]
 
 
+def preset_picked(value: object):
+    """A preset into the prompt box; anything that is not one of the presets leaves the box as it is."""
+    return value if value in {prompt for _, prompt in preset_choices()} else gr.update()
+
+
 def choice_label(name: str) -> str:
     pair = catalogue().get(name)
     where = "bundled, offline" if pair.bundled else ("real model, fetched on first start" if pair.offline else "hub download")
@@ -65,16 +90,6 @@ def real_pairs() -> list[str]:
 def background_pairs() -> list[str]:
     """What loads in the background after the default pair: the real pairs, unless SPECVIZ_BACKGROUND_PAIRS=0."""
     return real_pairs() if os.environ.get("SPECVIZ_BACKGROUND_PAIRS", "1") != "0" else []
-
-
-def user_error(error: Exception) -> gr.Error:
-    """One sentence for the user; only unexpected errors are logged with their traceback."""
-    if type(error).__name__ == "OutOfMemoryError":
-        return gr.Error("The device ran out of memory: try a smaller pair, fewer new tokens or a shorter prompt.")
-    if isinstance(error, SettingsError | PromptError | PairError | CatalogueError):
-        return gr.Error(str(error))
-    log.exception("run failed")
-    return gr.Error(f"Something went wrong: {type(error).__name__}: {error}")
 
 
 sessions = Sessions()
@@ -140,6 +155,7 @@ def hardware_lines() -> str:
 
 
 @on_gpu
+@in_sentences
 def run_clicked(http: gr.Request, **values):
     ticket = sessions.start(session_of(http))
     try:
@@ -152,6 +168,7 @@ def run_clicked(http: gr.Request, **values):
 
 
 @on_gpu
+@in_sentences
 def step_clicked(trace: Trace | None, cursor, http: gr.Request, **values):
     ticket = sessions.start(session_of(http))
     try:
@@ -165,6 +182,7 @@ def stopped_page() -> dict:
     return {status: "Stopped.", run_numbers: texts.run_numbers_html(None, "stopped")}
 
 
+@in_sentences
 def stop_clicked(http: gr.Request):
     sessions.stop(session_of(http))
     return stopped_page()
@@ -184,7 +202,9 @@ def updates_until_stopped(updates, ticket):
 
 def lesson_handler(lesson):
     @on_gpu
+    @in_sentences
     def lesson_clicked(playback_choice: str, http: gr.Request):
+        playback_choice = RUN_FIELDS["playback"].read(playback_choice)
         ticket = sessions.start(session_of(http))
         request = lesson.request
         yield {component: getattr(request, name) for name, component in run_inputs.items() if name != "playback"} | {
@@ -198,6 +218,7 @@ def lesson_handler(lesson):
     return lesson_clicked
 
 
+@in_sentences
 def page_loaded():
     """Say whether the default pair is ready, then how the real pair's background fetch goes; the page is usable throughout."""
     if not pair_cache.is_loaded(default_pair):
@@ -221,17 +242,20 @@ def page_loaded():
             yield f"{ready} The real pair **{name}** is ready too: pick it above, or its lessons."
 
 
+@in_sentences
 def hardware_loaded():
     return hardware_lines()
 
 
+@in_sentences
 def inspect(trace: Trace | None, choice: str | None):
-    if not trace or not choice:
+    if not trace or choice not in {value for _, value in inspector_choices(trace.cycles)}:
         return charts.inspector_figure(Trace(), 0, 0)
     cycle_index, position_index = (int(part) for part in choice.split(":"))
     return charts.inspector_figure(trace, cycle_index, position_index)
 
 
+@in_sentences
 def export_trace(trace: Trace | None):
     if trace is None or not trace.complete:
         raise gr.Error("Nothing to export yet: run a prompt first.")
@@ -241,25 +265,29 @@ def export_trace(trace: Trace | None):
     return handle.name
 
 
+@in_sentences
 def import_trace(path: str | None, http: gr.Request):
+    """Replay a shared trace: read within its size limit and checked field by field (specviz.trace_schema) first."""
     if not path:
         return
     try:
-        with open(path) as file:
-            trace = Trace.from_json(file.read())
-    except (OSError, ValueError) as error:
+        trace = Trace.from_json(read_trace_text(path))
+    except InputError as error:
         raise gr.Error(f"Cannot replay that file: {error}") from None
     ticket = sessions.start(session_of(http))
     yield {prompt: trace.prompt}
     yield from updates_until_stopped(runs.play(trace, DEFAULT_PLAYBACK, ticket, sessions), ticket)
 
 
+@in_sentences
 def pair_defaults(name: str):
-    pair = catalogue().get(name)
+    pair = catalogue().get(RUN_FIELDS["pair"].read(name))
     return {gamma: pair.gamma, temperature: pair.temperature, drafter: pair.drafter}
 
 
+@in_sentences
 def theory_view(alpha: float, tau: float, gamma_value: int):
+    alpha, tau, gamma_value = checked(dict(alpha=alpha, tau=tau, gamma_value=gamma_value), THEORY_FIELDS).values()
     p = Prediction.of(alpha, int(gamma_value), tau)
     text = (
         f"E = **{p.tokens_per_cycle:.2f}** tokens per target forward · speedup at γ = {int(gamma_value)}: **{p.speedup:.2f}×** · "
@@ -269,6 +297,7 @@ def theory_view(alpha: float, tau: float, gamma_value: int):
     return charts.theory_figure(alpha, tau, int(gamma_value)), text
 
 
+@in_sentences
 def score_clicked(pair_name: str, text: str, prompt_set: str, temperature: float, gamma: int, own: bool):
     views = score_views(pair_name, text, prompt_set, temperature, gamma, own)
     return {score_outputs[name]: value for name, value in views.items()}
@@ -294,7 +323,13 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
             preset = gr.Dropdown(
                 preset_choices(), label="Preset prompt (code, prose, repetitive, arithmetic)", value=None, elem_id="preset"
             )
-            prompt = gr.Textbox(default_request.prompt, label="Prompt", lines=5, max_lines=14, elem_id="prompt")
+            prompt = gr.Textbox(
+                default_request.prompt,
+                label=f"Prompt (up to {MAX_PROMPT_CHARS:,} characters)",
+                lines=5,
+                max_lines=14,
+                elem_id="prompt",
+            )
             with gr.Row():
                 run_button = gr.Button("Run", variant="primary", elem_id="run")
                 step_button = gr.Button("Step", elem_id="step")
@@ -322,9 +357,16 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                     visible=False,
                     elem_id="lenience",
                 )
-                temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature")
+                temperature = gr.Slider(
+                    0.0, MAX_TEMPERATURE, value=0.0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature"
+                )
                 max_new_tokens = gr.Slider(
-                    1, 256, value=default_request.max_new_tokens, step=1, label="Max new tokens", elem_id="max-new-tokens"
+                    1,
+                    MAX_NEW_TOKENS,
+                    value=default_request.max_new_tokens,
+                    step=1,
+                    label="Max new tokens",
+                    elem_id="max-new-tokens",
                 )
                 playback = gr.Radio(
                     list(PLAYBACK),
@@ -380,7 +422,10 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
                     )
                     with gr.Row():
                         score_text = gr.Textbox(
-                            label="Text to score", lines=6, placeholder="Paste text like what the target will write…", scale=3
+                            label=f"Text to score (up to {MAX_SCORE_CHARS:,} characters)",
+                            lines=6,
+                            placeholder="Paste text like what the target will write…",
+                            scale=3,
                         )
                         with gr.Column(scale=1):
                             score_set = gr.Dropdown(PROMPT_SETS, value=MY_TEXT, label="or a prompt set")
@@ -441,26 +486,30 @@ with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
         concurrency_limit=None, concurrency_id="play", trigger_mode="multiple", show_progress="hidden"
     )  # the measuring slot, not the queue, serialises timings
 
-    run_button.click(run_clicked, inputs_kwargs=run_inputs, outputs=page, **playing)
-    step_button.click(step_clicked, [trace_state, cursor_state], page, inputs_kwargs=run_inputs, **playing)
+    # The handlers get the values as sent and check them themselves (ui/request.py): one sentence naming the field and
+    # its range, where Gradio's own checks would answer a wrong type with a generic error or repeat the value sent.
+    as_sent = dict(preprocess=False)
+    run_button.click(run_clicked, inputs_kwargs=run_inputs, outputs=page, **playing, **as_sent)
+    step_button.click(step_clicked, [trace_state, cursor_state], page, inputs_kwargs=run_inputs, **playing, **as_sent)
     for button, lesson in lesson_buttons:
-        button.click(lesson_handler(lesson), [playback], page | set(run_inputs.values()), **playing)
+        button.click(lesson_handler(lesson), [playback], page | set(run_inputs.values()), **playing, **as_sent)
     stop_button.click(stop_clicked, None, {status, run_numbers}, queue=False)  # the runs end themselves: updates_until_stopped
-    preset.change(lambda value: value or gr.update(), preset, prompt)
-    pair_box.input(pair_defaults, pair_box, [gamma, temperature, drafter])
-    verification.change(lambda mode: gr.update(visible=mode == "lenient"), verification, lenience)
-    inspector.change(inspect, [trace_state, inspector], inspector_chart)
+    preset.change(preset_picked, preset, prompt, **as_sent)
+    pair_box.input(pair_defaults, pair_box, [gamma, temperature, drafter], **as_sent)
+    verification.change(lambda mode: gr.update(visible=mode == "lenient"), verification, lenience, **as_sent)
+    inspector.change(inspect, [trace_state, inspector], inspector_chart, **as_sent)
     export_button.click(export_trace, trace_state, export_file)
     import_file.upload(import_trace, import_file, page | {prompt}, **playing)
     for slider in (theory_alpha, theory_tau, theory_gamma):
-        slider.change(theory_view, [theory_alpha, theory_tau, theory_gamma], [theory_chart, theory_numbers])
+        slider.change(theory_view, [theory_alpha, theory_tau, theory_gamma], [theory_chart, theory_numbers], **as_sent)
     score_outputs = {"summary": score_summary, "strip": score_strip, "hardest": score_hardest, "curve": score_curve}
     score_button.click(
         score_clicked,
         [pair_box, score_text, score_set, score_temperature, score_gamma, score_own],
         set(score_outputs.values()),
+        **as_sent,
     )
-    demo.load(theory_view, [theory_alpha, theory_tau, theory_gamma], [theory_chart, theory_numbers])
+    demo.load(theory_view, [theory_alpha, theory_tau, theory_gamma], [theory_chart, theory_numbers], **as_sent)
     demo.load(page_loaded, None, status, concurrency_limit=None)
     demo.load(hardware_loaded, None, hardware_box)
 
@@ -470,6 +519,7 @@ if __name__ == "__main__":
         css=CSS + SCORE_CSS,
         theme=gr.themes.Soft(primary_hue="emerald", neutral_hue="slate"),
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+        max_file_size=MAX_TRACE_BYTES,  # the only upload is a trace
         prevent_thread_lock=True,
     )
     pair_cache.preload(default_pair, then=background_pairs())  # after the page serves: the default pair, then the real ones
