@@ -16,6 +16,7 @@ from specviz.engine.events import Cycle, DraftPosition, RunStarted, Step, Summar
 from specviz.engine.settings import MAX_SEED
 from specviz.engine.tally import Tally
 from specviz.machine_load import OtherLoad
+from specviz.runner import MAX_PROMPT_CHARS
 
 TRACE_FORMAT = "specviz-trace/2"
 MAX_TRACE_BYTES = 8 * 2**20  # an exported run of 256 tokens is a few hundred KB
@@ -160,7 +161,7 @@ TRACE = record(
     {
         "format": choice([TRACE_FORMAT]),
         "pair": optional(PAIR),
-        "prompt": text(MAX_TEXT_CHARS),
+        "prompt": text(MAX_PROMPT_CHARS),
         "started": optional(RUN_STARTED),
         "cycles": items(CYCLE, MAX_CYCLES),
         "summary": optional(SUMMARY),
