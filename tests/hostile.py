@@ -68,7 +68,10 @@ BROKEN_TRACES: dict[str, tuple[Callable[[dict], None], str]] = {
     "cycles: [1, 2]": (_set("cycles", [1, 2]), "trace.cycles[0] must be a record"),
     "cycles: null": (_set("cycles", None), "trace.cycles must be a list"),
     "γ of 10^30": (_set("started.gamma", 10**30), "trace.started.gamma must be a whole number from 1 to 64"),
-    "a token id of 10^400": (_set("cycles.0.positions.0.token_id", 10**400), "trace.cycles[0].positions[0].token_id must be a whole"),
+    "a token id of 10^400": (
+        _set("cycles.0.positions.0.token_id", 10**400),
+        "trace.cycles[0].positions[0].token_id must be a whole",
+    ),
     "a tally of 10^30": (_set("summary.tally.accepted", 10**30), "trace.summary.tally.accepted must be a whole number"),
     "10^40 parameters": (_set("pair.target_parameters", 10**40), "trace.pair.target_parameters must be a whole number"),
     "q = NaN": (_set("cycles.0.positions.0.q", float("nan")), "trace.cycles[0].positions[0].q must be a probability from 0 to 1"),
@@ -81,12 +84,15 @@ BROKEN_TRACES: dict[str, tuple[Callable[[dict], None], str]] = {
     "a pair that is a list": (_set("pair", [1]), "trace.pair must be a record"),
     "a prompt of 10^5 characters": (_set("prompt", "x" * 100_000), "trace.prompt is 100,000 characters; the limit is 20,000"),
     "a missing mode": (lambda raw: raw["started"].pop("mode"), "trace.started.mode is missing"),
-    "a status that is not one": (_set("cycles.0.positions.0.status", "<b>"), "trace.cycles[0].positions[0].status must be one of"),
+    "a status that is not one": (
+        _set("cycles.0.positions.0.status", "<b>"),
+        "trace.cycles[0].positions[0].status must be one of",
+    ),
     "no format": (lambda raw: raw.pop("format"), "it is not a specviz trace"),
 }
 BROKEN_FILES: dict[str, tuple[bytes, str]] = {  # name → (file bytes, what the answer must say)
     "a binary file named .json": (bytes(range(256)) * 40, "it is not text"),
-    "JSON nested 100,000 deep": (b"[" * 100_000 + b"]" * 100_000, "nests too deeply"),
+    "JSON nested 100,000 deep": (b"[" * 100_000 + b"]" * 100_000, "its JSON nests too deeply"),
     "an integer of 5,000 digits": (b'{"format": "specviz-trace/2", "prompt": ' + b"9" * 5000 + b"}", "it is not valid JSON"),
     "not JSON": (b"<html><img src=x></html>", "it is not valid JSON"),
     "a JSON list": (b"[1, 2]", "it is not a specviz trace"),

@@ -100,7 +100,9 @@ def test_any_change_to_a_trace_is_refused_in_a_sentence_or_plays_without_an_erro
         except InputError:
             refused += 1
             continue
-        every_view(trace, charted=attempt % 20 == 0)  # any exception fails the test, with the change that caused it in the traceback
+        every_view(
+            trace, charted=attempt % 20 == 0
+        )  # any exception fails the test, with the change that caused it in the traceback
     assert refused > 60, f"most changes should be refused by the schema; only {refused} of 200 were"
 
 
