@@ -25,7 +25,7 @@ from specviz.trace import Trace
 from specviz.trace_schema import MAX_TRACE_BYTES, read_trace_text
 from specviz.ui import charts, runs, texts
 from specviz.ui.deployment_view import deployment_html
-from specviz.ui.guard import in_sentences, user_error
+from specviz.ui.guard import in_sentences
 from specviz.ui.lessons import lessons
 from specviz.ui.palette import CSS
 from specviz.ui.render import legend_html, stream_html
@@ -157,25 +157,19 @@ def hardware_lines() -> str:
 @on_gpu
 @in_sentences
 def run_clicked(http: gr.Request, **values):
+    request = RunRequest.from_values(values)  # a wrong value is answered before it retires this session's run
     ticket = sessions.start(session_of(http))
-    try:
-        request = RunRequest.from_values(values)
-        device = pair_cache.device_of(request.pair)
-        updates = runs.run_and_play(request, ticket, sessions, hardware_line(request.pair), saved_batches(request.pair, device))
-        yield from updates_until_stopped(updates, ticket)
-    except Exception as error:  # one user's bad input must not take the server down
-        raise user_error(error) from None
+    device = pair_cache.device_of(request.pair)
+    updates = runs.run_and_play(request, ticket, sessions, hardware_line(request.pair), saved_batches(request.pair, device))
+    yield from updates_until_stopped(updates, ticket)
 
 
 @on_gpu
 @in_sentences
 def step_clicked(trace: Trace | None, cursor, http: gr.Request, **values):
+    request = RunRequest.from_values(values)
     ticket = sessions.start(session_of(http))
-    try:
-        updates = runs.step(trace, tuple(cursor or (0, "decide")), RunRequest.from_values(values), ticket, sessions)
-        yield from updates_until_stopped(updates, ticket)
-    except Exception as error:
-        raise user_error(error) from None
+    yield from updates_until_stopped(runs.step(trace, tuple(cursor or (0, "decide")), request, ticket, sessions), ticket)
 
 
 def stopped_page() -> dict:
@@ -210,10 +204,7 @@ def lesson_handler(lesson):
         yield {component: getattr(request, name) for name, component in run_inputs.items() if name != "playback"} | {
             lesson_chart: gr.update(visible=False)
         }
-        try:
-            yield from updates_until_stopped(runs.run_lesson(lesson, playback_choice, ticket, sessions), ticket)
-        except Exception as error:
-            raise user_error(error) from None
+        yield from updates_until_stopped(runs.run_lesson(lesson, playback_choice, ticket, sessions), ticket)
 
     return lesson_clicked
 
