@@ -14,6 +14,7 @@ import gradio as gr
 
 from specviz.drafting.registry import drafter_choices
 from specviz.engine.settings import MAX_GAMMA
+from specviz.run.runner import MAX_PROMPT_CHARS
 from specviz.run.trace import Trace
 from specviz.serving import pair_cache
 from specviz.ui import charts, handlers, texts
@@ -22,7 +23,7 @@ from specviz.ui.deployment_view import deployment_html
 from specviz.ui.handlers import Handlers, on_gpu
 from specviz.ui.palette import CSS
 from specviz.ui.render import legend_html, stream_html
-from specviz.ui.request import DEFAULT_PLAYBACK, PLAYBACK
+from specviz.ui.request import DEFAULT_PLAYBACK, MAX_NEW_TOKENS, MAX_TEMPERATURE, PLAYBACK
 from specviz.ui.score_panel import SCORE_CSS
 from specviz.ui.score_tab import score_tab
 from specviz.ui.sessions import Sessions
@@ -48,7 +49,8 @@ def build_page() -> gr.Blocks:
                 preset = gr.Dropdown(
                     preset_choices(), label="Preset prompt (code, prose, repetitive, arithmetic)", value=None, elem_id="preset"
                 )
-                prompt = gr.Textbox(default_request.prompt, label="Prompt", lines=5, max_lines=14, elem_id="prompt")
+                prompt_label = f"Prompt (up to {MAX_PROMPT_CHARS:,} characters)"
+                prompt = gr.Textbox(default_request.prompt, label=prompt_label, lines=5, max_lines=14, elem_id="prompt")
                 with gr.Row():
                     run_button = gr.Button("Run", variant="primary", elem_id="run")
                     step_button = gr.Button("Step", elem_id="step")
@@ -79,10 +81,15 @@ def build_page() -> gr.Blocks:
                         elem_id="lenience",
                     )
                     temperature = gr.Slider(
-                        0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature"
+                        0.0, MAX_TEMPERATURE, value=0.0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature"
                     )
                     max_new_tokens = gr.Slider(
-                        1, 256, value=default_request.max_new_tokens, step=1, label="Max new tokens", elem_id="max-new-tokens"
+                        1,
+                        MAX_NEW_TOKENS,
+                        value=default_request.max_new_tokens,
+                        step=1,
+                        label="Max new tokens",
+                        elem_id="max-new-tokens",
                     )
                     playback = gr.Radio(
                         list(PLAYBACK),
@@ -186,23 +193,28 @@ def build_page() -> gr.Blocks:
         )
         act = Handlers(page, Sessions(), default_pair)
 
-        run_button.click(on_gpu(act.run_clicked), inputs_kwargs=run_inputs, outputs=outputs, **playing)
-        step_button.click(on_gpu(act.step_clicked), [trace_state, cursor_state], outputs, inputs_kwargs=run_inputs, **playing)
+        # Handlers get the values as sent and check them themselves (ui/request.py): one sentence naming the field and its
+        # range, where Gradio's own checks would answer a wrong type with a generic error or repeat the value sent.
+        as_sent = dict(preprocess=False)
+        run_button.click(on_gpu(act.run_clicked), inputs_kwargs=run_inputs, outputs=outputs, **playing, **as_sent)
+        step_button.click(
+            on_gpu(act.step_clicked), [trace_state, cursor_state], outputs, inputs_kwargs=run_inputs, **playing, **as_sent
+        )
         for button, lesson in lesson_buttons:
-            button.click(act.lesson_clicked(lesson), [playback], outputs | set(run_inputs.values()), **playing)
+            button.click(act.lesson_clicked(lesson), [playback], outputs | set(run_inputs.values()), **playing, **as_sent)
         stop_button.click(act.stop_clicked, None, {status, run_numbers}, queue=False)  # runs end themselves
-        preset.change(lambda value: value or gr.update(), preset, prompt)
-        pair_box.input(act.pair_defaults, pair_box, [gamma, temperature, drafter])
-        verification.change(lambda mode: gr.update(visible=mode == "lenient"), verification, lenience)
-        inspector.change(handlers.inspect, [trace_state, inspector], inspector_chart)
+        preset.change(handlers.preset_picked, preset, prompt, **as_sent)
+        pair_box.input(act.pair_defaults, pair_box, [gamma, temperature, drafter], **as_sent)
+        verification.change(lambda mode: gr.update(visible=mode == "lenient"), verification, lenience, **as_sent)
+        inspector.change(handlers.inspect, [trace_state, inspector], inspector_chart, **as_sent)
         export_button.click(handlers.export_trace, trace_state, export_file)
         import_file.upload(act.import_trace, import_file, outputs | {prompt}, **playing)
         theory_inputs = [theory_alpha, theory_tau, theory_gamma]
         for slider in theory_inputs:
-            slider.change(handlers.theory_view, theory_inputs, [theory_chart, theory_numbers])
-        demo.load(handlers.theory_view, theory_inputs, [theory_chart, theory_numbers])
+            slider.change(handlers.theory_view, theory_inputs, [theory_chart, theory_numbers], **as_sent)
+        demo.load(handlers.theory_view, theory_inputs, [theory_chart, theory_numbers], **as_sent)
         demo.load(act.page_loaded, None, status, concurrency_limit=None)
-        demo.load(handlers.hardware_lines, None, hardware_box)
+        demo.load(handlers.hardware_loaded, None, hardware_box)
     return demo
 
 

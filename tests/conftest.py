@@ -9,13 +9,14 @@ torch.set_num_threads(1)  # tiny models run fastest on one thread; the bundled p
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Browser tests and tests of the real model are `slow`: the README's test command leaves them out, CI runs them.
+    """Browser tests, tests of a served app and tests of the real model are `slow`: the README's test command leaves them out, CI runs them.
 
     One rule here instead of a marker on every such test, so a new browser test or a new user of `real_pair` is
     slow without anyone remembering to say so.
     """
     for item in items:
-        if item.get_closest_marker("browser") or "real_pair" in getattr(item, "fixturenames", ()):
+        served = item.get_closest_marker("browser") or item.get_closest_marker("served")
+        if served or "real_pair" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
 
 

@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from specviz.engine import DecodeSettings, SettingsError
+from specviz.checked import InputError
+from specviz.engine import DecodeSettings
 from specviz.run.runner import PromptError
 from specviz.run.trace import Trace
 from specviz.serving import recorder
@@ -70,7 +71,7 @@ def test_slow_motion_fits_any_run_into_a_few_seconds_but_never_plays_faster_than
 
 @pytest.mark.parametrize("overrides", [{"gamma": 0}, {"gamma": 17}, {"top_p": 0.0}, {"temperature": "hot"}])
 def test_bad_settings_raise_one_sentence(overrides):
-    with pytest.raises(SettingsError):
+    with pytest.raises(InputError):
         RunRequest(**{"pair": "pycode-distilled", "prompt": PROMPT, **overrides}).settings()
 
 

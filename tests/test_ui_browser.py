@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks.browser import CHROMIUM, COLOURED, FLAGS, ROOT, choose, free_port, numbers, start_app, stop_app, wait_state
 from specviz.ui.request import DEFAULT_PLAYBACK, PLAYBACK
+from tests.hostile import broken_trace, markup_trace
 
 pytestmark = pytest.mark.browser
 
@@ -220,4 +221,30 @@ def test_phone_layout(app_url, browser):
     page.screenshot(path=str(SHOTS / "phone-390x844.png"), full_page=True)
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 400, f"the page scrolls sideways on a phone ({width}px wide)"
+    page.close()
+
+
+def test_a_shared_trace_shows_its_strings_as_text_and_a_broken_one_gets_a_sentence(app_url, browser, tmp_path):
+    """Issue 29: the trace's own HTML and Markdown never render in the page; a broken file is one sentence."""
+    page = open_app(browser, app_url)
+    shared = tmp_path / "markup.json"
+    shared.write_text(json.dumps(markup_trace()))
+    page.get_by_role("tab", name="Run details & traces", exact=True).click()
+    page.locator("#import input[type=file]").set_input_files(str(shared))
+    page.wait_for_selector("#status :text('Done.')", timeout=120_000)
+    page.wait_for_selector("#details :text('weights in memory')", timeout=30_000)
+    shown = ("#status", "#narration", "#details", "#summary", "#stream", "#verdict", "#race")
+    for where in shown:
+        rendered = page.locator(f"{where} img, {where} a[href*='example.com']").count()
+        assert rendered == 0, f"markup from the trace rendered inside {where}"
+    for where in ("#status", "#narration", "#details"):
+        text = page.locator(where).inner_text()
+        assert "<img src=x onerror=alert(1)> **bold** [link](http://example.com)" in text, f"{where} shows the strings as text"
+    page.close()
+    page = open_app(browser, app_url)
+    broken = tmp_path / "broken.json"
+    broken.write_bytes(broken_trace("a cycle of 1e300 s"))
+    page.get_by_role("tab", name="Run details & traces", exact=True).click()
+    page.locator("#import input[type=file]").set_input_files(str(broken))
+    page.wait_for_selector("text=Cannot replay that file: trace.cycles[1].verify_s must be a number of seconds", timeout=30_000)
     page.close()

@@ -13,8 +13,7 @@ from specviz.engine.events import Cycle, DraftPosition, RunStarted, Step, Summar
 from specviz.engine.tally import Tally
 from specviz.run.machine_load import OtherLoad
 from specviz.run.pair_info import PairInfo
-
-TRACE_FORMAT = "specviz-trace/2"
+from specviz.run.trace_schema import TRACE_FORMAT, checked_trace, parse_trace_json
 
 
 @dataclass
@@ -51,36 +50,19 @@ class Trace:
 
     @classmethod
     def from_json(cls, text: str) -> Trace:
-        """Parse a trace; a file that is not one raises ValueError with a readable message."""
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"not a JSON file: {error}") from None
-        if not isinstance(raw, dict) or raw.get("format") != TRACE_FORMAT:
-            raise ValueError(f"not a specviz trace (expected format {TRACE_FORMAT!r})")
-        try:
-            return cls(
-                pair=PairInfo.from_json(raw.get("pair") or {}),
-                prompt=raw.get("prompt", ""),
-                started=_build(RunStarted, raw["started"]) if raw.get("started") else None,
-                cycles=[_cycle(c) for c in raw.get("cycles", [])],
-                summary=_summary(raw["summary"]) if raw.get("summary") else None,
-                baseline_steps=[_build(Step, s) for s in raw.get("baseline_steps", [])],
-                baseline=_summary(raw["baseline"]) if raw.get("baseline") else None,
-                round_speedups=tuple(raw.get("round_speedups", ())),
-                other_load=_other_load(raw.get("other_load")),
-            )
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"damaged specviz trace: {error}") from None
-
-
-def _other_load(value) -> OtherLoad | None:
-    """The recorded processor load; traces from before it was recorded have none."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise ValueError(f"other_load is not a record: {value!r}")
-    return OtherLoad.from_json(value)
+        """Parse a trace, every field checked first (specviz.run.trace_schema): InputError, a ValueError, with one sentence if it is not one."""
+        raw = checked_trace(parse_trace_json(text))
+        return cls(
+            pair=PairInfo.from_json(raw.get("pair") or {}),
+            prompt=raw.get("prompt", ""),
+            started=_build(RunStarted, raw["started"]) if raw.get("started") else None,
+            cycles=[_cycle(c) for c in raw.get("cycles", [])],
+            summary=_summary(raw["summary"]) if raw.get("summary") else None,
+            baseline_steps=[_build(Step, s) for s in raw.get("baseline_steps", [])],
+            baseline=_summary(raw["baseline"]) if raw.get("baseline") else None,
+            round_speedups=tuple(raw.get("round_speedups", ())),
+            other_load=OtherLoad.from_json(raw["other_load"]) if raw.get("other_load") else None,
+        )
 
 
 def _tuples(value):

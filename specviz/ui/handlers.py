@@ -15,16 +15,17 @@ import gradio as gr
 
 from specviz.analysis.hardware_cache import hardware_sentence, saved_batch_curve
 from specviz.analysis.theory import Prediction
-from specviz.engine.settings import SettingsError
-from specviz.models.catalogue import CatalogueError, PairError
-from specviz.run.runner import PromptError
+from specviz.checked import InputError
 from specviz.run.trace import Trace
+from specviz.run.trace_schema import read_trace_text
 from specviz.serving import pair_cache
 from specviz.ui import charts, runs, texts
-from specviz.ui.choices import background_pairs
+from specviz.ui.choices import background_pairs, preset_choices
+from specviz.ui.guard import in_sentences
 from specviz.ui.lessons import Lesson
-from specviz.ui.request import DEFAULT_PLAYBACK, RunRequest
+from specviz.ui.request import DEFAULT_PLAYBACK, RUN_FIELDS, THEORY_FIELDS, RunRequest, checked
 from specviz.ui.sessions import Sessions
+from specviz.ui.views import inspector_choices
 
 log = logging.getLogger("specviz")
 MEASURING_STREAM = '<div class="sv-stream" data-empty="1">Measuring… the tokens appear once both runs are timed.</div>'
@@ -37,16 +38,6 @@ except ImportError:
 
     def on_gpu(function):
         return function
-
-
-def user_error(error: Exception) -> gr.Error:
-    """One sentence for the user; only unexpected errors are logged with their traceback."""
-    if type(error).__name__ == "OutOfMemoryError":
-        return gr.Error("The device ran out of memory: try a smaller pair, fewer new tokens or a shorter prompt.")
-    if isinstance(error, SettingsError | PromptError | PairError | CatalogueError):
-        return gr.Error(str(error))
-    log.exception("run failed")
-    return gr.Error(f"Something went wrong: {type(error).__name__}: {error}")
 
 
 def session_of(http: gr.Request | None) -> str:
@@ -81,13 +72,26 @@ def hardware_lines() -> str:
     )
 
 
+@in_sentences
+def hardware_loaded() -> str:
+    return hardware_lines()
+
+
+@in_sentences
+def preset_picked(value: object):
+    """A preset into the prompt box; anything that is not one of the presets leaves the box as it is."""
+    return value if value in {prompt for _, prompt in preset_choices()} else gr.update()
+
+
+@in_sentences
 def inspect(trace: Trace | None, choice: str | None):
-    if not trace or not choice:
+    if not trace or choice not in {value for _, value in inspector_choices(trace.cycles)}:
         return charts.inspector_figure(Trace(), 0, 0)
     cycle_index, position_index = (int(part) for part in choice.split(":"))
     return charts.inspector_figure(trace, cycle_index, position_index)
 
 
+@in_sentences
 def export_trace(trace: Trace | None):
     if trace is None or not trace.complete:
         raise gr.Error("Nothing to export yet: run a prompt first.")
@@ -97,7 +101,9 @@ def export_trace(trace: Trace | None):
     return handle.name
 
 
+@in_sentences
 def theory_view(alpha: float, tau: float, gamma_value: int):
+    alpha, tau, gamma_value = checked(dict(alpha=alpha, tau=tau, gamma_value=gamma_value), THEORY_FIELDS).values()
     p = Prediction.of(alpha, int(gamma_value), tau)
     text = (
         f"E = **{p.tokens_per_cycle:.2f}** tokens per target forward · speedup at γ = {int(gamma_value)}: **{p.speedup:.2f}×** · "
@@ -133,29 +139,28 @@ class Handlers:
             out[page.details] = texts.details_markdown(update.trace.pair)
         return out
 
+    @in_sentences
     def run_clicked(self, http: gr.Request, **values):
+        request = RunRequest.from_values(values)  # a wrong value is answered before it retires this session's run
         ticket = self.sessions.start(session_of(http))
-        try:
-            request = RunRequest.from_values(values)
-            device = pair_cache.device_of(request.pair)
-            updates = runs.run_and_play(
-                request, ticket, self.sessions, hardware_line(request.pair), saved_batches(request.pair, device)
-            )
-            yield from self.updates_until_stopped(updates, ticket)
-        except Exception as error:  # one user's bad input must not take the server down
-            raise user_error(error) from None
+        device = pair_cache.device_of(request.pair)
+        updates = runs.run_and_play(
+            request, ticket, self.sessions, hardware_line(request.pair), saved_batches(request.pair, device)
+        )
+        yield from self.updates_until_stopped(updates, ticket)
 
+    @in_sentences
     def step_clicked(self, trace: Trace | None, cursor, http: gr.Request, **values):
+        request = RunRequest.from_values(values)
         ticket = self.sessions.start(session_of(http))
-        try:
-            updates = runs.step(trace, tuple(cursor or (0, "decide")), RunRequest.from_values(values), ticket, self.sessions)
-            yield from self.updates_until_stopped(updates, ticket)
-        except Exception as error:
-            raise user_error(error) from None
+        yield from self.updates_until_stopped(
+            runs.step(trace, tuple(cursor or (0, "decide")), request, ticket, self.sessions), ticket
+        )
 
     def stopped_page(self) -> dict:
         return {self.page.status: "Stopped.", self.page.run_numbers: texts.run_numbers_html(None, "stopped")}
 
+    @in_sentences
     def stop_clicked(self, http: gr.Request):
         self.sessions.stop(session_of(http))
         return self.stopped_page()
@@ -175,19 +180,19 @@ class Handlers:
         page = self.page
 
         @on_gpu
+        @in_sentences
         def lesson_clicked(playback_choice: str, http: gr.Request):
+            playback_choice = RUN_FIELDS["playback"].read(playback_choice)
             ticket = self.sessions.start(session_of(http))
             request = lesson.request
             yield {component: getattr(request, name) for name, component in page.run_inputs.items() if name != "playback"} | {
                 page.lesson_chart: gr.update(visible=False)
             }
-            try:
-                yield from self.updates_until_stopped(runs.run_lesson(lesson, playback_choice, ticket, self.sessions), ticket)
-            except Exception as error:
-                raise user_error(error) from None
+            yield from self.updates_until_stopped(runs.run_lesson(lesson, playback_choice, ticket, self.sessions), ticket)
 
         return lesson_clicked
 
+    @in_sentences
     def page_loaded(self):
         """Say whether the default pair is ready, then how the real pair's background fetch goes; the page is usable throughout."""
         default_pair = self.default_pair
@@ -211,18 +216,20 @@ class Handlers:
             if pair_cache.is_loaded(name):
                 yield f"{ready} The real pair **{name}** is ready too: pick it above, or its lessons."
 
+    @in_sentences
     def import_trace(self, path: str | None, http: gr.Request):
+        """Replay a shared trace: read within its size limit and checked field by field (run/trace_schema.py) first."""
         if not path:
             return
         try:
-            with open(path) as file:
-                trace = Trace.from_json(file.read())
-        except (OSError, ValueError) as error:
+            trace = Trace.from_json(read_trace_text(path))
+        except InputError as error:
             raise gr.Error(f"Cannot replay that file: {error}") from None
         ticket = self.sessions.start(session_of(http))
         yield {self.page.prompt: trace.prompt}
         yield from self.updates_until_stopped(runs.play(trace, DEFAULT_PLAYBACK, ticket, self.sessions), ticket)
 
+    @in_sentences
     def pair_defaults(self, name: str):
-        pair = pair_cache.catalogue().get(name)
+        pair = pair_cache.catalogue().get(RUN_FIELDS["pair"].read(name))
         return {self.page.gamma: pair.gamma, self.page.temperature: pair.temperature, self.page.drafter: pair.drafter}

@@ -9,6 +9,7 @@ from specviz.analysis.readings import Readings
 from specviz.engine.events import Cycle, DraftPosition
 from specviz.numbers import number
 from specviz.run.trace import Trace
+from specviz.ui.as_text import markdown_repr, markdown_text
 from specviz.ui.palette import LEGEND
 
 Phase = Literal["draft", "verify", "decide"]
@@ -125,20 +126,20 @@ def legend_html() -> str:
 
 
 def narration(trace: Trace, cycle_index: int, phase: Phase) -> str:
-    """One or two sentences on what just happened in this phase of this cycle, and why."""
+    """One or two sentences (Markdown) on what just happened in this phase of this cycle, and why; tokens as text."""
     cycle = trace.cycles[cycle_index]
     greedy = trace.started.temperature == 0
     k = len(cycle.positions)
     head = f"**Cycle {cycle.index + 1}** · "
     stop = cycle.draft_stop
-    why_stopped = f" The draft stopped there: {stop}." if stop and stop != "window full" else ""
+    why_stopped = f" The draft stopped there: {markdown_text(stop)}." if stop and stop != "window full" else ""
     if phase == "draft":
         if k == 0:
             return (
                 head
                 + "the drafter had nothing to propose (no earlier match for prompt lookup, or the token limit is one away): this cycle is a plain target step."
             )
-        drafted = ", ".join(repr(p.text) for p in cycle.positions)
+        drafted = ", ".join(markdown_repr(p.text) for p in cycle.positions)
         per_step = cycle.draft_s / k * 1000
         return (
             head
@@ -152,7 +153,8 @@ def narration(trace: Trace, cycle_index: int, phase: Phase) -> str:
         )
     if k == 0:
         return (
-            head + f"no drafts to test, so this cycle is a plain target step: the target adds {cycle.new_token_text!r} itself. "
+            head
+            + f"no drafts to test, so this cycle is a plain target step: the target adds {markdown_repr(cycle.new_token_text)} itself. "
             "**1 token for one target forward.**"
         )
     sentences = []
@@ -164,17 +166,19 @@ def narration(trace: Trace, cycle_index: int, phase: Phase) -> str:
         i = cycle.n_accepted
         rejected = cycle.positions[i]
         if greedy:
-            why = f"token {i + 1} {rejected.text!r} rejected: the target's top choice is {cycle.new_token_text!r}, which replaces it"
+            why = f"token {i + 1} {markdown_repr(rejected.text)} rejected: the target's top choice is {markdown_repr(cycle.new_token_text)}, which replaces it"
         else:
             why = (
                 f"token {i + 1} rejected: u = {rejected.u:.2f} > p/q = {rejected.accept_probability:.2f}; "
-                f"resampled {cycle.new_token_text!r} from the residual norm(max(0, p − q))"
+                f"resampled {markdown_repr(cycle.new_token_text)} from the residual norm(max(0, p − q))"
             )
         sentences.append(why)
         if k - i - 1 > 0:
             sentences.append(f"{k - i - 1} later draft{'s were' if k - i - 1 > 1 else ' was'} never tested")
     else:
-        sentences.append(f"all {k} accepted, so the target adds a bonus token {cycle.new_token_text!r} from p{_sub(k + 1)}")
+        sentences.append(
+            f"all {k} accepted, so the target adds a bonus token {markdown_repr(cycle.new_token_text)} from p{_sub(k + 1)}"
+        )
     emitted = len(cycle.emitted_token_ids)
     return head + "; ".join(sentences) + f". **{emitted} token{'s' if emitted > 1 else ''} for one target forward.**"
 

@@ -1,17 +1,84 @@
-"""What the user asked for, by name: the page's inputs as one RunRequest, and the engine settings it validates into."""
+"""What the user asked for, by name: every field a request may carry (page or API) with its type and range, the
+page's run inputs as one RunRequest, and the engine settings it validates into.
+
+The one home of what a request may hold: RUN_FIELDS and THEORY_FIELDS here (and SCORE_FIELDS, beside the score
+panel's prompt sets) give each field's name on the page and its range, and `checked` answers a wrong value with
+one sentence naming both (specviz.checked). The engine's DecodeSettings.validate stays the engine's own guard for
+callers that are not a request (CLI, library).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
 
-from specviz.engine.settings import DecodeSettings, SamplingSettings, SettingsError
+from specviz.checked import Check, InputError, choice, number, text, whole
+from specviz.drafting import STRATEGIES
+from specviz.engine.settings import MAX_GAMMA, MAX_SEED, DecodeSettings, SamplingSettings
+from specviz.models.pair_cache import catalogue
+from specviz.runner import MAX_PROMPT_CHARS
 
 SLOW_MOTION_S = 8.0  # the default playback lasts about this long, whatever the pair and the machine
 SLOW_MOTION = f"slow motion ({SLOW_MOTION_S:g} s)"
 PLAYBACK = {"real pace": 1.0, SLOW_MOTION: None, "10× slower": 10.0, "50× slower": 50.0}  # choice → slowdown; None: fitted
 DEFAULT_PLAYBACK = SLOW_MOTION
+MAX_PLAYBACK_S = 600.0  # no playback lasts longer, whatever a trace's timings and the pace: a longer one is sped up
 AcceptanceRule = Literal["exact", "greedy", "lenient"]  # the page's "Verification" choice: how drafts are accepted
+MAX_NEW_TOKENS = 256  # the page's slider and any request: what one run may ask for (its time budget)
+MAX_TEMPERATURE = 2.0
+MAX_TOP_K = 1_000_000  # beyond any vocabulary: the same as off
+
+
+@dataclass(frozen=True)
+class Field:
+    """A value a request may carry: the name the page shows, its check, and what an empty box means (None: wrong)."""
+
+    label: str
+    check: Check
+    when_empty: Any = None
+
+    def read(self, value: Any) -> Any:
+        if value is None and self.when_empty is not None:
+            return self.when_empty
+        return self.check(value, self.label)
+
+
+def pair_names() -> list[str]:
+    return list(catalogue().pairs)
+
+
+RUN_FIELDS = {
+    "pair": Field("Pair", choice(pair_names)),
+    "prompt": Field("Prompt", text(MAX_PROMPT_CHARS)),
+    "gamma": Field("γ (drafts per cycle)", whole(1, MAX_GAMMA)),
+    "temperature": Field("Temperature", number(0, MAX_TEMPERATURE)),
+    "top_k": Field("top-k", whole(0, MAX_TOP_K), when_empty=0),
+    "top_p": Field("top-p", number(0, 1, above_low=True)),
+    "max_new_tokens": Field("Max new tokens", whole(1, MAX_NEW_TOKENS)),
+    "seed": Field("Seed", whole(0, MAX_SEED), when_empty=0),
+    "drafter": Field("Drafting strategy", choice(STRATEGIES)),
+    "verification": Field("Verification", choice(["exact", "greedy", "lenient"])),
+    "lenience": Field("Lenience", number(0, 1, above_low=True)),
+    "playback": Field("Playback", choice(PLAYBACK)),
+}
+SETTING_FIELDS = {name: field for name, field in RUN_FIELDS.items() if name not in ("pair", "prompt", "playback")}
+THEORY_FIELDS = {  # the Theory tab's sliders
+    "alpha": Field("α", number(0, 0.99)),
+    "tau": Field("τ", number(0, 1)),
+    "gamma_value": Field("γ", whole(1, 32)),
+}
+
+
+def checked(values: Mapping[str, Any], table: Mapping[str, Field]) -> dict[str, Any]:
+    """Every field of the table, checked (InputError: one sentence naming the field and its range); a field with no
+    empty value must be there; names the table does not know are ignored."""
+    if not isinstance(values, Mapping):
+        raise InputError("The request must name its fields.")
+    missing = [field.label for name, field in table.items() if name not in values and field.when_empty is None]
+    if missing:
+        raise InputError(f"The request is missing {', '.join(missing)}.")
+    return {name: field.read(values.get(name)) for name, field in table.items()}
 
 
 @dataclass(frozen=True)
@@ -32,35 +99,41 @@ class RunRequest:
     playback: str = DEFAULT_PLAYBACK
 
     @classmethod
-    def from_values(cls, values: dict[str, object]) -> RunRequest:
-        """From {field name: value}; names the request does not know are ignored, missing ones keep their defaults."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{name: value for name, value in values.items() if name in names and value is not None})
+    def from_values(cls, values: Mapping[str, Any]) -> RunRequest:
+        """From {field name: value} as the page or a script sent them, every value checked (InputError otherwise).
+
+        Names the request does not know are ignored; the pair and the prompt must be there, a missing setting keeps
+        its default, and an emptied number box (None) means its default where it has one (seed, top-k).
+        """
+        if not isinstance(values, Mapping):
+            raise InputError("The request must name its fields.")
+        defaults = {f.name: f.default for f in fields(cls) if f.name not in ("pair", "prompt")}
+        return cls(**checked(defaults | {name: values[name] for name in values if name in RUN_FIELDS}, RUN_FIELDS))
 
     def settings(self) -> DecodeSettings:
-        """The engine's settings, validated (SettingsError with one sentence if a value is out of range)."""
-        try:
-            temperature = 0.0 if self.verification == "greedy" else float(self.temperature)
-            return DecodeSettings(
-                max_new_tokens=int(self.max_new_tokens),
-                gamma=int(self.gamma),
-                sampling=SamplingSettings(temperature=temperature, top_k=int(self.top_k or 0), top_p=float(self.top_p)),
-                seed=int(self.seed or 0),
-                lenience=float(self.lenience) if self.verification == "lenient" else 1.0,
-            ).validate()
-        except (TypeError, ValueError) as error:
-            if isinstance(error, SettingsError):
-                raise
-            raise SettingsError(f"a setting is not a number: {error}") from None
+        """The engine's settings, their fields checked first as a request's are (InputError with one sentence)."""
+        request = replace(self, **checked(vars(self), SETTING_FIELDS))
+        return DecodeSettings(
+            max_new_tokens=request.max_new_tokens,
+            gamma=request.gamma,
+            sampling=SamplingSettings(
+                temperature=0.0 if request.verification == "greedy" else request.temperature,
+                top_k=request.top_k,
+                top_p=request.top_p,
+            ),
+            seed=request.seed,
+            lenience=request.lenience if request.verification == "lenient" else 1.0,
+        ).validate()
 
 
 def slowdown(playback: str, recorded_s: float) -> float:
-    """How many times slower than real a run recorded in `recorded_s` seconds plays back: never faster than real.
+    """How many times slower than real a run recorded in `recorded_s` seconds plays back: never faster than real,
+    unless that would last longer than MAX_PLAYBACK_S (a long run, or a shared trace's timings).
 
     Slow motion fits the run into SLOW_MOTION_S, so a new user waits the same few seconds for a 0.4 s run of the
     bundled pair and a 5 s run of a real model; the other choices are fixed factors.
     """
     factor = PLAYBACK.get(playback, PLAYBACK[DEFAULT_PLAYBACK])
     if factor is None:
-        return max(1.0, SLOW_MOTION_S / recorded_s) if recorded_s > 0 else 1.0
-    return factor
+        factor = max(1.0, SLOW_MOTION_S / recorded_s) if recorded_s > 0 else 1.0
+    return min(factor, MAX_PLAYBACK_S / recorded_s) if recorded_s > 0 else factor

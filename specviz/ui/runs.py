@@ -16,10 +16,11 @@ from specviz.run.runner import check_prompt_text
 from specviz.run.trace import Trace
 from specviz.serving import pair_cache, recorder
 from specviz.ui import texts
+from specviz.ui.as_text import markdown_text
 from specviz.ui.lessons import Lesson, Measured
 from specviz.ui.playback import next_cursor, playback, recorded_s
 from specviz.ui.render import Phase
-from specviz.ui.request import SLOW_MOTION, RunRequest, slowdown
+from specviz.ui.request import MAX_PLAYBACK_S, SLOW_MOTION, RunRequest, slowdown
 from specviz.ui.sessions import Sessions, Ticket
 from specviz.ui.views import Frame, Recording, frame
 
@@ -72,12 +73,15 @@ def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> 
 
 
 def where(trace: Trace) -> str:
+    """The pair, device and sizes, for the status line (Markdown): every string as text, as a shared trace may hold any."""
     info = trace.pair
     if not info.known:
         return ""
+    if not (info.device and info.dtype):
+        return markdown_text(info.name)
     return (
-        f"{info.name} on {info.device} ({info.dtype}): target {info.target_parameters / 1e6:.1f}M, "
-        f"draft {info.draft_parameters / 1e6:.1f}M parameters"
+        f"{markdown_text(info.name)} on {markdown_text(info.device)} ({markdown_text(info.dtype)}): "
+        f"target {info.target_parameters / 1e6:.1f}M, draft {info.draft_parameters / 1e6:.1f}M parameters"
     )
 
 
@@ -118,6 +122,8 @@ def play(
     factor = slowdown(pace, recorded_s(trace))
     numbers = texts.run_numbers_html(recording.final, "playing", ticket.number, trace)
     said = "real pace" if factor == 1 else f"{factor:.3g}× slower than real"
+    if factor < 1:
+        said = f"{1 / factor:.3g}× faster than real, to fit the {MAX_PLAYBACK_S:g} s limit on a playback"
     said = f"in {pace}, {said}" if pace == SLOW_MOTION else f"at {said}"
     yield Update(
         status=f"Playing back the measured run {said}… · {where(trace)}",

@@ -13,11 +13,15 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from specviz.engine.settings import MAX_GAMMA, DecodeSettings, SamplingSettings
+from specviz.checked import choice, flag, whole
+from specviz.checked import text as text_within
+from specviz.engine.settings import MAX_GAMMA, SamplingSettings
 from specviz.models.catalogue import PairError
 from specviz.prompts.sets import load_prompt_set
+from specviz.run.runner import MAX_PROMPT_CHARS
 from specviz.serving.pair_cache import get_pair
 from specviz.ui.palette import COLOURS
+from specviz.ui.request import RUN_FIELDS, Field, checked
 
 if TYPE_CHECKING:
     from specviz.analysis.score import Scorecard
@@ -27,6 +31,15 @@ PROMPT_SETS = [MY_TEXT, "code", "heldout", "prose", "repetitive", "arithmetic"]
 MAX_STRIP_TOKENS = 1500
 CONTINUATION_TOKENS = 48
 HARDEST_HEADERS = ["Σ min(p, q)", "before it", "the text's token", "target's top", "draft's top"]
+MAX_SCORE_CHARS = MAX_PROMPT_CHARS  # scoring runs both models over the whole text: the same budget as a run's prompt
+SCORE_FIELDS = {  # what "Score my draft" may be sent, by the page or a script (request.py's Field and checked)
+    "pair_name": RUN_FIELDS["pair"],
+    "text": Field("Text to score", text_within(MAX_SCORE_CHARS), when_empty=""),
+    "prompt_set": Field("Prompt set", choice(PROMPT_SETS)),
+    "temperature": RUN_FIELDS["temperature"],
+    "gamma": Field("γ for the prediction", whole(1, MAX_GAMMA)),
+    "own": Field("Score what the target writes after it", flag),
+}
 
 SCORE_CSS = """
 .sv-score { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: .95rem; line-height: 1.9; white-space: pre-wrap;
@@ -166,16 +179,19 @@ def texts_to_score(text: str, prompt_set: str) -> list[str]:
 def score_for_panel(
     pair_name: str, text: str, prompt_set: str, temperature: float, gamma: int, own_continuation: bool = False
 ) -> Scorecard:
-    """Load the pair (cached), time its steps once per γ, and score the texts (or the target's continuations of them)."""
+    """Check every value (SCORE_FIELDS), load the pair (cached), time its steps once per γ, and score the texts (or
+    the target's continuations of them)."""
+    values = dict(pair_name=pair_name, text=text, prompt_set=prompt_set, temperature=temperature, gamma=gamma)
+    request = checked(values | {"own": own_continuation}, SCORE_FIELDS)
+    pair_name, text, prompt_set, gamma = (request[name] for name in ("pair_name", "text", "prompt_set", "gamma"))
+    sampling = SamplingSettings(temperature=request["temperature"])
+    texts = texts_to_score(text, prompt_set)
     from specviz.analysis.score import scorecard  # scoring runs both models: torch loads here, on the first score
     from specviz.analysis.timing import pair_step_times
 
-    sampling = SamplingSettings(temperature=float(temperature))
-    DecodeSettings(gamma=int(gamma), sampling=sampling).validate()
-    texts = texts_to_score(text, prompt_set)
     pair = get_pair(pair_name)
-    continue_tokens = CONTINUATION_TOKENS if own_continuation else 0
-    return scorecard(pair, texts, sampling, int(gamma), pair_step_times(pair, int(gamma)), continue_tokens=continue_tokens)
+    continue_tokens = CONTINUATION_TOKENS if request["own"] else 0
+    return scorecard(pair, texts, sampling, gamma, pair_step_times(pair, gamma), continue_tokens=continue_tokens)
 
 
 def score_views(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import gradio as gr
 
 from specviz.engine.settings import MAX_GAMMA
-from specviz.ui.score_panel import CONTINUATION_TOKENS, HARDEST_HEADERS, MY_TEXT, PROMPT_SETS, score_views
+from specviz.ui.guard import in_sentences
+from specviz.ui.score_panel import CONTINUATION_TOKENS, HARDEST_HEADERS, MAX_SCORE_CHARS, MY_TEXT, PROMPT_SETS, score_views
 
 
 def score_tab(pair_box: gr.Dropdown) -> None:
@@ -16,7 +17,12 @@ def score_tab(pair_box: gr.Dropdown) -> None:
         "agree); nothing is generated. τ and ν are timed on this machine."
     )
     with gr.Row():
-        text = gr.Textbox(label="Text to score", lines=6, placeholder="Paste text like what the target will write…", scale=3)
+        text = gr.Textbox(
+            label=f"Text to score (up to {MAX_SCORE_CHARS:,} characters)",
+            lines=6,
+            placeholder="Paste text like what the target will write…",
+            scale=3,
+        )
         with gr.Column(scale=1):
             prompt_set = gr.Dropdown(PROMPT_SETS, value=MY_TEXT, label="or a prompt set")
             temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)")
@@ -33,8 +39,10 @@ def score_tab(pair_box: gr.Dropdown) -> None:
         curve = gr.Plot(label="predicted speedup over γ")
     outputs = {"summary": summary, "strip": strip, "hardest": hardest, "curve": curve}  # score_views' parts, by name
 
+    @in_sentences
     def score_clicked(pair_name: str, text: str, prompt_set: str, temperature: float, gamma: int, own: bool):
         views = score_views(pair_name, text, prompt_set, temperature, gamma, own)
         return {outputs[name]: value for name, value in views.items()}
 
-    button.click(score_clicked, [pair_box, text, prompt_set, temperature, gamma, own], set(outputs.values()))
+    inputs = [pair_box, text, prompt_set, temperature, gamma, own]
+    button.click(score_clicked, inputs, set(outputs.values()), preprocess=False)  # checked by score_views, as sent

@@ -10,6 +10,7 @@ from specviz.analysis.readings import Readings
 from specviz.numbers import number
 from specviz.run.machine_load import OtherLoad
 from specviz.run.pair_info import PairInfo
+from specviz.ui.as_text import markdown_text
 
 FORMULAS = r"""
 ### The exact algorithm, one cycle
@@ -81,7 +82,7 @@ def _row_by_row(m: Readings, info: PairInfo | None) -> str:
     if m.verify_cost is None or m.verify_cost < 1.3 or not multiplies_half_precision_row_by_row(capability, dtype):
         return ""
     return (
-        f"; this CPU reports {capability}, with no {dtype} matrix kernel, so torch multiplies the γ + 1 rows of a verify "
+        f"; this CPU reports {html.escape(capability)}, with no {html.escape(dtype)} matrix kernel, so torch multiplies the γ + 1 rows of a verify "
         "pass one by one (benchmarks/verify_rows.py shows it)"
     )
 
@@ -138,17 +139,21 @@ def _busy_warning(others: OtherLoad | None) -> str:
 
 
 def details_markdown(info: PairInfo) -> str:
+    """The pair's models, sizes and device (Markdown); every string of it is shown as text, as it may come from a shared trace."""
     if not info.known:
         return "No pair loaded yet."
+    if not (info.target and info.draft and info.device and info.dtype):
+        return f"Pair **{markdown_text(info.name)}**: this trace does not record its models' details."
     return (
         f"| | target | draft |\n| --- | --- | --- |\n"
-        f"| model | `{info.target}` | `{info.draft}` |\n"
+        f"| model | {markdown_text(info.target)} | {markdown_text(info.draft)} |\n"
         f"| parameters | {info.target_parameters / 1e6:,.1f} M | {info.draft_parameters / 1e6:,.1f} M |\n"
         f"| weights in memory | {info.target_weight_mb:,.1f} MiB | {info.draft_weight_mb:,.1f} MiB |\n"
         f"{_deployment_rows(info)}\n"
         f"{_feature_head_row(info)}"
-        f"Device **{info.device}**{_capability(info)}, dtype **{info.dtype}**{_form(info)}, shared vocabulary "
-        f"{info.shared_vocab:,} tokens, cold load {info.load_s:.2f} s (tokenizers + both models)." + _peak_line(info.memory)
+        f"Device **{markdown_text(info.device)}**{_capability(info)}, dtype **{markdown_text(info.dtype)}**{_form(info)}, "
+        f"shared vocabulary {info.shared_vocab:,} tokens, cold load {info.load_s:.2f} s (tokenizers + both models)."
+        + _peak_line(info.memory)
     )
 
 
@@ -157,8 +162,8 @@ def _feature_head_row(info: PairInfo) -> str:
     if not info.feature_head:
         return ""
     return (
-        f"Feature head `{info.feature_head}`: {info.feature_head_parameters / 1e6:,.1f} M parameters of its own, "
-        f"{info.feature_head_weight_mb:,.1f} MiB{_head_form(info)} (it reads the target's embedding and copies its kept head rows).\n\n"
+        f"Feature head {markdown_text(info.feature_head)}: {(info.feature_head_parameters or 0) / 1e6:,.1f} M parameters of its own, "
+        f"{info.feature_head_weight_mb or 0:,.1f} MiB{_head_form(info)} (it reads the target's embedding and copies its kept head rows).\n\n"
     )
 
 
@@ -171,13 +176,15 @@ def _form(info: PairInfo) -> str:
     """The target's weight form on a CPU, where the pair chose one (models/weight_forms.py)."""
     form = info.weight_form
     return (
-        f", target weights **{form}**" + (" weight-only (bf16 activations)" if form in ("int8", "int4") else "") if form else ""
+        f", target weights **{markdown_text(form)}**" + (" weight-only (bf16 activations)" if form in ("int8", "int4") else "")
+        if form
+        else ""
     )
 
 
 def _capability(info: PairInfo) -> str:
     capability = info.cpu_capability
-    return f" ({capability})" if capability else ""
+    return f" ({markdown_text(capability)})" if capability else ""
 
 
 def _deployment_rows(info: PairInfo) -> str:
@@ -199,7 +206,7 @@ def _peak_line(memory: dict | None) -> str:
     mib = lambda b: f"{b / 2**20:,.1f} MiB"  # noqa: E731
     added = "" if memory["added_fraction"] is None else f" ({100 * memory['added_fraction']:.1f} %)"
     return (
-        f"\n\nPeak memory of this run ({memory['peak_source']}): target alone {mib(memory['autoregressive_peak_bytes'])}, "
+        f"\n\nPeak memory of this run ({markdown_text(memory['peak_source'])}): target alone {mib(memory['autoregressive_peak_bytes'])}, "
         f"speculative {mib(memory['speculative_peak_bytes'])}: speculation adds {mib(memory['added_bytes'])}{added}."
     )
 
