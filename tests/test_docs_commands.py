@@ -55,7 +55,7 @@ def complaint(words: list[str]) -> str | None:
             if words[:3] == ["python", "-m", "specviz"]:
                 build_parser(words[3:]).parse_args(words[3:])
             elif words[:3] == ["python", "-m", "specviz.train"]:
-                from specviz.training.pipeline import parse_args
+                from specviz.training.bundled_pair import parse_args
 
                 saved, sys.argv = sys.argv, ["specviz.train", *words[3:]]
                 try:

@@ -2,7 +2,7 @@
 
 A trace replayed in the app may come from anyone, so a file is read within a size limit, decoded as
 UTF-8 JSON, and every value is checked here (types, ranges, lengths, finite numbers, how the cycles
-fit together) before specviz.trace builds its events. Any failure is one InputError naming the field,
+fit together) before specviz.run.trace builds its events. Any failure is one InputError naming the field,
 such as "trace.cycles[3].draft_s must be a number of seconds from 0 to 86,400 (got 1e+300)."
 """
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from specviz.checked import Check, InputError, choice, number, text, whole
-from specviz.drafting import STRATEGIES
+from specviz.drafting.registry import STRATEGIES
 from specviz.engine.settings import MAX_GAMMA, MAX_SEED, DecodeSettings, SamplingSettings
-from specviz.models.pair_cache import catalogue
-from specviz.runner import MAX_PROMPT_CHARS
+from specviz.run.runner import MAX_PROMPT_CHARS
+from specviz.serving.pair_cache import catalogue
 
 SLOW_MOTION_S = 8.0  # the default playback lasts about this long, whatever the pair and the machine
 SLOW_MOTION = f"slow motion ({SLOW_MOTION_S:g} s)"
