@@ -210,7 +210,7 @@ def _explain_real_model(main: Measured, extra: list[Measured]) -> str:
         f"(by position in the window: {_by_position(m)}), {number(m.tokens_per_cycle, 2)} tokens per target forward, "
         f"τ = {number(m.tau, 3)}, ν = {number(m.verify_cost, 2)}: <b>{_speed(m)}</b>. "
         + ("The answer is identical, token for token, to the target decoding alone." if same else _parting(main))
-        + f"</p><p><b>Question:</b> this head {_distillation(info.get('name'), 'feature_head_ref')}. An independent 2-layer draft "
+        + f"</p><p><b>Question:</b> this head {_distillation(info.name, 'feature_head_ref')}. An independent 2-layer draft "
         "of the same size, trained on the same answers, is accepted far less often (lesson 10): what does the head know that "
         "the draft has to guess?</p>"
     )
