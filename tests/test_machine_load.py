@@ -101,5 +101,5 @@ def test_traces_recorded_before_the_load_was_measured_still_load_and_damaged_one
     recorded = Trace.from_json(record_tiny_trace().to_json())
     old = Trace.from_json(recorded.to_json().replace('"other_load": {"other_cores": 0.12, "settle_s": 0.5}', '"x": 0'))
     assert old.other_load is None and "data-other-load" not in run_numbers_html(readings_of_trace(old), "done", 1, old)
-    with pytest.raises(ValueError, match="damaged specviz trace"):
+    with pytest.raises(ValueError, match="trace.other_load must be a record"):
         Trace.from_json(recorded.to_json().replace('"other_load": {"other_cores": 0.12, "settle_s": 0.5}', '"other_load": "x"'))

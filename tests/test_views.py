@@ -10,6 +10,7 @@ from specviz.engine.tally import Tally
 from specviz.run.pair_info import PairInfo
 from specviz.run.trace import Trace
 from specviz.ui import texts
+from specviz.ui.as_text import markdown_text
 from specviz.ui.render import narration, race_html, stream_html
 from specviz.ui.views import Recording, frame
 
@@ -180,5 +181,5 @@ def test_a_dynamic_draft_says_where_and_why_it_stopped():
     stopped = replace(trace.cycles[0], draft_stop="confidence 0.31 < 0.40")
     trace = replace(trace, cycles=[stopped, *trace.cycles[1:]])
     assert "the draft stopped here: confidence 0.31 &lt; 0.40" in stream_html(trace)
-    assert "confidence 0.31 < 0.40" in narration(trace, 0, "draft")
+    assert markdown_text("confidence 0.31 < 0.40") in narration(trace, 0, "draft"), "the narration is Markdown: text escaped"
     assert "stopped here" not in stream_html(code_trace()), "a full window needs no marker"
