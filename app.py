@@ -16,6 +16,7 @@ from specviz.drafting.registry import drafter_choices
 from specviz.engine.settings import MAX_GAMMA
 from specviz.run.runner import MAX_PROMPT_CHARS
 from specviz.run.trace import Trace
+from specviz.run.trace_schema import MAX_TRACE_BYTES
 from specviz.serving import pair_cache
 from specviz.ui import charts, handlers, texts
 from specviz.ui.choices import background_pairs, catalogue_lessons, pair_choices, preset_choices
@@ -237,6 +238,7 @@ if __name__ == "__main__":
         css=CSS + SCORE_CSS,
         theme=gr.themes.Soft(primary_hue="emerald", neutral_hue="slate"),
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+        max_file_size=MAX_TRACE_BYTES,  # the only upload is a trace
         prevent_thread_lock=True,
     )
     pair_cache.preload(
