@@ -115,20 +115,55 @@ def verify_tree(
     cached_length = target.cached_length
     pending = committed[cached_length:]
     visible = tree_visibility(tree, cached_length, len(pending))
-    mask = tree_attention_mask(visible, target.model.dtype, target.device)
-    positions = tree_positions(tree, cached_length, len(pending)).to(target.device)
-    input_ids = torch.tensor(pending + list(tree.token_ids), dtype=torch.long, device=target.device)
-    n_rows = len(tree) + 1
-    output = target.model(
-        input_ids=input_ids[None],
-        attention_mask=mask,
-        position_ids=positions[None],
-        cache=target.cache,
+    positions = tree_positions(tree, cached_length, len(pending))
+    return _forward(target, pending + list(tree.token_ids), visible, positions, len(tree) + 1, hidden_layers)
+
+
+@torch.inference_mode()
+def feed_nodes(decoder: CachedDecoder, tree: TokenTree, tree_start: int, fed: list[int], new: list[int]) -> torch.Tensor:
+    """Feed the nodes `new` of a tree growing in the cache, whose nodes `fed` sit in order from slot `tree_start` (each
+    new node's ancestors among them): the logits after each, as if its path were decoded as a chain. How a draft model
+    grows a tree, feeding only the nodes that branch."""  # (len(new), vocab)
+    if decoder.cached_length != tree_start + len(fed):
+        raise ValueError(f"{len(fed)} fed nodes after {tree_start} positions, but the cache holds {decoder.cached_length}")
+    visible = grown_visibility(tree, tree_start, fed, new)
+    positions = torch.tensor([tree_start - 1 + tree.depths[node] for node in new], dtype=torch.long)
+    return _forward(decoder, [tree.token_ids[node] for node in new], visible, positions, len(new))[0]
+
+
+def grown_visibility(tree: TokenTree, tree_start: int, fed: list[int], new: list[int]) -> torch.Tensor:
+    """Rows for the nodes `new`, keys for the cache before the tree, the `fed` nodes in order, then `new`: each row sees
+    the cache and, among the nodes, its ancestors and itself."""  # (len(new), tree_start + len(fed) + len(new)) bool
+    slots = {node: tree_start + k for k, node in enumerate([*fed, *new])}
+    visible = torch.zeros(len(new), tree_start + len(slots), dtype=torch.bool)
+    visible[:, :tree_start] = True
+    for row, node in enumerate(new):
+        for ancestor in tree.path(node):
+            if ancestor not in slots:
+                raise ValueError(f"node {node}'s ancestor {ancestor} is not in the cache: feed it first")
+            visible[row, slots[ancestor]] = True
+    return visible
+
+
+def _forward(
+    decoder: CachedDecoder,
+    token_ids: list[int],
+    visible: torch.Tensor,
+    positions: torch.Tensor,
+    n_rows: int,
+    hidden_layers: tuple[int, ...] = (),
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Tokens after the cache, each row seeing the keys `visible` allows, at `positions`: the last `n_rows` rows' logits."""
+    output = decoder.model(
+        input_ids=torch.tensor([token_ids], dtype=torch.long, device=decoder.device),
+        attention_mask=tree_attention_mask(visible, decoder.model.dtype, decoder.device),
+        position_ids=positions[None].to(decoder.device),
+        cache=decoder.cache,
         use_cache=True,
         logits_to_keep=n_rows,
         output_hidden_states=bool(hidden_layers),
     )
-    logits = output.logits[0, -n_rows:, : target.vocab_size].float()
+    logits = output.logits[0, -n_rows:, : decoder.vocab_size].float()
     if not hidden_layers:
         return logits, None
     return logits, torch.cat([output.hidden_states[layer][0, -n_rows:] for layer in hidden_layers], dim=-1)
