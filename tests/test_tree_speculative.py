@@ -113,3 +113,19 @@ def test_tree_sampling_through_the_models_follows_the_target(siblings):
     result = chisquare(counts.flatten().numpy(), (joint.flatten() * N_SAMPLES).numpy())
     print(f"{siblings}: χ² {result.statistic:.1f} on {SMALL_VOCAB**2 - 1} degrees, p = {result.pvalue:.3g}")
     assert result.pvalue > 1e-3, f"{siblings} siblings: tree sampling does not follow the target (χ² {result.statistic:.1f}, p = {result.pvalue:.2g})"
+
+
+def test_greedy_tree_equals_generate_on_the_bundled_pair(bundled_pair):
+    from specviz.prompts import PROMPTS
+    from specviz.runner import encode_prompt
+
+    vocab = bundled_pair.shared_vocab_size
+    for prompt in PROMPTS["code"][:2]:
+        ids = encode_prompt(bundled_pair, prompt, 40, 4)
+        drafter = ModelTreeDrafter(CachedDecoder(bundled_pair.draft.model, vocab))
+        target_decoder = CachedDecoder(bundled_pair.target.model, vocab)
+        shape = TreeShape((3, 2, 1), expanded=2)
+        events = list(tree_speculative_decode(target_decoder, drafter, ids, DecodeSettings(max_new_tokens=40), shape, bundled_pair.vocabulary))
+        reference = transformers_greedy(bundled_pair.target.model, ids, 40)
+        ours = list(events[-1].new_token_ids)
+        assert ours == reference[: len(ours)] and len(ours) > 0, f"the tree parted from generate() on {prompt!r}"
