@@ -129,3 +129,34 @@ def test_greedy_tree_equals_generate_on_the_bundled_pair(bundled_pair):
         reference = transformers_greedy(bundled_pair.target.model, ids, 40)
         ours = list(events[-1].new_token_ids)
         assert ours == reference[: len(ours)] and len(ours) > 0, f"the tree parted from generate() on {prompt!r}"
+
+
+def test_the_drafters_keep_the_accepted_path(target):
+    """Wrong draft state never breaks exactness (the target decides), only the draft's guesses: so check it directly.
+    After every cycle, the draft model's cache must be a fresh cache of the committed tokens, and the feature head's
+    known features the target's own hidden states over them, whichever branch was accepted."""
+    draft = tiny_llama(VOCAB, seed=1, layers=1, sharpness=3.0)
+    model_drafter = ModelTreeDrafter(CachedDecoder(draft, VOCAB))
+    feature_drafter = FeatureTreeDrafter(head_from_target(target, list(range(VOCAB))), VOCAB)
+    # the head built from a random target is a poor guesser: it needs a wide tree to have side branches accepted
+    for drafter, shape in ((model_drafter, TreeShape((4, 2), expanded=2)), (feature_drafter, TreeShape((16, 2), expanded=2))):
+        committed, side_branches = list(PROMPT), 0
+        events = tree_speculative_decode(
+            CachedDecoder(target, VOCAB), drafter, PROMPT, DecodeSettings(max_new_tokens=40), shape, fake_vocabulary()
+        )
+        for cycle in events:
+            if not isinstance(cycle, TreeCycle):
+                break
+            committed += cycle.emitted_token_ids
+            side_branches += any(node != 0 for node in cycle.accepted_nodes[:1])
+            with torch.no_grad():
+                if drafter is model_drafter:
+                    length = drafter.decoder.cached_length
+                    fresh = draft(torch.tensor([committed[:length]]), use_cache=True).past_key_values
+                    for kept, reference in zip(drafter.decoder.cache.layers, fresh.layers):
+                        assert (kept.keys - reference.keys).abs().max() < 1e-4, f"cycle {cycle.index}: the draft's cache lost the path"
+                else:
+                    known = drafter.chain.features
+                    fresh = target(torch.tensor([committed[: len(known)]]), output_hidden_states=True).hidden_states[-1][0]
+                    assert (known - fresh).abs().max() < 1e-4, f"cycle {cycle.index}: the head's features are not the path's"
+        assert side_branches > 0, f"{drafter.name}: no side branch was accepted, so compaction was never put to the test"
