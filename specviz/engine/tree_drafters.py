@@ -46,6 +46,10 @@ class TreeShape:
     def chain(cls, gamma: int) -> TreeShape:
         return cls((1,) * gamma)
 
+    def cut(self, depth: int) -> TreeShape:
+        """The same shape, no deeper than `depth`."""
+        return TreeShape(self.branching[:depth], self.expanded)
+
     @property
     def n_nodes(self) -> int:
         """The nodes a full tree of this shape holds (fewer if a draft runs out of tokens to offer)."""

@@ -104,9 +104,9 @@ def tree_cycle(
     """Draft a tree, verify it, accept a path, compact, learn: one target forward. `committed` grows by the emitted tokens."""
     cycle_start = time.perf_counter()
 
-    # 1. draft a tree (never deeper than the token limit allows)
-    fitted = TreeShape(shape.branching[: max(remaining - 1, 0)] or (1,), shape.expanded) if remaining > 1 else None
-    proposal = drafter.propose_tree(committed, fitted, settings.sampling, siblings, generator) if fitted else None
+    # 1. draft a tree, no deeper than the token limit allows (the target adds one token itself)
+    depth = min(len(shape.branching), remaining - 1)
+    proposal = drafter.propose_tree(committed, shape.cut(depth), settings.sampling, siblings, generator) if depth > 0 else None
     synchronize(target.device)
     draft_done = time.perf_counter()
     tree = proposal.tree if proposal else TokenTree((), ())
