@@ -132,3 +132,16 @@ def test_compacted_cache_is_the_accepted_path_as_a_chain(form):
     assert difference == 0 if exact else difference < FLOAT_TOLERANCE, (
         f"{form}: the next step after compaction differs from the chain's by {difference:.3g}"
     )
+
+
+def test_tree_rows_attend_as_one_token_steps_where_rows_are_independent():
+    """The verify pass switches eager and row-by-row attention to per-row attention over each row's own keys (for the
+    forward only), and leaves fused attention alone."""
+    from specviz.models.tree_attention import TREE_EXACT, exact_tree_rows
+
+    for form, expected in (("int4", TREE_EXACT), ("int4-row-by-row", TREE_EXACT), ("sdpa", "sdpa")):
+        model = target_in(form)
+        before = model.config._attn_implementation
+        with exact_tree_rows(model):
+            assert model.config._attn_implementation == expected, f"{form}: attends with {model.config._attn_implementation}"
+        assert model.config._attn_implementation == before, f"{form}: the attention was not restored after the pass"

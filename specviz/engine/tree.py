@@ -4,7 +4,8 @@ A tree lists its drafted nodes parents first: node i holds a token and its paren
 whose parent is the last committed token. A chain is the tree with one child per node. In the verify pass every node
 is one row; it attends to the committed context and to its own ancestors only (`tree_attention_mask`) and sits at the
 position of its depth (`tree_positions`), so its logits are those of its path decoded as a chain
-(tests/test_tree.py holds every attention path the target uses to that).
+(tests/test_tree.py holds every attention path the target uses to that). Where the weight form keeps rows independent,
+each row attends over its own keys only (specviz/models/tree_attention.py), so that holds to the bit.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from functools import cached_property
 import torch
 
 from specviz.engine.kv_cache import CachedDecoder
+from specviz.models.tree_attention import exact_tree_rows
 
 ROOT = -1  # the parent of depth-1 nodes: the last committed token
 
@@ -154,15 +156,16 @@ def _forward(
     hidden_layers: tuple[int, ...] = (),
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Tokens after the cache, each row seeing the keys `visible` allows, at `positions`: the last `n_rows` rows' logits."""
-    output = decoder.model(
-        input_ids=torch.tensor([token_ids], dtype=torch.long, device=decoder.device),
-        attention_mask=tree_attention_mask(visible, decoder.model.dtype, decoder.device),
-        position_ids=positions[None].to(decoder.device),
-        cache=decoder.cache,
-        use_cache=True,
-        logits_to_keep=n_rows,
-        output_hidden_states=bool(hidden_layers),
-    )
+    with exact_tree_rows(decoder.model):  # each row over its own keys only, where the form keeps rows independent
+        output = decoder.model(
+            input_ids=torch.tensor([token_ids], dtype=torch.long, device=decoder.device),
+            attention_mask=tree_attention_mask(visible, decoder.model.dtype, decoder.device),
+            position_ids=positions[None].to(decoder.device),
+            cache=decoder.cache,
+            use_cache=True,
+            logits_to_keep=n_rows,
+            output_hidden_states=bool(hidden_layers),
+        )
     logits = output.logits[0, -n_rows:, : decoder.vocab_size].float()
     if not hidden_layers:
         return logits, None
