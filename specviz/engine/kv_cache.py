@@ -76,6 +76,23 @@ def rollback_to_accepted(decoder: CachedDecoder, committed: list[int]) -> list[i
     return committed[valid_length:]
 
 
+@torch.inference_mode()
+def compact_to_path(decoder: CachedDecoder, tree_start: int, path_nodes: list[int]) -> None:
+    """After a token tree's verify pass (engine/tree.py): keep the cache before the tree, then the accepted path's nodes.
+
+    The cache holds `tree_start` positions, then one entry per node in node order. Each node was computed at its
+    depth's position attending to its ancestors only, so the path's entries, moved side by side, are the cache a
+    chain of the same tokens would have left. Call `rollback_to_accepted` after it, as after a chain.
+    """
+    kept = len(path_nodes)
+    if path_nodes != list(range(kept)):  # a chain's accepted prefix is already in place
+        slots = torch.tensor(path_nodes, dtype=torch.long, device=decoder.device) + tree_start
+        for layer in decoder.cache.layers:
+            layer.keys[..., tree_start : tree_start + kept, :] = layer.keys.index_select(-2, slots)
+            layer.values[..., tree_start : tree_start + kept, :] = layer.values.index_select(-2, slots)
+    decoder.truncate(tree_start + kept)
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for queued device work, so wall-clock timings are real."""
     if device.type == "cuda":

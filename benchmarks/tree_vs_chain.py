@@ -1,0 +1,96 @@
+"""Chains against token trees at the same number of verified rows: tokens per target pass, and the time it took.
+
+    python benchmarks/tree_vs_chain.py [--pair smollm2-135m-distilled] [--drafter feature] [--prompts chat-heldout] [--count 16]
+                                       [--max-new-tokens 64] [--threads 1] [--shapes 1 1,1,1 3 2,1:1 ...]
+
+Greedy, the pair in its default form (the real pair: int4 target, int8 feature head). For each shape, every prompt is
+decoded by the tree engine (engine/tree_speculative.py; a chain is the shape 1,…,1), and its output is checked against
+plain decoding in the same form. Printed per shape: rows per verify pass (nodes + 1), tokens per target pass, the
+draft forwards per cycle, and ms per token beside plain decoding's (one run: quote ratios, not absolute times).
+A shape is widths per depth, `:n` to let only the n most probable nodes of a depth branch (EAGLE-2's top nodes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
+
+import torch  # noqa: E402
+
+from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode  # noqa: E402
+from specviz.engine.tree_drafters import FeatureTreeDrafter, ModelTreeDrafter, TreeShape  # noqa: E402
+from specviz.engine.tree_speculative import tree_speculative_decode  # noqa: E402
+from specviz.models.loading import load_pair  # noqa: E402
+from specviz.models.pair_cache import catalogue  # noqa: E402
+from specviz.prompts import load_prompt_set  # noqa: E402
+from specviz.runner import encode_prompt  # noqa: E402
+
+DEFAULT_SHAPES = ["1", "1,1,1", "3", "2,1:1", "1,1,1,1,1", "3,2:1", "2,2,1:1", "1,1,1,1,1,1,1,1", "4,2,1,1:1"]
+
+
+def parse_shape(text: str) -> TreeShape:
+    widths, _, expanded = text.partition(":")
+    return TreeShape(tuple(int(width) for width in widths.split(",")), int(expanded) if expanded else None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pair", default="smollm2-135m-distilled")
+    parser.add_argument("--drafter", choices=("feature", "model"), default="feature")
+    parser.add_argument("--prompts", default="chat-heldout")
+    parser.add_argument("--count", type=int, default=16, help="the first N prompts of the set")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=1, help="1 is steadier on a shared machine")
+    parser.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    entries = catalogue()
+    pair = load_pair(args.pair, entries.get(args.pair), entries.offline_pairs())
+    vocab = pair.shared_vocab_size
+    prompts = [encode_prompt(pair, text, args.max_new_tokens, 16) for text in load_prompt_set(args.prompts)[: args.count]]
+    settings = DecodeSettings(max_new_tokens=args.max_new_tokens)
+    print(f"{args.pair}: target in {pair.target.form or pair.dtype}, {args.drafter} drafter, {len(prompts)} prompts "
+          f"({args.prompts}), {args.max_new_tokens} new tokens, greedy, {args.threads} threads")
+
+    plain_outputs, plain_s, plain_tokens = [], 0.0, 0
+    for ids in prompts:
+        started = time.perf_counter()
+        summary = list(autoregressive_decode(CachedDecoder(pair.target.model, vocab), ids, settings, pair.vocabulary))[-1]
+        plain_s += time.perf_counter() - started
+        plain_outputs.append(summary.new_token_ids)
+        plain_tokens += len(summary.new_token_ids)
+    print(f"{'plain decoding':>22}  {'':>5}  {'':>15}  {'':>13}  {1000 * plain_s / plain_tokens:7.2f} ms/token")
+    print(f"{'shape':>22}  {'rows':>5}  {'tokens / pass':>15}  {'draft fwd/cyc':>13}  {'ms/token':>15}  {'speedup':>7}  same as plain")
+
+    for text in args.shapes:
+        shape = parse_shape(text)
+        tokens = passes = draft_forwards = 0
+        wall_s, same = 0.0, 0
+        for ids, plain in zip(prompts, plain_outputs):
+            if args.drafter == "feature":
+                drafter = FeatureTreeDrafter(pair.feature_head.head, vocab)
+            else:
+                drafter = ModelTreeDrafter(CachedDecoder(pair.draft.model, vocab))
+            started = time.perf_counter()
+            events = list(tree_speculative_decode(CachedDecoder(pair.target.model, vocab), drafter, ids, settings, shape, pair.vocabulary))
+            wall_s += time.perf_counter() - started
+            summary = events[-1]
+            tokens += len(summary.new_token_ids)
+            passes += summary.n_cycles
+            draft_forwards += sum(cycle.n_draft_forwards for cycle in events[:-1])
+            same += summary.new_token_ids == plain
+        label = f"{'chain' if shape.branching == (1,) * len(shape.branching) else 'tree'} {shape}"
+        ms = 1000 * wall_s / tokens
+        print(
+            f"{label:>22}  {shape.n_nodes + 1:>5}  {tokens / passes:>15.3f}  {draft_forwards / passes:>13.2f}  "
+            f"{ms:>7.2f} ms/token  {1000 * plain_s / plain_tokens / ms:>6.2f}x  {same}/{len(prompts)}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""A token tree verified in one pass: each node's logits must be those of its path decoded as a chain.
+
+Checked in every weight form and attention path the target uses: to the bit in the row-independent forms (int8,
+int4: eager attention, and the row-by-row attention of AVX2 machines), and within FLOAT_TOLERANCE in float32, whose
+matrix products (MKL, SDPA) round a row differently with the number of rows beside it even in a chain. Then the
+cache, compacted to an accepted path, must be the cache of that path decoded as a chain.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specviz.engine.kv_cache import CachedDecoder, compact_to_path, rollback_to_accepted
+from specviz.engine.tree import ROOT, TokenTree, tree_positions, tree_visibility, verify_tree
+from specviz.models.weight_forms import apply_form
+from tests.tiny import tiny_llama
+
+VOCAB = 64
+PROMPT = [3, 17, 5, 42, 8, 8, 9, 30, 31, 2, 7, 7, 60, 1, 4, 22, 19, 11, 5, 3, 40, 41, 42, 43, 9]
+# depth 1: nodes 0, 1; depth 2: 2, 3 under 0 and 4 under 1; depth 3: 5, 6 under 2 and 7 under 4; depth 4: 8 under 7
+TREE = TokenTree((11, 12, 13, 14, 15, 16, 17, 18, 19), (ROOT, ROOT, 0, 0, 1, 2, 2, 4, 7))
+FLOAT_TOLERANCE = 1e-3  # |Δ logit| in float32, logits of order 10 (measured: under 1e-4 on these models)
+
+
+def target_in(form: str):
+    """A tiny Llama (hidden 64: int4 groups of 32 need it) in a weight form, with the attention path named."""
+    model = tiny_llama(VOCAB, seed=0, hidden=64)
+    if form in ("int8", "int4", "int4-row-by-row"):
+        apply_form(model, form.split("-")[0])
+        if form.endswith("row-by-row"):  # what attention_for_this_cpu picks on an AVX2 machine
+            model.set_attn_implementation("specviz_row_exact")
+    elif form in ("eager", "sdpa"):
+        model.set_attn_implementation(form)
+    return model
+
+
+def prefilled(model) -> CachedDecoder:
+    decoder = CachedDecoder(model, VOCAB)
+    decoder.feed(PROMPT[:-1])
+    return decoder
+
+
+def path_as_chain(model, path_tokens: list[int]) -> torch.Tensor:
+    """The logits after the last token of the path, the path fed as a chain verify pass."""
+    return prefilled(model).feed([PROMPT[-1]] + path_tokens, keep_last=len(path_tokens) + 1)[-1]
+
+
+def test_tree_shape():
+    assert TREE.depths == (1, 1, 2, 2, 2, 3, 3, 3, 4)
+    assert TREE.children(ROOT) == (0, 1) and TREE.children(2) == (5, 6) and TREE.children(8) == ()
+    assert TREE.path(8) == [1, 4, 7, 8]
+    assert TokenTree.chain([5, 6, 7]).is_chain and not TREE.is_chain
+    with pytest.raises(ValueError, match="must come before it"):
+        TokenTree((1, 2), (1, ROOT))
+
+
+def test_a_node_sees_the_context_and_its_ancestors_only():
+    visible = tree_visibility(TREE, cached_length=4, n_pending=2)  # rows: 2 pending tokens, then the 9 nodes
+    assert visible.shape == (11, 4 + 11)
+    assert visible[0].tolist() == [True] * 5 + [False] * 10, "the first pending token sees the cache and itself"
+    node_7 = visible[2 + 7].tolist()
+    nodes_seen = [node for node in range(len(TREE)) if node_7[4 + 2 + node]]
+    assert nodes_seen == [1, 4, 7] and all(node_7[:6]), "node 7 sees the cache, both pending tokens, 1 → 4 → 7"
+    positions = tree_positions(TREE, first_position=4, n_pending=2).tolist()
+    assert positions == [4, 5, 6, 6, 7, 7, 7, 8, 8, 8, 9], "each node sits at the root's position plus its depth"
+
+
+@pytest.mark.parametrize("form", ["int8", "int4", "int4-row-by-row"])
+def test_node_logits_equal_the_path_as_a_chain_to_the_bit(form):
+    model = target_in(form)
+    tree_logits, _ = verify_tree(prefilled(model), PROMPT, TREE)
+    for node in range(len(TREE)):
+        path_tokens = [TREE.token_ids[n] for n in TREE.path(node)]
+        chain = path_as_chain(model, path_tokens)
+        assert torch.equal(tree_logits[node + 1], chain), (
+            f"{form}: node {node} (path {path_tokens}) differs from its path as a chain by "
+            f"{(tree_logits[node + 1] - chain).abs().max():.3g}; the tree mask or positions are wrong"
+        )
+    assert torch.equal(tree_logits[0], path_as_chain(model, [])), f"{form}: the root's logits moved"
+
+
+@pytest.mark.parametrize("form", ["sdpa", "eager", "fp32-row-by-row"])
+def test_node_logits_equal_the_path_as_a_chain_in_float32(form):
+    model = target_in("eager" if form == "fp32-row-by-row" else form)
+    if form == "fp32-row-by-row":
+        model.set_attn_implementation("specviz_row_exact")
+    tree_logits, _ = verify_tree(prefilled(model), PROMPT, TREE)
+    for node in range(len(TREE)):
+        path_tokens = [TREE.token_ids[n] for n in TREE.path(node)]
+        difference = (tree_logits[node + 1] - path_as_chain(model, path_tokens)).abs().max().item()
+        assert difference < FLOAT_TOLERANCE, f"{form}: node {node} differs from its path as a chain by {difference:.3g}"
+
+
+def test_a_wrong_mask_is_caught():
+    """Without the tree mask (plain causal attention over the node rows) a branch's node sees its cousins: the
+    comparison above must notice."""
+    model = target_in("int4")
+    decoder = prefilled(model)
+    causal = decoder.feed([PROMPT[-1], *TREE.token_ids], keep_last=len(TREE) + 1)
+    node = 4  # under node 1: causally it would also see nodes 0, 2, 3
+    chain = path_as_chain(model, [TREE.token_ids[n] for n in TREE.path(node)])
+    assert not torch.equal(causal[node + 1], chain)
+
+
+@pytest.mark.parametrize("form", ["int4", "int4-row-by-row", "sdpa"])
+def test_compacted_cache_is_the_accepted_path_as_a_chain(form):
+    model = target_in(form)
+    accepted = TREE.path(7)  # 1 → 4 → 7: not a prefix of the node order
+    accepted_tokens = [TREE.token_ids[n] for n in accepted]
+    new_token = 33
+    decoder = prefilled(model)
+    tree_start = decoder.cached_length + 1  # after the pending token
+    verify_tree(decoder, PROMPT, TREE)
+    committed = PROMPT + accepted_tokens + [new_token]
+    compact_to_path(decoder, tree_start, accepted)
+    pending = rollback_to_accepted(decoder, committed)
+    assert pending == [new_token] and decoder.cached_length == len(committed) - 1
+
+    chain = prefilled(model)
+    chain.feed([PROMPT[-1]] + accepted_tokens, keep_last=len(accepted) + 1)
+    exact = form != "sdpa"
+    for layer, (kept, reference) in enumerate(zip(decoder.cache.layers, chain.cache.layers)):
+        for name in ("keys", "values"):
+            difference = (getattr(kept, name) - getattr(reference, name)).abs().max().item()
+            assert difference == 0 if exact else difference < FLOAT_TOLERANCE, (
+                f"{form}: layer {layer}'s {name} differ from the path's own cache by {difference:.3g}"
+            )
+    after_compaction = decoder.feed(pending)[-1]
+    after_chain = chain.feed(pending)[-1]
+    difference = (after_compaction - after_chain).abs().max().item()
+    assert difference == 0 if exact else difference < FLOAT_TOLERANCE, (
+        f"{form}: the next step after compaction differs from the chain's by {difference:.3g}"
+    )
+
+
+def test_tree_rows_attend_as_one_token_steps_where_rows_are_independent():
+    """The verify pass switches eager and row-by-row attention to per-row attention over each row's own keys (for the
+    forward only), and leaves fused attention alone."""
+    from specviz.models.tree_attention import TREE_EXACT, exact_tree_rows
+
+    for form, expected in (("int4", TREE_EXACT), ("int4-row-by-row", TREE_EXACT), ("sdpa", "sdpa")):
+        model = target_in(form)
+        before = model.config._attn_implementation
+        with exact_tree_rows(model):
+            assert model.config._attn_implementation == expected, f"{form}: attends with {model.config._attn_implementation}"
+        assert model.config._attn_implementation == before, f"{form}: the attention was not restored after the pass"

@@ -1,0 +1,55 @@
+"""Token trees on the real pair: SmolLM2-135M-Instruct drafted for by its feature head, grown EAGLE-2's way.
+
+Greedy output must equal transformers' generate() in float32, and plain decoding in the int4 form the pair ships in.
+Slow: it needs the real model (tests/conftest.py).
+"""
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode
+from specviz.engine.tree_drafters import FeatureTreeDrafter, TreeShape
+from specviz.engine.tree_speculative import tree_speculative_decode
+from specviz.models.catalogue import load_catalogue
+from specviz.models.feature_head import load_head
+from specviz.models.weight_forms import apply_form
+from specviz.prompts import CHAT_HELDOUT
+from specviz.runner import encode_prompt
+from tests.conftest import REAL_PAIR
+
+SHAPE = TreeShape((3, 2, 1), expanded=2)
+NEW_TOKENS = 32
+
+
+def tree_output(model, head, ids, vocabulary, vocab, shape=SHAPE, new_tokens=NEW_TOKENS) -> list[int]:
+    events = list(
+        tree_speculative_decode(
+            CachedDecoder(model, vocab), FeatureTreeDrafter(head, vocab), ids, DecodeSettings(max_new_tokens=new_tokens), shape, vocabulary
+        )
+    )
+    return list(events[-1].new_token_ids)
+
+
+@pytest.mark.parametrize("question", CHAT_HELDOUT[:3])
+def test_feature_head_tree_equals_generate_in_float32(real_pair, question):
+    ids = encode_prompt(real_pair, question, NEW_TOKENS, 8)
+    model, vocab = real_pair.target.model, real_pair.shared_vocab_size
+    ours = tree_output(model, real_pair.feature_head.head, ids, real_pair.vocabulary, vocab)
+    tensor = torch.tensor([ids])
+    reference = model.generate(tensor, attention_mask=torch.ones_like(tensor), max_new_tokens=NEW_TOKENS, do_sample=False)
+    assert ours == reference[0, len(ids) :].tolist()[: len(ours)], f"the tree parted from generate() on {question!r}"
+
+
+# question 3 under the shape 2×1 parted from plain decoding at a three-way bf16 tie after 31 tokens, before tree rows
+# attended over their own keys only (specviz/models/tree_attention.py)
+@pytest.mark.parametrize("question,shape,new_tokens", [(3, TreeShape((2, 1), expanded=1), 48), (4, SHAPE, NEW_TOKENS)])
+def test_feature_head_tree_equals_plain_decoding_in_int4(real_pair, question, shape, new_tokens):
+    model = apply_form(AutoModelForCausalLM.from_pretrained(real_pair.target.reference, dtype=torch.bfloat16).eval(), "int4")
+    head = load_head(load_catalogue().get(REAL_PAIR).feature_head_ref, model)
+    ids = encode_prompt(real_pair, CHAT_HELDOUT[question], new_tokens, 8)
+    vocab = real_pair.shared_vocab_size
+    settings = DecodeSettings(max_new_tokens=new_tokens)
+    plain = list(autoregressive_decode(CachedDecoder(model, vocab), ids, settings, real_pair.vocabulary))[-1].new_token_ids
+    ours = tree_output(model, head, ids, real_pair.vocabulary, vocab, shape, new_tokens)
+    assert ours == list(plain), f"the tree {shape} parted from plain decoding in int4 on held-out question {question}"
