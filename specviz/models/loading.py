@@ -265,7 +265,18 @@ def load_pair(
     if pair.feature_head_ref:
         loaded.feature_head = load_feature_head(pair.feature_head_ref, target.model, head_form_beside(target.form))
         loaded.load_s += loaded.feature_head.load_s
+    enable_fast_path(loaded)
     return loaded
+
+
+def enable_fast_path(pair: LoadedPair) -> None:
+    """Both models decode over a static cache with a compiled step where their layout allows (engine/compiled.py);
+    nothing compiles here: the first step of each graph does, or `warm_up_fast_path`."""
+    from specviz.engine.compiled import enable
+
+    for part in (pair.target, pair.draft):
+        if part is not None:
+            enable(part.model)
 
 
 def in_form(loaded: LoadedModel, form: str) -> LoadedModel:
