@@ -54,8 +54,10 @@ def main() -> None:
     vocab = pair.shared_vocab_size
     prompts = [encode_prompt(pair, text, args.max_new_tokens, 16) for text in load_prompt_set(args.prompts)[: args.count]]
     settings = DecodeSettings(max_new_tokens=args.max_new_tokens)
-    print(f"{args.pair}: target in {pair.target.form or pair.dtype}, {args.drafter} drafter, {len(prompts)} prompts "
-          f"({args.prompts}), {args.max_new_tokens} new tokens, greedy, {args.threads} threads")
+    print(
+        f"{args.pair}: target in {pair.target.form or pair.dtype}, {args.drafter} drafter, {len(prompts)} prompts "
+        f"({args.prompts}), {args.max_new_tokens} new tokens, greedy, {args.threads} threads"
+    )
 
     plain_outputs, plain_s, plain_tokens = [], 0.0, 0
     for ids in prompts:
@@ -65,7 +67,9 @@ def main() -> None:
         plain_outputs.append(summary.new_token_ids)
         plain_tokens += len(summary.new_token_ids)
     print(f"{'plain decoding':>22}  {'':>5}  {'':>15}  {'':>13}  {1000 * plain_s / plain_tokens:7.2f} ms/token")
-    print(f"{'shape':>22}  {'rows':>5}  {'tokens / pass':>15}  {'draft fwd/cyc':>13}  {'ms/token':>15}  {'speedup':>7}  same as plain")
+    print(
+        f"{'shape':>22}  {'rows':>5}  {'tokens / pass':>15}  {'draft fwd/cyc':>13}  {'ms/token':>15}  {'speedup':>7}  same as plain"
+    )
 
     for text in args.shapes:
         shape = parse_shape(text)
@@ -77,7 +81,9 @@ def main() -> None:
             else:
                 drafter = ModelTreeDrafter(CachedDecoder(pair.draft.model, vocab))
             started = time.perf_counter()
-            events = list(tree_speculative_decode(CachedDecoder(pair.target.model, vocab), drafter, ids, settings, shape, pair.vocabulary))
+            events = list(
+                tree_speculative_decode(CachedDecoder(pair.target.model, vocab), drafter, ids, settings, shape, pair.vocabulary)
+            )
             wall_s += time.perf_counter() - started
             summary = events[-1]
             tokens += len(summary.new_token_ids)

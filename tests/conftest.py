@@ -1,9 +1,12 @@
+import os
+
 import pytest
 import torch
 from transformers.utils import logging
 
 logging.set_verbosity_error()
 logging.disable_progress_bar()
+os.environ.setdefault("SPECVIZ_COMPILE", "0")  # the static-cache step runs eager in tests; the compiled tests ask for it
 torch.set_num_threads(1)  # tiny models run fastest on one thread; the bundled pair barely gains from two
 
 

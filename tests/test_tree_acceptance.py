@@ -43,6 +43,7 @@ def expected_joint() -> torch.Tensor:
 
 def drafted_tree(draw: str, generator: torch.Generator) -> tuple[TokenTree, torch.Tensor | None]:
     """Three children of the root, two under each; with q per parent row, or None for a deterministic top-k."""
+
     def children(q_row: torch.Tensor, n: int) -> list[int]:
         if draw == "top_k":
             return q_row.topk(n).indices.tolist()

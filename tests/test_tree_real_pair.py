@@ -25,7 +25,12 @@ NEW_TOKENS = 32
 def tree_output(model, head, ids, vocabulary, vocab, shape=SHAPE, new_tokens=NEW_TOKENS) -> list[int]:
     events = list(
         tree_speculative_decode(
-            CachedDecoder(model, vocab), FeatureTreeDrafter(head, vocab), ids, DecodeSettings(max_new_tokens=new_tokens), shape, vocabulary
+            CachedDecoder(model, vocab),
+            FeatureTreeDrafter(head, vocab),
+            ids,
+            DecodeSettings(max_new_tokens=new_tokens),
+            shape,
+            vocabulary,
         )
     )
     return list(events[-1].new_token_ids)

@@ -23,7 +23,9 @@ SHAPES = [TreeShape.chain(3), TreeShape((3, 2)), TreeShape((3, 2, 2, 1), expande
 
 def transformers_greedy(model, prompt: list[int], max_new_tokens: int) -> list[int]:
     ids = torch.tensor([prompt])
-    output = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=0)
+    output = model.generate(
+        ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=0
+    )
     return output[0, len(prompt) :].tolist()
 
 
@@ -92,7 +94,8 @@ SMALL_VOCAB, SMALL_PROMPT, N_SAMPLES = 6, [1, 2, 3, 1, 2], 2000
 
 
 @pytest.mark.parametrize(
-    "siblings", [pytest.param("independent", marks=pytest.mark.slow), "without_replacement"]  # the drafters' default in the quick suite
+    "siblings",
+    [pytest.param("independent", marks=pytest.mark.slow), "without_replacement"],  # the drafters' default in the quick suite
 )
 def test_tree_sampling_through_the_models_follows_the_target(siblings):
     """End to end on tiny models: the first two tokens of a sampled tree run against the target's exact joint."""
@@ -101,18 +104,27 @@ def test_tree_sampling_through_the_models_follows_the_target(siblings):
     with torch.no_grad():
         first = torch.softmax(small_target(torch.tensor([SMALL_PROMPT])).logits[0, -1].double(), -1)
         joint = torch.stack(
-            [first[a] * torch.softmax(small_target(torch.tensor([SMALL_PROMPT + [a]])).logits[0, -1].double(), -1) for a in range(SMALL_VOCAB)]
+            [
+                first[a] * torch.softmax(small_target(torch.tensor([SMALL_PROMPT + [a]])).logits[0, -1].double(), -1)
+                for a in range(SMALL_VOCAB)
+            ]
         )
     counts = torch.zeros(SMALL_VOCAB, SMALL_VOCAB, dtype=torch.float64)
     target_decoder, drafter = CachedDecoder(small_target, SMALL_VOCAB), ModelTreeDrafter(CachedDecoder(draft, SMALL_VOCAB))
     for seed in range(N_SAMPLES):
         settings = DecodeSettings(max_new_tokens=3, sampling=SamplingSettings(temperature=1.0), seed=seed)
-        events = list(tree_speculative_decode(target_decoder, drafter, SMALL_PROMPT, settings, TreeShape((3, 2)), fake_vocabulary(), siblings))
+        events = list(
+            tree_speculative_decode(
+                target_decoder, drafter, SMALL_PROMPT, settings, TreeShape((3, 2)), fake_vocabulary(), siblings
+            )
+        )
         a, b = events[-1].new_token_ids[:2]
         counts[a, b] += 1
     result = chisquare(counts.flatten().numpy(), (joint.flatten() * N_SAMPLES).numpy())
     print(f"{siblings}: χ² {result.statistic:.1f} on {SMALL_VOCAB**2 - 1} degrees, p = {result.pvalue:.3g}")
-    assert result.pvalue > 1e-3, f"{siblings} siblings: tree sampling does not follow the target (χ² {result.statistic:.1f}, p = {result.pvalue:.2g})"
+    assert result.pvalue > 1e-3, (
+        f"{siblings} siblings: tree sampling does not follow the target (χ² {result.statistic:.1f}, p = {result.pvalue:.2g})"
+    )
 
 
 def test_greedy_tree_equals_generate_on_the_bundled_pair(bundled_pair):
@@ -125,7 +137,11 @@ def test_greedy_tree_equals_generate_on_the_bundled_pair(bundled_pair):
         drafter = ModelTreeDrafter(CachedDecoder(bundled_pair.draft.model, vocab))
         target_decoder = CachedDecoder(bundled_pair.target.model, vocab)
         shape = TreeShape((3, 2, 1), expanded=2)
-        events = list(tree_speculative_decode(target_decoder, drafter, ids, DecodeSettings(max_new_tokens=40), shape, bundled_pair.vocabulary))
+        events = list(
+            tree_speculative_decode(
+                target_decoder, drafter, ids, DecodeSettings(max_new_tokens=40), shape, bundled_pair.vocabulary
+            )
+        )
         reference = transformers_greedy(bundled_pair.target.model, ids, 40)
         ours = list(events[-1].new_token_ids)
         assert ours == reference[: len(ours)] and len(ours) > 0, f"the tree parted from generate() on {prompt!r}"
@@ -154,7 +170,9 @@ def test_the_drafters_keep_the_accepted_path(target):
                     length = drafter.decoder.cached_length
                     fresh = draft(torch.tensor([committed[:length]]), use_cache=True).past_key_values
                     for kept, reference in zip(drafter.decoder.cache.layers, fresh.layers):
-                        assert (kept.keys - reference.keys).abs().max() < 1e-4, f"cycle {cycle.index}: the draft's cache lost the path"
+                        assert (kept.keys - reference.keys).abs().max() < 1e-4, (
+                            f"cycle {cycle.index}: the draft's cache lost the path"
+                        )
                 else:
                     known = drafter.chain.features
                     fresh = target(torch.tensor([committed[: len(known)]]), output_hidden_states=True).hidden_states[-1][0]

@@ -16,6 +16,7 @@ from transformers import PreTrainedModel
 
 from specviz.analysis.readings import Readings, readings_of_steps
 from specviz.engine import CachedDecoder
+from specviz.engine.compiled import decoder_for
 from specviz.engine.kv_cache import synchronize
 
 
@@ -74,7 +75,7 @@ def measure_step_times(
     generator = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab_size, (context + gamma + 1,), generator=generator).tolist()
     prefix, pending = ids[:context], ids[context:]
-    target_decoder, draft_decoder = CachedDecoder(target, vocab_size), CachedDecoder(draft, vocab_size)
+    target_decoder, draft_decoder = decoder_for(target, vocab_size), decoder_for(draft, vocab_size)
     target_decoder.feed(prefix)
     draft_decoder.feed(prefix)
     forwards = (_feed(draft_decoder, pending[:1]), _feed(target_decoder, pending[:1]), _feed(target_decoder, pending))

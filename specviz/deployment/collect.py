@@ -79,5 +79,14 @@ def deployment_report(
         batch_rows=tuple(rows),
         prompt_labels=tuple(prompt_labels),
         load_source=load_json["cold_source"],
+        compile_note=compile_note(pair),
     )
     return report.with_verdict()
+
+
+def compile_note(pair: LoadedPair) -> str | None:
+    """What compiling the pair's step cost in this process (a cold compile, or a restart reading Inductor's cache)."""
+    from specviz.engine.compiled import compile_summary, fast_models
+
+    reports = {role: fast.report for role, fast in fast_models(pair).items()}
+    return compile_summary(reports) if reports else None

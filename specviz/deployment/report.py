@@ -49,6 +49,7 @@ class DeploymentReport:
     verdict: DeploymentVerdict | None = None
     prompt_labels: tuple[str, ...] = field(default=())
     load_source: str = "a fresh process, from disk"  # how the cold loads were timed
+    compile_note: str | None = None  # what compiling the fast path's step cost (engine/compiled.py), part of a cold start
 
     @property
     def speculative_tail(self) -> LatencyTail:
@@ -102,6 +103,7 @@ class DeploymentReport:
             verdict=DeploymentVerdict.from_json(data["verdict"]) if data.get("verdict") else None,
             prompt_labels=tuple(data.get("prompt_labels", ())),
             load_source=data.get("load_source", cls.load_source),
+            compile_note=data.get("compile_note"),
         )
 
 
@@ -207,14 +209,15 @@ def _memory_section(memory: MemoryReport | None, with_figures: bool = True) -> s
     )
 
 
-def _cold_start_section(load_times: PairLoadTimes | None, source: str) -> str:
+def _cold_start_section(load_times: PairLoadTimes | None, source: str, compile_note: str | None = None) -> str:
+    compiled = f"<p>Then, before the first request: {html.escape(compile_note)}.</p>" if compile_note else ""
     if load_times is None:
-        return "<p>Load times were not measured.</p>"
+        return "<p>Load times were not measured.</p>" + compiled
     rows = [
         [role, f"{t.cold_s:.2f}", f"{t.warm_s:.2f}"] for role, t in (("target", load_times.target), ("draft", load_times.draft))
     ]
     rows.append(["both (speculative deployment)", f"{load_times.speculative_cold_s:.2f}", "–"])
-    return _table(["model", f"cold: {html.escape(source)} (s)", "warm: loaded again (s)"], rows)
+    return _table(["model", f"cold: {html.escape(source)} (s)", "warm: loaded again (s)"], rows) + compiled
 
 
 def _batch_section(report: DeploymentReport, with_figures: bool = True) -> str:
@@ -271,7 +274,7 @@ def sections(report: DeploymentReport, with_figures: bool = True) -> list[tuple[
         ("α, τ, ν and the speedup", _summary_section(report)),
         ("Latency: distribution and tail, both methods", _latency_section(report, with_figures)),
         ("Memory", _memory_section(report.memory, with_figures)),
-        ("Cold start", _cold_start_section(report.load_times, report.load_source)),
+        ("Cold start", _cold_start_section(report.load_times, report.load_source, report.compile_note)),
         ("Batch size", _batch_section(report, with_figures)),
     ]
 

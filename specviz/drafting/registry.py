@@ -55,7 +55,9 @@ def _drafters():
 
 
 def draft_decoder(pair: LoadedPair) -> CachedDecoder:
-    return engine.CachedDecoder(pair.draft.model, pair.shared_vocab_size)
+    from specviz.engine.compiled import decoder_for
+
+    return decoder_for(pair.draft.model, pair.shared_vocab_size)
 
 
 def _assisted(gamma: int, schedule: str = "constant", threshold: float = 0.0) -> Twin:

@@ -49,9 +49,7 @@ class TreeVerdict:
         return len(self.accepted_nodes)
 
 
-def draw_children(
-    draft_probs: torch.Tensor, n_children: int, siblings: Siblings, generator: torch.Generator
-) -> torch.Tensor:
+def draw_children(draft_probs: torch.Tensor, n_children: int, siblings: Siblings, generator: torch.Generator) -> torch.Tensor:
     """The tokens of `n_children` siblings drawn from q: independently, or one after another without replacement."""  # (vocab,) → (n_children,)
     if siblings not in SIBLINGS:
         raise ValueError(f"unknown sibling draw {siblings!r}: choose one of {', '.join(SIBLINGS)}")
@@ -141,7 +139,11 @@ class TreeAcceptance:
 
 
 def explain_tree_verdict(
-    verdict: TreeVerdict, target_logits: torch.Tensor, tree: TokenTree, draft_logits: torch.Tensor | None, settings: SamplingSettings
+    verdict: TreeVerdict,
+    target_logits: torch.Tensor,
+    tree: TokenTree,
+    draft_logits: torch.Tensor | None,
+    settings: SamplingSettings,
 ) -> TreeAcceptance:
     """Per node: its status, p and q of its token at its parent, and the test's numbers (untested nodes have none).
 

@@ -106,7 +106,9 @@ def grow_tree(
                 parents.append(parent)
                 log_path_q.append(base + math.log(max(float(shown[token]), 1e-30)))
     tree = TokenTree(tuple(tokens), tuple(parents))
-    return TreeProposal(tree, _rows(q_at, len(tree), root_logits) if q_at else None, _rows(logits_at, len(tree), root_logits), n_forwards)
+    return TreeProposal(
+        tree, _rows(q_at, len(tree), root_logits) if q_at else None, _rows(logits_at, len(tree), root_logits), n_forwards
+    )
 
 
 def choose_children(
@@ -241,5 +243,7 @@ def head_step_in_tree(head, token_ids, features, cache, positions, visible) -> t
     q, k, v = head.queries_keys_values(x, positions)
     k, v = cache.append(k, v)
     groups = head.shape.heads // head.shape.kv_heads
-    attended = F.scaled_dot_product_attention(q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1), attn_mask=visible)
+    attended = F.scaled_dot_product_attention(
+        q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1), attn_mask=visible
+    )
     return head.finish(x, attended)[0]

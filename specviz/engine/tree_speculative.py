@@ -74,7 +74,10 @@ def tree_speculative_decode(
         raise ValueError("token trees accept exactly; lenient acceptance (lenience < 1) is offered for chains only")
     generator = torch.Generator(device=target.device).manual_seed(settings.seed)
     prefill_s = prefill(
-        target, prompt_ids, also=lambda hidden_states: drafter.start(prompt_ids, hidden_states), layers=drafter.wanted_hidden_layers
+        target,
+        prompt_ids,
+        also=lambda hidden_states: drafter.start(prompt_ids, hidden_states),
+        layers=drafter.wanted_hidden_layers,
     )
     committed, cycles, rows, engine_s, stop_reason = list(prompt_ids), 0, 0, prefill_s, "max_new_tokens"
     while len(committed) - len(prompt_ids) < settings.max_new_tokens:
@@ -156,4 +159,3 @@ def tree_cycle(
         verify_s=verify_done - draft_done,
         overhead_s=cycle_done - verify_done,
     )
-

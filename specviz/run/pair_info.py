@@ -25,6 +25,9 @@ class PairInfo:
     shared_vocab: int = 0
     chat_template: bool = False  # prompts are wrapped in the pair's chat template
     model_load_s: dict | None = None  # PairLoadTimes.to_json() and its cold source; None until timed
+    compile: dict | None = (
+        None  # the fast path's CompileReport per model ({role: {compiled, seconds, reason}}); None: eager or compiling
+    )
     weight_form: str | None = None  # the target's weights on a CPU: bf16, int8 or int4 weight-only, fp32 (None: as loaded)
     feature_head: str | None = None  # the feature head's reference, where the pair has one
     feature_head_parameters: int | None = None

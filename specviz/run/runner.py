@@ -59,7 +59,9 @@ def run(
     settings.validate()
     drafter_made = make_drafter(pair, drafter) if mode == "speculative" else None  # an unknown key fails here
     prompt_ids = encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma)
-    target = engine.CachedDecoder(pair.target.model, pair.shared_vocab_size)
+    from specviz.engine.compiled import decoder_for  # torch loads here, with the pair
+
+    target = decoder_for(pair.target.model, pair.shared_vocab_size)  # the fast path where the pair has it
     if mode == "autoregressive":
         return engine.autoregressive_decode(target, prompt_ids, settings, pair.vocabulary, should_stop)
     return engine.speculative_decode(target, drafter_made, prompt_ids, settings, pair.vocabulary, should_stop)

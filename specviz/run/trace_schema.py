@@ -142,6 +142,10 @@ MEMORY = record(
 LOAD_TIMES = record({"cold_s": SECONDS, "warm_s": SECONDS}, required=["cold_s", "warm_s"])
 PAIR_LOAD_TIMES = record({"target": LOAD_TIMES, "draft": LOAD_TIMES, "cold_source": NAME}, required=["target", "draft"])
 MEGABYTES = number(0, 2**40)
+COMPILE_REPORT = record(  # engine/compiled.py's CompileReport of one model
+    {"compiled": flag, "seconds": record(dict.fromkeys(["decode", "verify"], SECONDS)), "reason": optional(NAME)},
+    required=["compiled"],
+)
 PAIR = record(  # what the run-details panel shows (models.pair_cache.pair_info); every key optional, unknown ones dropped
     {
         **dict.fromkeys(["name", "target", "draft", "device", "dtype"], NAME),
@@ -154,6 +158,7 @@ PAIR = record(  # what the run-details panel shows (models.pair_cache.pair_info)
         "shared_vocab": TOKEN_ID,
         "chat_template": flag,
         "model_load_s": optional(PAIR_LOAD_TIMES),
+        "compile": optional(record(dict.fromkeys(["target", "draft"], COMPILE_REPORT))),
         "memory": optional(MEMORY),
     }
 )

@@ -62,6 +62,7 @@ def get_pair(name: str) -> LoadedPair:
                     pair = load_pair(
                         name, catalogue().get(name), catalogue().offline_pairs(), progress=lambda m: _set_status(name, m)
                     )
+                    compile_in_background(name, pair)
                     _set_status(name, f"Warming up {name}…")
                     warm_up(pair)
                     _load_s[name] = pair_load_times(pair)
@@ -79,8 +80,35 @@ def _set_status(name: str, message: str) -> None:
 
 
 def status(name: str) -> str | None:
-    """What the pair is doing while it is fetched, converted or loaded (None once loaded, or never asked for)."""
-    return _status.get(name)
+    """What the pair is doing while it is fetched, converted, loaded or compiled (None once ready, or never asked for)."""
+    return _status.get(name) or _compiling.get(name)
+
+
+_compiling: dict[str, str] = {}  # pairs whose step graphs compile in the background, and what the page says meanwhile
+_compile_reports: dict[str, dict] = {}  # what compiling cost each pair: engine/compiled.py's CompileReport per model
+
+
+def compile_in_background(name: str, pair: LoadedPair) -> None:
+    """The fast path's graphs compile in a thread (minutes the first time, seconds from Inductor's cache); the pair
+    serves meanwhile, eager, and the status line says so."""
+    from specviz.engine.compiled import compile_pair_in_background, compile_summary
+
+    def done(reports) -> None:
+        _compile_reports[name] = {role: vars(report) for role, report in reports.items()}
+        _compiling.pop(name, None)
+        log.info("%s: %s", name, compile_summary(reports))
+
+    message = f"Compiling {name}'s decode step in the background: runs are eager (slower) until it is done…"
+    _compiling[name] = message
+    if compile_pair_in_background(pair, done) is None:
+        _compiling.pop(name, None)
+    else:
+        log.info(message)
+
+
+def compile_report(name: str) -> dict | None:
+    """What compiling cost a loaded pair (seconds per graph and model), None while it compiles or before it loads."""
+    return _compile_reports.get(name)
 
 
 def _touch(name: str) -> None:
@@ -192,6 +220,7 @@ def pair_info(pair: LoadedPair) -> PairInfo:
         shared_vocab=pair.shared_vocab_size,
         chat_template=bool(pair.chat_template and pair.tokenizer.chat_template),
         model_load_s=_load_s.get(pair.name),  # cold (first load here) and warm, per model; None until timed
+        compile=compile_report(pair.name),  # the fast path's compile time per model and graph; None while compiling
         weight_form=pair.target.form,  # the target's weights on a CPU: bf16, int8 or int4 weight-only, fp32 (None: as loaded)
         feature_head=pair.feature_head.reference.split("/assets/")[-1] if pair.feature_head else None,
         feature_head_parameters=pair.feature_head.parameters if pair.feature_head else None,

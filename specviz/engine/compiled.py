@@ -1,0 +1,306 @@
+"""The fast path: a model's step over a static KV cache, compiled once per process with torch.compile.
+
+gpt-fast's design. Two graphs per model: the decode step (one new row, fixed shapes) and the verify step (any number
+of rows ≥ 2, which also serves the prefill); the attended length is symbolic, so neither recompiles as a request grows.
+On CUDA the same code compiles with CUDA graphs ("reduce-overhead"). Inductor's caches live in specviz's cache
+folder, so a restart recompiles nothing: it only re-traces (seconds).
+
+`FastDecoder` is `CachedDecoder` with the same methods, so the engine, the drafters and the rollback helper do not
+know which one they hold. Where compiling cannot work (no C++ compiler on a CPU machine, or the compiler fails), the
+same static-cache forward runs eager, and one line says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+import torch._inductor.config
+from transformers import PreTrainedModel
+
+from specviz.engine.static_cache import StaticLlama, is_supported
+
+log = logging.getLogger("specviz")
+
+ATTRIBUTE = "_specviz_fast_path"  # where a model keeps its FastModel
+CACHE_CHUNK = 512  # the static cache grows in steps of this many positions (a request rarely needs more than one)
+
+
+@dataclass
+class CompileReport:
+    """What compiling cost this process: seconds per graph (first call, tracing included) and why it is eager if so."""
+
+    compiled: bool
+    seconds: dict[str, float] = field(default_factory=dict)  # "decode", "verify": the first call's wall time
+    reason: str | None = None  # why the step runs eager
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.seconds.values())
+
+
+def inductor_cache_dir() -> str:
+    """Inductor's on-disk caches (FX graphs, compiled kernels) under specviz's cache: a restart reuses them."""
+    from specviz.models.sources import cache_root
+
+    return str(cache_root() / "inductor")
+
+
+def use_our_inductor_cache() -> None:
+    """Inductor's caches in specviz's cache folder (unless the user chose a folder): kept across reboots, unlike /tmp."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") in (None, os.path.abspath(default_cache_dir())):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache_dir()
+
+
+def compiler_missing(device: torch.device) -> str | None:
+    """Why torch.compile cannot work here, in one sentence; None when it can."""
+    if device.type != "cpu":
+        return None
+    compiler = os.environ.get("CXX") or next((name for name in ("g++", "c++", "clang++") if shutil.which(name)), None)
+    if compiler is None or shutil.which(compiler) is None:
+        return "no C++ compiler (g++ or clang++) on this machine, so the fast path runs uncompiled (eager)"
+    return None
+
+
+def compile_wanted() -> bool:
+    """$SPECVIZ_COMPILE=0 keeps the static-cache step eager (the test suite does, except the compiled tests)."""
+    return os.environ.get("SPECVIZ_COMPILE", "1").lower() not in ("0", "false", "no")
+
+
+class FastModel:
+    """One model's static-cache forward, its step functions (compiled or eager) and a pool of caches."""
+
+    def __init__(self, model: PreTrainedModel, compile_step: bool) -> None:
+        self.model = model
+        self.context = getattr(model.config, "max_position_embeddings", None) or 2048
+        self.forward = StaticLlama(model, max_length=self.context)
+        self.device = model.device
+        self.dtype = self.forward.embed_tokens.weight.dtype
+        self.lm_head = model.get_output_embeddings()
+        self.positions = torch.arange(self.context, device=self.device)
+        self._free: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._lock = threading.Lock()
+        missing = compiler_missing(self.device) if compile_step else None
+        if missing:
+            print(f"specviz: {missing}.")
+        self.report = CompileReport(compiled=compile_step and missing is None, reason=missing)
+        self._step = self.forward
+        self.compiling = False  # True while compile_in_background works: new requests run eager meanwhile
+        if self.report.compiled:
+            use_our_inductor_cache()
+            torch._inductor.config.emulate_precision_casts = True  # round bf16 between fused ops as eager does
+            mode = "reduce-overhead" if self.device.type == "cuda" else None
+            self._step = torch.compile(self.forward, dynamic=True, mode=mode)  # one row and ≥ 2 rows: two graphs
+        elif not compile_step:
+            self.report.reason = "compiling is off ($SPECVIZ_COMPILE=0)"
+
+    def cache_pair(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values for `length` positions: a pooled pair if one is long enough, else a new one."""
+        with self._lock:
+            for i, (keys, values) in enumerate(self._free):
+                if keys.shape[2] >= length:
+                    return self._free.pop(i)
+        shape = self.forward.cache_shape(length)
+        return torch.empty(shape, dtype=self.dtype, device=self.device), torch.empty(shape, dtype=self.dtype, device=self.device)
+
+    def release(self, cache: tuple[torch.Tensor, torch.Tensor]) -> None:
+        with self._lock:
+            self._free.append(cache)
+
+    def release_all(self, held: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Return a decoder's caches to the pool (emptying its list, so none is returned twice)."""
+        with self._lock:
+            self._free.extend(held)
+            held.clear()
+
+    def step(self, token_ids: torch.Tensor, start: int, keys: torch.Tensor, values: torch.Tensor) -> list[torch.Tensor]:
+        """Feed rows at positions start…; the hidden states of every layer (transformers' order)."""
+        rows = token_ids.shape[0]
+        positions = self.positions[start : start + rows]
+        visible = self.positions[: start + rows]
+        name = "decode" if rows == 1 else "verify"
+        if self.report.compiled and name not in self.report.seconds:
+            return self._first_call(name, token_ids, positions, visible, keys, values)
+        return self._step(token_ids, positions, visible, keys, values)
+
+    def eager_step(self, token_ids: torch.Tensor, start: int, keys: torch.Tensor, values: torch.Tensor) -> list[torch.Tensor]:
+        """`step` without the compiler: what a request runs while the graphs compile in the background."""
+        rows = token_ids.shape[0]
+        return self.forward(token_ids, self.positions[start : start + rows], self.positions[: start + rows], keys, values)
+
+    def step_for_a_new_request(self):
+        """The step a request starting now runs from start to end (a request never switches paths halfway)."""
+        return self.eager_step if self.compiling else self.step
+
+    def _first_call(self, name, *inputs) -> list[torch.Tensor]:
+        """The first call of a graph compiles it (or loads it from Inductor's cache): timed; on failure, eager."""
+        started = time.perf_counter()
+        try:
+            states = self._step(*inputs)
+        except Exception as error:  # a broken toolchain must not stop decoding: say so once, run eager
+            reason = (
+                f"compiling the {name} step failed ({type(error).__name__}: {str(error).splitlines()[0][:160]}), so it runs eager"
+            )
+            print(f"specviz: {reason}.")
+            self.report.compiled, self.report.reason = False, reason
+            self._step = self.forward
+            return self.forward(*inputs)
+        self.report.seconds[name] = time.perf_counter() - started
+        return states
+
+    def warm_up(self) -> CompileReport:
+        """Compile (or load) both graphs now, on a throwaway cache: a request then never waits for the compiler."""
+        keys, values = self.cache_pair(min(CACHE_CHUNK, self.context))
+        with torch.inference_mode():
+            for rows in (3, 1, 1, 2):  # the verify graph at two sizes (so it is the symbolic one), then decode
+                tokens = torch.zeros(rows, dtype=torch.long, device=self.device)
+                self.step(tokens, 0 if rows == 3 else 3, keys, values)
+        self.release((keys, values))
+        return self.report
+
+
+def fast_model(model: PreTrainedModel) -> FastModel | None:
+    """The model's fast path, if it was turned on (`enable`)."""
+    return getattr(model, ATTRIBUTE, None)
+
+
+def enable(model: PreTrainedModel, compile_step: bool | None = None) -> FastModel | None:
+    """Give a model the fast path (once): None where its layout is not one the static-cache forward knows."""
+    existing = fast_model(model)
+    if existing is not None:
+        return existing
+    if not is_supported(model):
+        return None
+    if getattr(model.config, "_attn_implementation", None) == "specviz_row_exact":
+        return None  # AVX2: verify rows must attend one at a time to stay exact (weight_forms.py); that path stays
+    fast = FastModel(model, compile_wanted() if compile_step is None else compile_step)
+    object.__setattr__(model, ATTRIBUTE, fast)  # not a submodule: the model's state dict stays as it was
+    return fast
+
+
+class FastDecoder:
+    """CachedDecoder's interface over a static cache: rollback moves `cached_length`; nothing is copied."""
+
+    def __init__(self, fast: FastModel, vocab_size: int) -> None:
+        self.fast = fast
+        self.model = fast.model
+        self.vocab_size = vocab_size
+        self.device = fast.device
+        self.cached_length = 0
+        self._step = fast.step_for_a_new_request()
+        self.keys, self.values = fast.cache_pair(min(CACHE_CHUNK, fast.context))
+        self._held = [(self.keys, self.values)]  # returned to the pool when this decoder is dropped
+        weakref.finalize(self, fast.release_all, self._held)
+
+    def reset(self) -> None:
+        self.cached_length = 0
+
+    def truncate(self, length: int) -> None:
+        """Forget cached positions from `length` on: only the length moves."""
+        self.cached_length = min(self.cached_length, length)
+
+    @torch.inference_mode()
+    def feed(self, token_ids: list[int] | torch.Tensor, keep_last: int = 1) -> torch.Tensor:
+        """Run the model on tokens that follow the cache; return logits of the last `keep_last` of them."""
+        return self._forward(token_ids, keep_last)[0]  # (keep_last, vocab)
+
+    @torch.inference_mode()
+    def feed_with_hidden_states(
+        self,
+        token_ids: list[int] | torch.Tensor,
+        keep_last: int = 1,
+        hidden_last: int | None = None,
+        layers: tuple[int, ...] = (-1,),
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Like feed, plus the hidden states of `layers` at the last `hidden_last` positions, side by side."""
+        return self._forward(token_ids, keep_last, layers, hidden_last or keep_last)
+
+    def _forward(self, token_ids, keep_last, layers=(), hidden_last=1):
+        if not isinstance(token_ids, torch.Tensor):
+            token_ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
+        token_ids = token_ids.view(-1)
+        end = self.cached_length + token_ids.shape[0]
+        if end > self.keys.shape[2]:
+            self._grow(end)
+        states = self._step(token_ids, self.cached_length, self.keys, self.values)
+        self.cached_length = end
+        logits = self.fast.lm_head(states[-1][-keep_last:])[:, : self.vocab_size].float()  # (keep_last, vocab)
+        if not layers:
+            return logits, None
+        return logits, torch.cat([states[layer][-hidden_last:] for layer in layers], dim=-1)
+
+    def _grow(self, length: int) -> None:
+        """A longer cache (rare: a long prompt or answer); the filled positions move over once."""
+        if length > self.fast.context:
+            raise ValueError(f"{length} positions exceed the model's context of {self.fast.context}")
+        size = min(self.fast.context, -(-length // CACHE_CHUNK) * CACHE_CHUNK)
+        keys, values = self.fast.cache_pair(size)
+        keys[:, :, : self.cached_length] = self.keys[:, :, : self.cached_length]
+        values[:, :, : self.cached_length] = self.values[:, :, : self.cached_length]
+        self.fast.release_all(self._held)
+        self.keys, self.values = keys, values
+        self._held.append((keys, values))
+
+
+def fast_models(pair) -> dict[str, FastModel]:
+    """The pair's models that run on the fast path, by role."""
+    parts = (("target", pair.target), ("draft", pair.draft))
+    found = {role: fast_model(getattr(part, "model", None)) for role, part in parts if part is not None}
+    return {role: fast for role, fast in found.items() if fast is not None}
+
+
+def warm_up_pair(pair) -> dict[str, CompileReport]:
+    """Compile (or load from Inductor's cache) the step graphs of a loaded pair's models: what it cost, per model."""
+    return {role: fast.warm_up() for role, fast in fast_models(pair).items()}
+
+
+def compile_pair_in_background(pair, done=lambda reports: None) -> threading.Thread | None:
+    """Compile the pair's graphs one model after the other in a thread; requests meanwhile run eager (each model's
+    `compiling` says so), then compiled. None when there is nothing to compile."""
+    waiting = {role: fast for role, fast in fast_models(pair).items() if fast.report.compiled}
+    if not waiting:
+        return None
+    for fast in waiting.values():
+        fast.compiling = True
+
+    def work() -> None:
+        for fast in waiting.values():
+            try:
+                fast.warm_up()
+            finally:
+                fast.compiling = False
+        done({role: fast.report for role, fast in fast_models(pair).items()})
+
+    thread = threading.Thread(target=work, name="specviz-compile", daemon=True)
+    thread.start()
+    return thread
+
+
+def compile_summary(reports: dict[str, CompileReport]) -> str:
+    """One line: what compiling cost (a cold compile takes minutes on 2 cores, a cached restart seconds), or why eager."""
+    parts = []
+    for role, report in reports.items():
+        if report.compiled:
+            graphs = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in sorted(report.seconds.items()))
+            parts.append(f"{role}: {graphs}")
+        else:
+            parts.append(f"{role}: eager ({report.reason})")
+    return "compiled step: " + ("; ".join(parts) if parts else "none (no model on the fast path)")
+
+
+def decoder_for(model: PreTrainedModel, vocab_size: int):
+    """The decoder the engine feeds: the fast path where the model has it, else transformers' dynamic cache."""
+    fast = fast_model(model)
+    if fast is not None:
+        return FastDecoder(fast, vocab_size)
+    from specviz.engine.kv_cache import CachedDecoder
+
+    return CachedDecoder(model, vocab_size)

@@ -1,0 +1,165 @@
+"""The fast path (static KV cache, compiled step) against transformers' own forward, cache and generate().
+
+The static-cache forward must give every token the logits transformers' dynamic cache gives it (to float32 rounding:
+the tiny models here attend through torch's fused SDPA, ours through plain products; on the real pair, whose weight
+forms use transformers' eager attention, they are bit-identical), after any sequence of
+steps, verify passes and rollbacks; greedy decoding on it must equal generate(); speculation on it must equal plain
+decoding on it. The quick tests run the static-cache forward eager; the one compiled test is marked slow (compiling
+takes a minute on 2 cores, seconds once Inductor's cache holds it).
+"""
+
+import pytest
+import torch
+
+from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, autoregressive_decode, speculative_decode
+from specviz.engine.compiled import FastDecoder, FastModel, decoder_for, enable, fast_model
+from specviz.engine.static_cache import is_supported
+from tests.tiny import fake_vocabulary, tiny_llama
+
+VOCAB = 64
+PROMPT = [3, 14, 15, 9, 26, 5, 35]
+
+
+def grouped_llama(seed: int = 0):
+    """A tiny Llama with grouped key/value heads (4 query heads, 2 key/value heads), as SmolLM2 has (9 and 3)."""
+    model = tiny_llama(VOCAB, seed=seed, layers=2)
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(**{**model.config.to_dict(), "num_key_value_heads": 2})
+    grouped = LlamaForCausalLM(config).eval()
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in grouped.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5 if parameter.dim() > 1 else parameter)
+    return grouped
+
+
+@pytest.fixture(scope="module")
+def target():
+    return grouped_llama(seed=0)
+
+
+def test_static_cache_logits_equal_transformers_after_steps_passes_and_rollbacks(target):
+    reference = CachedDecoder(target, VOCAB)
+    fast = FastDecoder(FastModel(target, compile_step=False), VOCAB)
+    checks = [
+        (PROMPT, len(PROMPT)),  # the prefill, every row
+        ([7], 1),  # a step
+        ([8, 9, 10, 11], 4),  # a verify pass
+        ("rollback", 9),
+        ([12, 13], 2),
+        ([4], 1),
+    ]
+    for tokens, keep in checks:
+        if tokens == "rollback":
+            reference.truncate(keep)
+            fast.truncate(keep)
+            assert fast.cached_length == reference.cached_length == keep
+            continue
+        expected, got = reference.feed(tokens, keep_last=keep), fast.feed(tokens, keep_last=keep)
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-4, msg=lambda m: f"after feeding {tokens}: {m}")
+
+
+def test_hidden_states_are_transformers_own(target):
+    reference = CachedDecoder(target, VOCAB)
+    fast = FastDecoder(FastModel(target, compile_step=False), VOCAB)
+    layers = (-1, 0, 1)  # the final normed state, the embeddings, the first layer's output
+    _, expected = reference.feed_with_hidden_states(PROMPT, keep_last=1, hidden_last=len(PROMPT), layers=layers)
+    _, got = fast.feed_with_hidden_states(PROMPT, keep_last=1, hidden_last=len(PROMPT), layers=layers)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-4)
+
+
+def weight_only(model, form: str = "int8"):
+    """A copy of the model in a weight-only form: bf16 activations, rows independent (specviz/models/weight_forms.py)."""
+    import copy
+
+    from specviz.models.weight_forms import apply_form
+
+    return apply_form(copy.deepcopy(model), form)
+
+
+@pytest.mark.parametrize("form", ["int8", "int4"])
+def test_a_token_gets_the_same_logits_alone_and_inside_a_verify_pass(target, form):
+    """What keeps greedy speculation exact on the fast path: in the weight-only forms the pair runs in, the rows of a
+    pass do not depend on each other (float32 GEMMs block by rows, so there identity is to rounding only)."""
+    fast = FastDecoder(FastModel(weight_only(target, form), compile_step=False), VOCAB)
+    fast.feed(PROMPT)
+    start = fast.cached_length
+    together = fast.feed([1, 2, 3, 4, 5], keep_last=5)
+    fast.truncate(start)
+    alone = torch.cat([fast.feed([token]) for token in [1, 2, 3, 4, 5]])
+    assert torch.equal(together, alone), f"max |Δ logit| {(together - alone).abs().max():.2e} between a pass and single steps"
+
+
+def test_greedy_on_the_fast_path_equals_generate(target):
+    settings = DecodeSettings(max_new_tokens=24, gamma=4)
+    fast = FastModel(target, compile_step=False)
+    plain = list(autoregressive_decode(FastDecoder(fast, VOCAB), PROMPT, settings, fake_vocabulary()))[-1]
+    drafter = ModelDrafter(FastDecoder(fast, VOCAB))  # a draft that always agrees: every cycle verifies γ + 1 rows
+    speculative = list(speculative_decode(FastDecoder(fast, VOCAB), drafter, PROMPT, settings, fake_vocabulary()))[-1]
+    reference = target.generate(
+        torch.tensor([PROMPT]),
+        attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
+        max_new_tokens=24,
+        do_sample=False,
+        pad_token_id=0,
+    )[0, len(PROMPT) :].tolist()
+    assert list(plain.new_token_ids) == reference, "plain decoding on the fast path parted from generate()"
+    assert list(speculative.new_token_ids) == reference, "speculation on the fast path parted from generate()"
+    assert speculative.tally.cycles <= 24 // 5 + 1, "a draft that always agrees should fill every window"
+
+
+def test_the_cache_grows_past_its_first_allocation(target, monkeypatch):
+    from specviz.engine import compiled
+
+    monkeypatch.setattr(compiled, "CACHE_CHUNK", 64)
+    fast = FastModel(target, compile_step=False)
+    decoder = FastDecoder(fast, VOCAB)
+    first = decoder.keys.shape[2]
+    ids = (PROMPT * 40)[: first + 20]  # longer than the first allocation
+    expected = CachedDecoder(target, VOCAB).feed(ids)
+    torch.testing.assert_close(decoder.feed(ids), expected, rtol=0, atol=1e-4)
+    assert decoder.keys.shape[2] > first
+
+
+def test_enable_attaches_once_and_decoder_for_picks_it(target):
+    model = grouped_llama(seed=2)
+    assert decoder_for(model, VOCAB).__class__ is CachedDecoder  # not enabled: transformers' cache
+    fast = enable(model, compile_step=False)
+    assert fast is enable(model) is fast_model(model)
+    assert isinstance(decoder_for(model, VOCAB), FastDecoder)
+    assert "_specviz_fast_path" not in model.state_dict() and is_supported(model)
+
+
+def test_a_failing_compiler_falls_back_to_eager_with_one_line(target, monkeypatch, capsys):
+    fast = FastModel(target, compile_step=False)
+    fast.report.compiled = True  # pretend a graph was asked for, then make "compiling" fail
+
+    def broken(*inputs):
+        raise RuntimeError("C++ compile error: no compiler")
+
+    fast._step = broken
+    decoder = FastDecoder(fast, VOCAB)
+    logits = decoder.feed(PROMPT)
+    torch.testing.assert_close(logits, CachedDecoder(target, VOCAB).feed(PROMPT), rtol=0, atol=1e-4)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("specviz:")]
+    assert len(lines) == 1 and "runs eager" in lines[0], lines
+    assert not fast.report.compiled
+
+
+@pytest.mark.slow
+def test_the_compiled_step_matches_eager_and_keeps_rows_independent(target):
+    """torch.compile of both graphs (decode: one row; verify: ≥ 2 rows) on the tiny grouped Llama."""
+    eager = FastDecoder(FastModel(target, compile_step=False), VOCAB)
+    compiled_model = FastModel(target, compile_step=True)
+    if not compiled_model.report.compiled:
+        pytest.skip(compiled_model.report.reason)
+    compiled = FastDecoder(compiled_model, VOCAB)
+    for tokens in (PROMPT, [7], [8, 9, 10, 11], [12]):
+        torch.testing.assert_close(compiled.feed(tokens, len(tokens)), eager.feed(tokens, len(tokens)), rtol=0, atol=1e-4)
+    start = compiled.cached_length
+    together = compiled.feed([1, 2, 3], keep_last=3)
+    compiled.truncate(start)
+    alone = torch.cat([compiled.feed([token]) for token in [1, 2, 3]])
+    torch.testing.assert_close(together, alone, rtol=0, atol=1e-5)
+    assert set(compiled_model.report.seconds) == {"decode", "verify"}
