@@ -38,10 +38,10 @@ import torch  # noqa: E402
 from specviz import engine  # noqa: E402
 from specviz.engine import DecodeSettings  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
-from specviz.models.pair_cache import catalogue  # noqa: E402
 from specviz.models.sources import WheelFile, cache_root, fetch_wheel_file  # noqa: E402
-from specviz.prompts import CHAT_HELDOUT  # noqa: E402
-from specviz.runner import encode_prompt, run  # noqa: E402
+from specviz.prompts.sets import CHAT_HELDOUT  # noqa: E402
+from specviz.run.runner import encode_prompt, run  # noqa: E402
+from specviz.serving.pair_cache import catalogue  # noqa: E402
 
 
 def build_llama_bench(progress=print) -> Path:

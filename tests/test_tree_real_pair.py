@@ -14,8 +14,8 @@ from specviz.engine.tree_speculative import tree_speculative_decode
 from specviz.models.catalogue import load_catalogue
 from specviz.models.feature_head import load_head
 from specviz.models.weight_forms import apply_form
-from specviz.prompts import CHAT_HELDOUT
-from specviz.runner import encode_prompt
+from specviz.prompts.sets import CHAT_HELDOUT
+from specviz.run.runner import encode_prompt
 from tests.conftest import REAL_PAIR
 
 SHAPE = TreeShape((3, 2, 1), expanded=2)

@@ -128,8 +128,8 @@ def test_tree_sampling_through_the_models_follows_the_target(siblings):
 
 
 def test_greedy_tree_equals_generate_on_the_bundled_pair(bundled_pair):
-    from specviz.prompts import PROMPTS
-    from specviz.runner import encode_prompt
+    from specviz.prompts.sets import PROMPTS
+    from specviz.run.runner import encode_prompt
 
     vocab = bundled_pair.shared_vocab_size
     for prompt in PROMPTS["code"][:2]:

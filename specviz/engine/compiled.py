@@ -45,19 +45,13 @@ class CompileReport:
         return sum(self.seconds.values())
 
 
-def inductor_cache_dir() -> str:
-    """Inductor's on-disk caches (FX graphs, compiled kernels) under specviz's cache: a restart reuses them."""
-    from specviz.models.sources import cache_root
-
-    return str(cache_root() / "inductor")
-
-
-def use_our_inductor_cache() -> None:
-    """Inductor's caches in specviz's cache folder (unless the user chose a folder): kept across reboots, unlike /tmp."""
+def use_inductor_cache(folder: str) -> None:
+    """Inductor's on-disk caches (FX graphs, compiled kernels) in `folder` (unless the user chose one): kept across
+    reboots, unlike torch's default under /tmp, so a restart reuses them."""
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR") in (None, os.path.abspath(default_cache_dir())):
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache_dir()
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
 
 
 def compiler_missing(device: torch.device) -> str | None:
@@ -95,7 +89,6 @@ class FastModel:
         self._step = self.forward
         self.compiling = False  # True while compile_in_background works: new requests run eager meanwhile
         if self.report.compiled:
-            use_our_inductor_cache()
             torch._inductor.config.emulate_precision_casts = True  # round bf16 between fused ops as eager does
             mode = "reduce-overhead" if self.device.type == "cuda" else None
             self._step = torch.compile(self.forward, dynamic=True, mode=mode)  # one row and ≥ 2 rows: two graphs
@@ -105,7 +98,7 @@ class FastModel:
     def cache_pair(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values for `length` positions: a pooled pair if one is long enough, else a new one."""
         with self._lock:
-            for i, (keys, values) in enumerate(self._free):
+            for i, (keys, _values) in enumerate(self._free):
                 if keys.shape[2] >= length:
                     return self._free.pop(i)
         shape = self.forward.cache_shape(length)

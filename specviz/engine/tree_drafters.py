@@ -189,7 +189,7 @@ class FeatureTreeDrafter(TreeDrafter):
     name = "feature tree"
 
     def __init__(self, head, vocab_size: int) -> None:
-        from specviz.engine.drafters import FeatureDrafter
+        from specviz.drafting.drafters import FeatureDrafter
 
         self.chain = FeatureDrafter(head, vocab_size)  # its state: the head's cache and the target's known features
         self.head, self.vocab_size = head, vocab_size

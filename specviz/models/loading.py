@@ -24,7 +24,7 @@ from specviz.models.reduced_head import (
     reduce_head,
     shares_target_embeddings,
 )
-from specviz.models.sources import Progress, SourceError, WheelFile, local_folder
+from specviz.models.sources import Progress, SourceError, WheelFile, cache_root, local_folder
 from specviz.models.stored import has_own_tokenizer, read_model
 from specviz.models.weight_forms import apply_form, choose_form, head_form_beside
 from specviz.models.weight_forms import weight_bytes as form_weight_bytes
@@ -281,8 +281,9 @@ def load_pair(
 def enable_fast_path(pair: LoadedPair) -> None:
     """Both models decode over a static cache with a compiled step where their layout allows (engine/compiled.py);
     nothing compiles here: the first step of each graph does, or `warm_up_fast_path`."""
-    from specviz.engine.compiled import enable
+    from specviz.engine.compiled import enable, use_inductor_cache
 
+    use_inductor_cache(str(cache_root() / "inductor"))  # specviz's cache folder: a restart reuses the compiled graphs
     for part in (pair.target, pair.draft):
         if part is not None:
             enable(part.model)
