@@ -145,3 +145,8 @@ def test_tree_rows_attend_as_one_token_steps_where_rows_are_independent():
         with exact_tree_rows(model):
             assert model.config._attn_implementation == expected, f"{form}: attends with {model.config._attn_implementation}"
         assert model.config._attn_implementation == before, f"{form}: the attention was not restored after the pass"
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    gpt2 = apply_form(GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=1, n_head=2)).eval(), "int4")
+    with exact_tree_rows(gpt2):  # eager, but not Llama's attention: per-row attention would not fit it
+        assert gpt2.config._attn_implementation == "eager"

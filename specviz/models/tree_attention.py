@@ -9,7 +9,8 @@ row-independent weights (int8, int4) every node's logits are then bit-identical 
 
 `exact_tree_rows` switches a model to it for one forward when its attention is eager or the row-by-row kind (the
 paths of the row-independent forms); fused attention (SDPA: float32 and bf16) is not row-independent even for a
-chain, and keeps its kernel.
+chain, and keeps its kernel; so does a model whose attention is not Llama's (GPT-2, GPT-NeoX: no grouped key/value
+heads), whose tree rows are then equal to a chain's within rounding only.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def exact_tree_rows(model) -> Iterator[None]:
     """For the forwards inside: tree rows attend as one-token steps, where the model's attention keeps rows independent."""
     config = model.config
     previous = config._attn_implementation
-    if previous not in ROW_INDEPENDENT_ATTENTION:
+    llama_like = any(hasattr(module, "num_key_value_groups") for module in model.modules())  # what eager_attention_forward reads
+    if previous not in ROW_INDEPENDENT_ATTENTION or not llama_like:
         yield
         return
     config._attn_implementation = TREE_EXACT
