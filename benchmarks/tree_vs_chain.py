@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 
 import torch  # noqa: E402
 
+from specviz.drafting.tree_drafters import FeatureTreeDrafter, ModelTreeDrafter  # noqa: E402
 from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode  # noqa: E402
-from specviz.engine.tree_drafters import FeatureTreeDrafter, ModelTreeDrafter, TreeShape  # noqa: E402
+from specviz.engine.tree_drafter import TreeShape  # noqa: E402
 from specviz.engine.tree_speculative import tree_speculative_decode  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
 from specviz.prompts.sets import load_prompt_set  # noqa: E402

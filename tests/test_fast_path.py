@@ -11,7 +11,8 @@ takes a minute on 2 cores, seconds once Inductor's cache holds it).
 import pytest
 import torch
 
-from specviz.engine import CachedDecoder, DecodeSettings, ModelDrafter, autoregressive_decode, speculative_decode
+from specviz.drafting.drafters import ModelDrafter
+from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode, speculative_decode
 from specviz.engine.compiled import FastDecoder, FastModel, decoder_for, enable, fast_model
 from specviz.engine.static_cache import is_supported
 from tests.tiny import fake_vocabulary, tiny_llama

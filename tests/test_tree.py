@@ -137,7 +137,7 @@ def test_compacted_cache_is_the_accepted_path_as_a_chain(form):
 def test_tree_rows_attend_as_one_token_steps_where_rows_are_independent():
     """The verify pass switches eager and row-by-row attention to per-row attention over each row's own keys (for the
     forward only), and leaves fused attention alone."""
-    from specviz.models.tree_attention import TREE_EXACT, exact_tree_rows
+    from specviz.engine.tree_attention import TREE_EXACT, exact_tree_rows
 
     for form, expected in (("int4", TREE_EXACT), ("int4-row-by-row", TREE_EXACT), ("sdpa", "sdpa")):
         model = target_in(form)

@@ -8,8 +8,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from specviz.drafting.tree_drafters import FeatureTreeDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode
-from specviz.engine.tree_drafters import FeatureTreeDrafter, TreeShape
+from specviz.engine.tree_drafter import TreeShape
 from specviz.engine.tree_speculative import tree_speculative_decode
 from specviz.models.catalogue import load_catalogue
 from specviz.models.feature_head import load_head
@@ -47,7 +48,7 @@ def test_feature_head_tree_equals_generate_in_float32(real_pair, question):
 
 
 # question 3 under the shape 2×1 parted from plain decoding at a three-way bf16 tie after 31 tokens, before tree rows
-# attended over their own keys only (specviz/models/tree_attention.py)
+# attended over their own keys only (specviz/engine/tree_attention.py)
 @pytest.mark.parametrize("question,shape,new_tokens", [(3, TreeShape((2, 1), expanded=1), 48), (4, SHAPE, NEW_TOKENS)])
 def test_feature_head_tree_equals_plain_decoding_in_int4(real_pair, question, shape, new_tokens):
     model = apply_form(AutoModelForCausalLM.from_pretrained(real_pair.target.reference, dtype=torch.bfloat16).eval(), "int4")

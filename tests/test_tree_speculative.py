@@ -10,8 +10,9 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from specviz.drafting.tree_drafters import FeatureTreeDrafter, ModelTreeDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, SamplingSettings
-from specviz.engine.tree_drafters import FeatureTreeDrafter, ModelTreeDrafter, TreeShape
+from specviz.engine.tree_drafter import TreeShape
 from specviz.engine.tree_speculative import TreeCycle, TreeSummary, tree_speculative_decode
 from specviz.models.feature_head import head_from_target
 from tests.tiny import fake_vocabulary, tiny_llama

@@ -5,7 +5,7 @@ whose parent is the last committed token. A chain is the tree with one child per
 is one row; it attends to the committed context and to its own ancestors only (`tree_attention_mask`) and sits at the
 position of its depth (`tree_positions`), so its logits are those of its path decoded as a chain
 (tests/test_tree.py holds every attention path the target uses to that). Where the weight form keeps rows independent,
-each row attends over its own keys only (specviz/models/tree_attention.py), so that holds to the bit.
+each row attends over its own keys only (specviz/engine/tree_attention.py), so that holds to the bit.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from functools import cached_property
 import torch
 
 from specviz.engine.kv_cache import CachedDecoder
-from specviz.models.tree_attention import exact_tree_rows
+from specviz.engine.tree_attention import exact_tree_rows
 
 ROOT = -1  # the parent of depth-1 nodes: the last committed token
 

@@ -22,7 +22,7 @@ from specviz.engine.settings import DecodeSettings
 from specviz.engine.start import prefill
 from specviz.engine.tree import TokenTree, verify_tree
 from specviz.engine.tree_acceptance import Siblings, explain_tree_verdict, judge_tree
-from specviz.engine.tree_drafters import TreeDrafter, TreeShape
+from specviz.engine.tree_drafter import TreeDrafter, TreeShape
 from specviz.engine.vocabulary import Vocabulary
 
 
