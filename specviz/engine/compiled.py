@@ -108,7 +108,7 @@ class FastModel:
     def cache_pair(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values for `length` positions: a pooled pair if one is long enough, else a new one."""
         with self._lock:
-            for i, (keys, values) in enumerate(self._free):
+            for i, (keys, _values) in enumerate(self._free):
                 if keys.shape[2] >= length:
                     return self._free.pop(i)
         shape = self.forward.cache_shape(length)
@@ -149,7 +149,9 @@ class FastModel:
         try:
             states = self._step(*inputs)
         except Exception as error:  # a broken toolchain must not stop decoding: say so once, run eager
-            reason = f"compiling the {name} step failed ({type(error).__name__}: {str(error).splitlines()[0][:160]}), so it runs eager"
+            reason = (
+                f"compiling the {name} step failed ({type(error).__name__}: {str(error).splitlines()[0][:160]}), so it runs eager"
+            )
             print(f"specviz: {reason}.")
             self.report.compiled, self.report.reason = False, reason
             self._step = self.forward

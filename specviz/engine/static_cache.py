@@ -80,7 +80,9 @@ class StaticLlama(nn.Module):
         cos, sin = self.cos[positions][None], self.sin[positions][None]  # (1, n, head_dim)
         states = [x]
         for index, layer in enumerate(self.layers):
-            attended = self.attention(layer.self_attn, layer.input_layernorm(x), positions, mask, cos, sin, keys[index], values[index])
+            attended = self.attention(
+                layer.self_attn, layer.input_layernorm(x), positions, mask, cos, sin, keys[index], values[index]
+            )
             x = x + attended
             x = x + self.mlp(layer.mlp, layer.post_attention_layernorm(x))
             states.append(x)

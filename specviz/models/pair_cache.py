@@ -218,8 +218,8 @@ def pair_info(pair: LoadedPair) -> dict:
         "load_s": pair.load_s,
         "shared_vocab": pair.shared_vocab_size,
         "chat_template": bool(pair.chat_template and pair.tokenizer.chat_template),
-        "model_load_s": _load_s.get(pair.name),
-        "compile": compile_report(pair.name),  # the fast path's compile time per model and graph; None while compiling  # cold (first load here) and warm, per model; None until timed
+        "model_load_s": _load_s.get(pair.name),  # cold (first load here) and warm, per model; None until timed
+        "compile": compile_report(pair.name),  # the fast path's compile cost per model and graph; None while compiling
         "weight_form": pair.target.form,  # the target's weights on a CPU: bf16, int8 or int4 weight-only, fp32 (None: as loaded)
         "feature_head": pair.feature_head.reference.split("/assets/")[-1] if pair.feature_head else None,
         "feature_head_parameters": pair.feature_head.parameters if pair.feature_head else None,
