@@ -15,19 +15,12 @@ from specviz.engine import CachedDecoder, DecodeSettings, SamplingSettings
 from specviz.engine.tree_drafter import TreeShape
 from specviz.engine.tree_speculative import TreeCycle, TreeSummary, tree_speculative_decode
 from specviz.models.feature_head import head_from_target
+from tests.test_greedy_exact import transformers_greedy
 from tests.tiny import fake_vocabulary, tiny_llama
 
 VOCAB = 64
 PROMPT = [3, 17, 5, 42, 8, 8, 9]
 SHAPES = [TreeShape.chain(3), TreeShape((3, 2)), TreeShape((3, 2, 2, 1), expanded=2), TreeShape((4, 1, 1, 1), expanded=1)]
-
-
-def transformers_greedy(model, prompt: list[int], max_new_tokens: int) -> list[int]:
-    ids = torch.tensor([prompt])
-    output = model.generate(
-        ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=0
-    )
-    return output[0, len(prompt) :].tolist()
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ import torch
 import torch._inductor.config
 from transformers import PreTrainedModel
 
+from specviz.engine.kv_cache import Decoder
 from specviz.engine.static_cache import StaticLlama, is_supported
 
 log = logging.getLogger("specviz")
@@ -182,7 +183,7 @@ def enable(model: PreTrainedModel, compile_step: bool | None = None) -> FastMode
     return fast
 
 
-class FastDecoder:
+class FastDecoder(Decoder):
     """CachedDecoder's interface over a static cache: rollback moves `cached_length`; nothing is copied."""
 
     def __init__(self, fast: FastModel, vocab_size: int) -> None:
@@ -202,22 +203,6 @@ class FastDecoder:
     def truncate(self, length: int) -> None:
         """Forget cached positions from `length` on: only the length moves."""
         self.cached_length = min(self.cached_length, length)
-
-    @torch.inference_mode()
-    def feed(self, token_ids: list[int] | torch.Tensor, keep_last: int = 1) -> torch.Tensor:
-        """Run the model on tokens that follow the cache; return logits of the last `keep_last` of them."""
-        return self._forward(token_ids, keep_last)[0]  # (keep_last, vocab)
-
-    @torch.inference_mode()
-    def feed_with_hidden_states(
-        self,
-        token_ids: list[int] | torch.Tensor,
-        keep_last: int = 1,
-        hidden_last: int | None = None,
-        layers: tuple[int, ...] = (-1,),
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Like feed, plus the hidden states of `layers` at the last `hidden_last` positions, side by side."""
-        return self._forward(token_ids, keep_last, layers, hidden_last or keep_last)
 
     def _forward(self, token_ids, keep_last, layers=(), hidden_last=1):
         if not isinstance(token_ids, torch.Tensor):

@@ -6,21 +6,12 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 
-class CachedDecoder:
-    """Feeds new tokens to a model through its KV cache, so the prefix is never recomputed."""
+class Decoder:
+    """What the engine asks of a model behind its cache: feed tokens that follow it, get logits (and hidden states).
 
-    def __init__(self, model: PreTrainedModel, vocab_size: int) -> None:
-        self.model = model
-        self.vocab_size = vocab_size  # logits are cut to the length the pair shares
-        self.device = model.device
-        self.cache = DynamicCache(config=model.config)
-
-    @property
-    def cached_length(self) -> int:
-        return self.cache.get_seq_length()
-
-    def reset(self) -> None:
-        self.cache = DynamicCache(config=self.model.config)
+    A decoder keeps `model`, `vocab_size`, `device` and `cached_length`, and implements `_forward`, `reset` and
+    `truncate`: CachedDecoder over transformers' cache, engine/compiled.py's FastDecoder over a static one.
+    """
 
     @torch.inference_mode()
     def feed(self, token_ids: list[int] | torch.Tensor, keep_last: int = 1) -> torch.Tensor:
@@ -39,6 +30,23 @@ class CachedDecoder:
         `keep_last`): those of `layers` (indices into transformers' hidden_states; −1 is the last, after the final norm)
         side by side."""  # (keep_last, vocab), (hidden_last, hidden · len(layers))
         return self._forward(token_ids, keep_last, layers, hidden_last or keep_last)
+
+
+class CachedDecoder(Decoder):
+    """Feeds new tokens to a model through its KV cache, so the prefix is never recomputed."""
+
+    def __init__(self, model: PreTrainedModel, vocab_size: int) -> None:
+        self.model = model
+        self.vocab_size = vocab_size  # logits are cut to the length the pair shares
+        self.device = model.device
+        self.cache = DynamicCache(config=model.config)
+
+    @property
+    def cached_length(self) -> int:
+        return self.cache.get_seq_length()
+
+    def reset(self) -> None:
+        self.cache = DynamicCache(config=self.model.config)
 
     def _forward(
         self, token_ids: list[int] | torch.Tensor, keep_last: int, layers: tuple[int, ...] = (), hidden_last: int = 1
