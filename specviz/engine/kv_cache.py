@@ -49,12 +49,18 @@ class CachedDecoder(Decoder):
         self.cache = DynamicCache(config=self.model.config)
 
     def _forward(
-        self, token_ids: list[int] | torch.Tensor, keep_last: int, layers: tuple[int, ...] = (), hidden_last: int = 1
+        self,
+        token_ids: list[int] | torch.Tensor,
+        keep_last: int,
+        layers: tuple[int, ...] = (),
+        hidden_last: int = 1,
+        **masking,  # attention_mask and position_ids, for a tree's rows (engine/tree.py); a chain needs neither
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if not isinstance(token_ids, torch.Tensor):
             token_ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
         output = self.model(
             input_ids=token_ids.view(1, -1),
+            **masking,
             cache=self.cache,
             use_cache=True,
             logits_to_keep=keep_last,

@@ -157,16 +157,11 @@ def _forward(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Tokens after the cache, each row seeing the keys `visible` allows, at `positions`: the last `n_rows` rows' logits."""
     with exact_tree_rows(decoder.model):  # each row over its own keys only, where the form keeps rows independent
-        output = decoder.model(
-            input_ids=torch.tensor([token_ids], dtype=torch.long, device=decoder.device),
+        return decoder._forward(
+            token_ids,
+            keep_last=n_rows,
+            layers=hidden_layers,
+            hidden_last=n_rows,
             attention_mask=tree_attention_mask(visible, decoder.model.dtype, decoder.device),
             position_ids=positions[None].to(decoder.device),
-            cache=decoder.cache,
-            use_cache=True,
-            logits_to_keep=n_rows,
-            output_hidden_states=bool(hidden_layers),
         )
-    logits = output.logits[0, -n_rows:, : decoder.vocab_size].float()
-    if not hidden_layers:
-        return logits, None
-    return logits, torch.cat([output.hidden_states[layer][0, -n_rows:] for layer in hidden_layers], dim=-1)
