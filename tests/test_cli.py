@@ -46,6 +46,14 @@ def test_run_json_on_the_bundled_pair():
     assert baseline["new_token_ids"] == output["new_token_ids"], "greedy speculative must equal greedy autoregressive"
 
 
+@pytest.mark.parametrize("pair", ["pycode-distilled", "pycode-plain"])
+def test_fetch_accepts_a_draft_that_reads_with_its_targets_tokenizer(pair):
+    """The bundled drafts ship no tokenizer files (they read with the target's): fetch must not demand one.
+    CI runs `fetch` on a clean machine before any test, so this failing there fails everything."""
+    output = specviz_json("fetch", "--pair", pair, "--json")
+    assert output["pair"] == pair and output["draft"].endswith(("pycode-draft", "pycode-draft-plain"))
+
+
 def test_samples_use_consecutive_seeds():
     result = specviz(
         "run", "--prompt", "import ", "--max-new-tokens", "12", "--temperature", "1", "--samples", "3", "--seed", "5", "--json"

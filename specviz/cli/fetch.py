@@ -25,6 +25,7 @@ def add_parser(commands) -> None:
 def command(args: argparse.Namespace) -> int:
     from specviz.models.catalogue import load_catalogue
     from specviz.models.loading import is_local, load_tokenizer, target_reference
+    from specviz.models.stored import has_own_tokenizer
 
     catalogue = load_catalogue()
     pair = catalogue.get(args.pair)
@@ -41,7 +42,8 @@ def command(args: argparse.Namespace) -> int:
                 references[role] = snapshot_download(reference)
             except Exception as error:  # offline, unknown id, gated: one line
                 raise UsageError(f"cannot download the {role} {reference}: {str(error).splitlines()[0]}") from None
-        load_tokenizer(references[role])  # proves the files are usable
+        if has_own_tokenizer(references[role]):  # a bundled draft folder has none: it reads with its target's
+            load_tokenizer(references[role])  # proves the files are usable
     result = {"pair": args.pair, **references, "seconds": round(time.perf_counter() - started, 1)}
     print(
         json.dumps(result)
