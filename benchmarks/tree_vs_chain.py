@@ -1,7 +1,7 @@
 """Chains against token trees at the same number of verified rows: tokens per target pass, and the time it took.
 
     python benchmarks/tree_vs_chain.py [--pair smollm2-135m-distilled] [--drafter feature] [--prompts chat-heldout] [--count 16]
-                                       [--max-new-tokens 64] [--threads 1] [--shapes 1 1,1,1 3 2,1:1 ...]
+                                       [--max-new-tokens 64] [--threads 1] [--shapes 1 1x1x1 3 2x1:1 ...]
 
 Greedy, the pair in its default form (the real pair: int4 target, int8 feature head). For each shape, every prompt is
 decoded by the tree engine (engine/tree_speculative.py; a chain is the shape 1,…,1), and its output is checked against
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
@@ -30,12 +31,7 @@ from specviz.prompts.sets import load_prompt_set  # noqa: E402
 from specviz.run.runner import encode_prompt  # noqa: E402
 from specviz.serving.pair_cache import catalogue  # noqa: E402
 
-DEFAULT_SHAPES = ["1", "1,1,1", "3", "2,1:1", "1,1,1,1,1", "3,2:1", "2,2,1:1", "1,1,1,1,1,1,1,1", "4,2,1,1:1"]
-
-
-def parse_shape(text: str) -> TreeShape:
-    widths, _, expanded = text.partition(":")
-    return TreeShape(tuple(int(width) for width in widths.split(",")), int(expanded) if expanded else None)
+DEFAULT_SHAPES = ["1", "1x1x1", "3", "2x1:1", "1x1x1x1x1", "3x2:1", "2x2x1:1", "1x1x1x1x1x1x1x1", "4x2x1x1:1"]
 
 
 def main() -> None:
@@ -73,7 +69,7 @@ def main() -> None:
     )
 
     for text in args.shapes:
-        shape = parse_shape(text)
+        shape = TreeShape.parse(text)
         tokens = passes = draft_forwards = 0
         wall_s, same = 0.0, 0
         for ids, plain in zip(prompts, plain_outputs):
@@ -82,14 +78,14 @@ def main() -> None:
             else:
                 drafter = ModelTreeDrafter(CachedDecoder(pair.draft.model, vocab))
             started = time.perf_counter()
-            events = list(
-                tree_speculative_decode(CachedDecoder(pair.target.model, vocab), drafter, ids, settings, shape, pair.vocabulary)
-            )
+            tree_settings = replace(settings, tree=shape)
+            target = CachedDecoder(pair.target.model, vocab)
+            events = list(tree_speculative_decode(target, drafter, ids, tree_settings, pair.vocabulary))
             wall_s += time.perf_counter() - started
             summary = events[-1]
             tokens += len(summary.new_token_ids)
-            passes += summary.n_cycles
-            draft_forwards += sum(cycle.n_draft_forwards for cycle in events[:-1])
+            passes += summary.tally.cycles
+            draft_forwards += sum(cycle.n_draft_forwards for cycle in events[1:-1])
             same += summary.new_token_ids == plain
         label = f"{'chain' if shape.branching == (1,) * len(shape.branching) else 'tree'} {shape}"
         ms = 1000 * wall_s / tokens

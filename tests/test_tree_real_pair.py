@@ -29,8 +29,7 @@ def tree_output(model, head, ids, vocabulary, vocab, shape=SHAPE, new_tokens=NEW
             CachedDecoder(model, vocab),
             FeatureTreeDrafter(head, vocab),
             ids,
-            DecodeSettings(max_new_tokens=new_tokens),
-            shape,
+            DecodeSettings(max_new_tokens=new_tokens, tree=shape),
             vocabulary,
         )
     )

@@ -6,14 +6,17 @@ head built from the target; chain, product and EAGLE-style (top nodes branch) sh
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from scipy.stats import chisquare
 
 from specviz.drafting.tree_drafters import FeatureTreeDrafter, ModelTreeDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, SamplingSettings
+from specviz.engine.events import Cycle, Summary
 from specviz.engine.tree_drafter import TreeShape
-from specviz.engine.tree_speculative import TreeCycle, TreeSummary, tree_speculative_decode
+from specviz.engine.tree_speculative import tree_speculative_decode
 from specviz.models.feature_head import head_from_target
 from tests.test_greedy_exact import transformers_greedy
 from tests.tiny import fake_vocabulary, tiny_llama
@@ -36,9 +39,11 @@ def drafter_for(kind: str, target):
     return FeatureTreeDrafter(head_from_target(target, list(range(VOCAB))), VOCAB)
 
 
-def run(target, drafter, shape, settings, prompt=PROMPT) -> tuple[list[TreeCycle], TreeSummary]:
-    events = list(tree_speculative_decode(CachedDecoder(target, VOCAB), drafter, prompt, settings, shape, fake_vocabulary()))
-    return events[:-1], events[-1]
+def run(target, drafter, shape, settings, prompt=PROMPT) -> tuple[list[Cycle], Summary]:
+    settings = replace(settings, tree=shape)
+    events = list(tree_speculative_decode(CachedDecoder(target, VOCAB), drafter, prompt, settings, fake_vocabulary()))
+    assert events[0].tree == shape.text, "the run announces its tree's shape"
+    return events[1:-1], events[-1]
 
 
 @pytest.mark.parametrize("kind", ["same model", "other model", "feature head"])
@@ -51,7 +56,7 @@ def test_greedy_tree_equals_transformers_generate(target, kind, shape):
         f"{next(i for i, (a, b) in enumerate(zip(summary.new_token_ids, reference)) if a != b)}"
     )
     assert all(len(cycle.emitted_token_ids) == len(cycle.accepted_nodes) + 1 for cycle in cycles[:-1])
-    assert sum(len(cycle.emitted_token_ids) for cycle in cycles) == 30 and summary.n_cycles == len(cycles)
+    assert sum(len(cycle.emitted_token_ids) for cycle in cycles) == 30 and summary.tally.cycles == len(cycles)
     if kind == "same model":  # the draft is the target: a full-depth path is accepted
         assert len(cycles[0].accepted_nodes) == len(shape.branching)
 
@@ -70,7 +75,7 @@ def test_a_chain_shaped_tree_costs_the_chain_rows(target):
     assert full and all(cycle.n_rows == 5 and cycle.n_draft_forwards == 4 for cycle in full), (
         "a chain of 4 drafts should verify 5 rows and cost the draft 4 forwards (the root's and 3 feeds: the last is not fed)"
     )
-    assert summary.n_rows == sum(cycle.n_rows for cycle in cycles)
+    assert summary.tally.drafted + summary.tally.cycles == sum(cycle.n_rows for cycle in cycles)
 
 
 def test_max_new_tokens_is_never_exceeded(target):
@@ -82,6 +87,8 @@ def test_max_new_tokens_is_never_exceeded(target):
 def test_lenient_acceptance_is_refused_for_trees(target):
     with pytest.raises(ValueError, match="exactly"):
         run(target, drafter_for("same model", target), TreeShape((2,)), DecodeSettings(lenience=0.5))
+    with pytest.raises(ValueError, match="fixed shape"):
+        run(target, drafter_for("same model", target), TreeShape((2,)), DecodeSettings(adaptive_gamma=True))
 
 
 SMALL_VOCAB, SMALL_PROMPT, N_SAMPLES = 6, [1, 2, 3, 1, 2], 2000
@@ -106,11 +113,9 @@ def test_tree_sampling_through_the_models_follows_the_target(siblings):
     counts = torch.zeros(SMALL_VOCAB, SMALL_VOCAB, dtype=torch.float64)
     target_decoder, drafter = CachedDecoder(small_target, SMALL_VOCAB), ModelTreeDrafter(CachedDecoder(draft, SMALL_VOCAB))
     for seed in range(N_SAMPLES):
-        settings = DecodeSettings(max_new_tokens=3, sampling=SamplingSettings(temperature=1.0), seed=seed)
+        settings = DecodeSettings(max_new_tokens=3, sampling=SamplingSettings(temperature=1.0), seed=seed, tree=TreeShape((3, 2)))
         events = list(
-            tree_speculative_decode(
-                target_decoder, drafter, SMALL_PROMPT, settings, TreeShape((3, 2)), fake_vocabulary(), siblings
-            )
+            tree_speculative_decode(target_decoder, drafter, SMALL_PROMPT, settings, fake_vocabulary(), siblings=siblings)
         )
         a, b = events[-1].new_token_ids[:2]
         counts[a, b] += 1
@@ -131,11 +136,8 @@ def test_greedy_tree_equals_generate_on_the_bundled_pair(bundled_pair):
         drafter = ModelTreeDrafter(CachedDecoder(bundled_pair.draft.model, vocab))
         target_decoder = CachedDecoder(bundled_pair.target.model, vocab)
         shape = TreeShape((3, 2, 1), expanded=2)
-        events = list(
-            tree_speculative_decode(
-                target_decoder, drafter, ids, DecodeSettings(max_new_tokens=40), shape, bundled_pair.vocabulary
-            )
-        )
+        settings = DecodeSettings(max_new_tokens=40, tree=shape)
+        events = list(tree_speculative_decode(target_decoder, drafter, ids, settings, bundled_pair.vocabulary))
         reference = transformers_greedy(bundled_pair.target.model, ids, 40)
         ours = list(events[-1].new_token_ids)
         assert ours == reference[: len(ours)] and len(ours) > 0, f"the tree parted from generate() on {prompt!r}"
@@ -151,12 +153,13 @@ def test_the_drafters_keep_the_accepted_path(target):
     # the head built from a random target is a poor guesser: it needs a wide tree to have side branches accepted
     for drafter, shape in ((model_drafter, TreeShape((4, 2), expanded=2)), (feature_drafter, TreeShape((16, 2), expanded=2))):
         committed, side_branches = list(PROMPT), 0
-        events = tree_speculative_decode(
-            CachedDecoder(target, VOCAB), drafter, PROMPT, DecodeSettings(max_new_tokens=40), shape, fake_vocabulary()
-        )
+        settings = DecodeSettings(max_new_tokens=40, tree=shape)
+        events = tree_speculative_decode(CachedDecoder(target, VOCAB), drafter, PROMPT, settings, fake_vocabulary())
         for cycle in events:
-            if not isinstance(cycle, TreeCycle):
+            if isinstance(cycle, Summary):
                 break
+            if not isinstance(cycle, Cycle):
+                continue
             committed += cycle.emitted_token_ids
             side_branches += any(node != 0 for node in cycle.accepted_nodes[:1])
             with torch.no_grad():

@@ -6,6 +6,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specviz.drafting.drafters import ModelDrafter
+from specviz.drafting.tree_drafters import ModelTreeDrafter
 from specviz.engine import (
     CachedDecoder,
     Cycle,
@@ -17,6 +18,8 @@ from specviz.engine import (
     autoregressive_decode,
     speculative_decode,
 )
+from specviz.engine.tree_shape import TreeShape
+from specviz.engine.tree_speculative import tree_speculative_decode
 from specviz.run.machine_load import OtherLoad
 from specviz.run.pair_info import PairInfo
 from specviz.run.trace import Trace
@@ -65,18 +68,21 @@ def fake_vocabulary(eos_token_id: int | None = None) -> Vocabulary:
 TRACE_VOCAB = 32
 
 
-def record_tiny_trace() -> Trace:
-    """A sampled speculative run of two tiny models and its baseline, recorded as the app records one."""
+def record_tiny_trace(tree: TreeShape | None = None) -> Trace:
+    """A sampled speculative run of two tiny models and its baseline, recorded as the app records one: a chain of
+    γ = 3, or the token tree of shape `tree` (its cycles' positions are the tree's nodes, `parents` set)."""
     target, draft = tiny_llama(TRACE_VOCAB, seed=0), tiny_llama(TRACE_VOCAB, seed=1, layers=1)
-    settings = DecodeSettings(max_new_tokens=20, gamma=3, sampling=SamplingSettings(temperature=1.0), seed=2)
+    settings = DecodeSettings(max_new_tokens=20, gamma=3, sampling=SamplingSettings(temperature=1.0), seed=2, tree=tree)
     recorded = Trace(pair=PairInfo(name="tiny"), prompt="<1><2><3>", other_load=OtherLoad(0.12, 0.5))
-    for event in speculative_decode(
-        CachedDecoder(target, TRACE_VOCAB),
-        ModelDrafter(CachedDecoder(draft, TRACE_VOCAB)),
-        [1, 2, 3],
-        settings,
-        fake_vocabulary(),
-    ):
+    target_decoder = CachedDecoder(target, TRACE_VOCAB)
+    if tree is None:
+        events = speculative_decode(
+            target_decoder, ModelDrafter(CachedDecoder(draft, TRACE_VOCAB)), [1, 2, 3], settings, fake_vocabulary()
+        )
+    else:
+        drafter = ModelTreeDrafter(CachedDecoder(draft, TRACE_VOCAB))
+        events = tree_speculative_decode(target_decoder, drafter, [1, 2, 3], settings, fake_vocabulary())
+    for event in events:
         if isinstance(event, RunStarted):
             recorded.started = event
         elif isinstance(event, Cycle):

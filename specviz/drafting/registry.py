@@ -16,6 +16,7 @@ from specviz.engine.settings import SettingsError
 if TYPE_CHECKING:  # the app lists the strategies before transformers is imported; the classes load on first build
     from specviz.drafting.drafters import Drafter
     from specviz.engine import CachedDecoder
+    from specviz.engine.tree_drafter import TreeDrafter
     from specviz.models.loading import LoadedPair
 
 DYNAMIC_THRESHOLD = 0.4  # transformers' default assistant_confidence_threshold
@@ -38,6 +39,7 @@ class Strategy:
     build: Callable[[LoadedPair], Drafter]
     needs_draft_model: bool = True
     transformers_twin: Callable[[int], Twin] | None = None  # γ → the equivalent transformers settings
+    build_tree: Callable[[LoadedPair], TreeDrafter] | None = None  # the same strategy growing token trees, where it can
 
 
 STRATEGIES: dict[str, Strategy] = {}
@@ -52,6 +54,12 @@ def _drafters():
     from specviz.drafting import drafters  # torch loads with the first drafter built, not when the strategies are listed
 
     return drafters
+
+
+def _tree_drafters():
+    from specviz.drafting import tree_drafters
+
+    return tree_drafters
 
 
 def draft_decoder(pair: LoadedPair) -> CachedDecoder:
@@ -76,6 +84,7 @@ register(
         "Draft model, fixed γ",
         lambda pair: _drafters().ModelDrafter(draft_decoder(pair)),
         transformers_twin=_assisted,
+        build_tree=lambda pair: _tree_drafters().ModelTreeDrafter(engine.CachedDecoder(pair.draft.model, pair.shared_vocab_size)),
     )
 )
 register(
@@ -104,12 +113,18 @@ def feature_drafter(pair: LoadedPair) -> Drafter:
     return _drafters().FeatureDrafter(pair.feature_head.head, pair.shared_vocab_size)
 
 
+def feature_tree_drafter(pair: LoadedPair) -> TreeDrafter:
+    feature_drafter(pair)  # the same refusal where the pair has no head
+    return _tree_drafters().FeatureTreeDrafter(pair.feature_head.head, pair.shared_vocab_size)
+
+
 register(
     Strategy(
         "feature",
         "Feature head (EAGLE-style: reads the target's last hidden state)",
         feature_drafter,
         needs_draft_model=False,
+        build_tree=feature_tree_drafter,
     )
 )
 register(
@@ -143,3 +158,16 @@ def strategy(key: str) -> Strategy:
 def make_drafter(pair: LoadedPair, key: str) -> Drafter:
     """A fresh drafter for one run (the engine wraps it in the adaptive-γ schedule when the settings ask for it)."""
     return strategy(key).build(pair)
+
+
+def tree_drafter_keys() -> list[str]:
+    """The strategies that can grow token trees."""
+    return [key for key, chosen in STRATEGIES.items() if chosen.build_tree is not None]
+
+
+def make_tree_drafter(pair: LoadedPair, key: str) -> TreeDrafter:
+    """A fresh drafter that grows token trees, for one run."""
+    build = strategy(key).build_tree
+    if build is None:
+        raise SettingsError(f"the {key} drafter drafts chains only: token trees need one of {', '.join(tree_drafter_keys())}")
+    return build(pair)

@@ -47,11 +47,16 @@ class RunStarted:
     adaptive_gamma: bool
     max_new_tokens: int
     prefill_s: float
+    tree: str = ""  # the token tree's shape as typed ("4x2x1"); "" for a chain
 
 
 @dataclass(frozen=True)
 class Cycle:
-    """One speculative cycle: draft γ, verify once, accept a prefix, add the target's own token."""
+    """One speculative cycle: draft γ, verify once, accept a prefix, add the target's own token.
+
+    A token tree's cycle is the same event with one position per node and `parents` set (a chain leaves it empty:
+    position i's parent is i − 1): the accepted path is `accepted_nodes`, `n_accepted` its length.
+    """
 
     index: int
     gamma: int
@@ -71,10 +76,34 @@ class Cycle:
         None  # why drafting stopped: "window full", "confidence 0.31 < 0.40", "token limit", "no earlier match"
     )
     released_s: float | None = None  # engine seconds since the request started when the emitted tokens were fixed
+    parents: tuple[int, ...] = ()  # a tree's: per position, its parent's index, −1 for the last committed token
+    accepted_nodes: tuple[int, ...] = ()  # a tree's accepted path, root to leaf (a chain's is its first n_accepted)
 
     @property
     def draft_token_ids(self) -> tuple[int, ...]:
         return tuple(position.token_id for position in self.positions)
+
+    @property
+    def is_tree(self) -> bool:
+        return bool(self.parents)
+
+    @property
+    def path(self) -> tuple[int, ...]:
+        """The accepted positions, in order, for a chain and a tree alike."""
+        return self.accepted_nodes if self.is_tree else tuple(range(self.n_accepted))
+
+    @property
+    def n_rows(self) -> int:
+        """Rows of the verify pass: the pending token and every drafted position."""
+        return len(self.positions) + 1
+
+    @property
+    def ended_in_rejection(self) -> bool:
+        """The last accepted position had drafted children, and the target rejected them all."""
+        if not self.is_tree:
+            return self.n_accepted < len(self.positions)
+        last = self.accepted_nodes[-1] if self.accepted_nodes else -1
+        return last in self.parents
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from specviz.engine.tree_shape import TreeShape
+
 MAX_GAMMA = 16  # the most drafts per cycle a user may ask for (the app's γ slider reads it)
 StopCheck = Callable[[], bool]  # polled once per cycle or step: True ends the run with stop_reason "stopped"
 
@@ -43,10 +45,16 @@ class DecodeSettings:
     lenience: float = 1.0  # 1 is exact; below 1 accepts more often and is lossy
     adaptive_gamma: bool = False  # +2 after a fully accepted window, −1 otherwise (floor 1)
     top_n: int = 5  # entries of p, q and the residual kept per position for display
+    tree: TreeShape | None = None  # draft a token tree of this shape instead of a chain of γ (engine/tree_speculative.py)
 
     @property
     def lossy(self) -> bool:
         return self.lenience < 1.0
+
+    @property
+    def drafted_per_cycle(self) -> int:
+        """The most drafted tokens one verify pass holds: γ, or a token tree's nodes (what the caches must make room for)."""
+        return self.tree.n_nodes if self.tree else self.gamma
 
     def validate(self) -> DecodeSettings:
         temperature, top_p = self.sampling.temperature, self.sampling.top_p
@@ -61,6 +69,14 @@ class DecodeSettings:
                 f"lenience must be in (0, 1], 1 being exact (got {self.lenience})",
             ),
             (0 <= self.seed <= MAX_SEED, f"seed must be a whole number from 0 to 2^63 − 1 (got {self.seed})"),
+            (
+                self.tree is None or not self.lossy,
+                "token trees accept exactly: lenient acceptance (lenience < 1) is offered for chains only",
+            ),
+            (
+                self.tree is None or not self.adaptive_gamma,
+                "adaptive γ schedules a chain's length: a token tree has a fixed shape",
+            ),
         ]
         for ok, message in checks:
             if not ok:

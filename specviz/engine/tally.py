@@ -35,6 +35,7 @@ def alpha_analytic(overlap_sum: float, positions: int) -> float | None:
 
 
 class PositionOverlap(Protocol):
+    status: str  # "accepted", "rejected" or "unverified"
     overlap: float | None  # Σ_x min(p, q) at a tested position
 
 
@@ -43,6 +44,7 @@ class CycleCounts(Protocol):
 
     positions: Sequence[PositionOverlap]
     n_accepted: int
+    ended_in_rejection: bool  # the target rejected every draft it tested after the accepted ones
     emitted_token_ids: Sequence[int]
     draft_s: float
     verify_s: float
@@ -77,10 +79,11 @@ class Tally:
 
     def add(self, cycle: CycleCounts) -> Tally:
         """This tally with one more cycle folded in."""
-        window = len(cycle.positions)
-        n_tested = min(cycle.n_accepted + 1, window)
-        overlaps = [p.overlap for p in cycle.positions[:n_tested] if p.overlap is not None]
-        histogram = _padded(self.accepted_histogram, max(len(self.accepted_histogram), window + 1))
+        window = len(cycle.positions)  # drafted positions: a tree's every node
+        rejected = cycle.ended_in_rejection
+        n_tested = cycle.n_accepted + rejected  # depths tested: a tree's accepted path and the depth it ended at
+        overlaps = [p.overlap for p in cycle.positions if p.status != "unverified" and p.overlap is not None]
+        histogram = _padded(self.accepted_histogram, max(len(self.accepted_histogram), n_tested + 1))
         histogram[cycle.n_accepted] += 1
         tested_by_position = _add_counts(self.tested_by_position, (1,) * n_tested)
         accepted_by_position = _add_counts(
@@ -90,7 +93,7 @@ class Tally:
             cycles=self.cycles + 1,
             drafted=self.drafted + window,
             accepted=self.accepted + cycle.n_accepted,
-            rejections=self.rejections + (cycle.n_accepted < window),
+            rejections=self.rejections + rejected,
             tested=self.tested + n_tested,
             overlap_sum=self.overlap_sum + sum(overlaps),
             overlaps=self.overlaps + len(overlaps),

@@ -20,42 +20,9 @@ from specviz.engine.sampling import display_probs, warp
 from specviz.engine.settings import SamplingSettings
 from specviz.engine.tree import ROOT, TokenTree
 from specviz.engine.tree_acceptance import Siblings, draw_children
+from specviz.engine.tree_shape import TreeShape
 
-
-@dataclass(frozen=True)
-class TreeShape:
-    """Children per branching node at each depth, and how many nodes of a depth branch (None: all)."""
-
-    branching: tuple[int, ...]
-    expanded: int | None = None
-
-    def __post_init__(self) -> None:
-        if not self.branching or any(width < 1 for width in self.branching):
-            raise ValueError(f"a tree shape needs at least one depth and ≥ 1 child per branching node, not {self.branching}")
-        if self.expanded is not None and self.expanded < 1:
-            raise ValueError(f"at least one node per depth must branch, not {self.expanded}")
-
-    @classmethod
-    def chain(cls, gamma: int) -> TreeShape:
-        return cls((1,) * gamma)
-
-    def cut(self, depth: int) -> TreeShape:
-        """The same shape, no deeper than `depth`."""
-        return TreeShape(self.branching[:depth], self.expanded)
-
-    @property
-    def n_nodes(self) -> int:
-        """The nodes a full tree of this shape holds (fewer if a draft runs out of tokens to offer)."""
-        total, level = 0, 1
-        for width in self.branching:
-            level = level * width
-            total += level
-            level = min(level, self.expanded) if self.expanded is not None else level
-        return total
-
-    def __str__(self) -> str:
-        widths = "×".join(str(width) for width in self.branching)
-        return widths if self.expanded is None else f"{widths}, top {self.expanded} branch"
+__all__ = ["TreeDrafter", "TreeProposal", "TreeShape", "grow_tree", "choose_children"]
 
 
 @dataclass

@@ -13,51 +13,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import replace
 
 import torch
 
+from specviz.engine.events import Cycle, DraftPosition, Event, Summary
 from specviz.engine.kv_cache import CachedDecoder, compact_to_path, rollback_to_accepted, synchronize
-from specviz.engine.settings import DecodeSettings
-from specviz.engine.start import prefill
-from specviz.engine.tree import TokenTree, verify_tree
+from specviz.engine.sampling import display_probs
+from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
+from specviz.engine.start import prefill, run_started
+from specviz.engine.tally import Tally
+from specviz.engine.tree import ROOT, TokenTree, verify_tree
 from specviz.engine.tree_acceptance import Siblings, explain_tree_verdict, judge_tree
 from specviz.engine.tree_drafter import TreeDrafter, TreeShape
 from specviz.engine.vocabulary import Vocabulary
-
-
-@dataclass(frozen=True)
-class TreeCycle:
-    """One tree cycle in plain numbers: every node, what the test made of it, and what was emitted."""
-
-    index: int
-    token_ids: tuple[int, ...]  # per node
-    parents: tuple[int, ...]  # per node; −1: the last committed token
-    status: tuple[str, ...]  # per node: "accepted", "rejected" or "untested"
-    p: tuple[float | None, ...]  # p(x) at the node's parent; None if untested
-    q: tuple[float, ...]
-    accept_probability: tuple[float | None, ...]
-    u: tuple[float | None, ...]  # None under greedy, or if untested
-    accepted_nodes: tuple[int, ...]
-    emitted_token_ids: tuple[int, ...]  # the accepted path's tokens and the target's own
-    n_rows: int  # rows of the verify pass: the pending token and every node
-    n_draft_forwards: int
-    draft_s: float
-    verify_s: float
-    overhead_s: float
-
-
-@dataclass(frozen=True)
-class TreeSummary:
-    new_token_ids: tuple[int, ...]
-    n_cycles: int  # target passes after the prefill
-    n_rows: int  # rows verified over the run
-    wall_s: float
-    stop_reason: str
-
-    @property
-    def tokens_per_pass(self) -> float:
-        return len(self.new_token_ids) / self.n_cycles if self.n_cycles else 0.0
 
 
 def tree_speculative_decode(
@@ -65,13 +34,16 @@ def tree_speculative_decode(
     drafter: TreeDrafter,
     prompt_ids: list[int],
     settings: DecodeSettings,
-    shape: TreeShape,
     vocabulary: Vocabulary,
+    should_stop: StopCheck = never_stop,
     siblings: Siblings = "without_replacement",
-) -> Iterator[TreeCycle | TreeSummary]:
-    """Yield one TreeCycle per target forward, then a TreeSummary. Exact only: lenient acceptance is a chain's."""
-    if settings.lossy:
-        raise ValueError("token trees accept exactly; lenient acceptance (lenience < 1) is offered for chains only")
+) -> Iterator[Event]:
+    """Yield RunStarted, then one Cycle per target forward (its positions the tree's nodes), then a Summary: the
+    events of engine/speculative.py, so every view, the trace and `bench` read a tree as they read a chain."""
+    shape = settings.tree
+    if shape is None:
+        raise ValueError("tree_speculative_decode needs settings.tree, the shape to draft")
+    settings.validate()  # a tree accepts exactly: lenient and adaptive settings are refused here
     generator = torch.Generator(device=target.device).manual_seed(settings.seed)
     prefill_s = prefill(
         target,
@@ -79,17 +51,35 @@ def tree_speculative_decode(
         also=lambda hidden_states: drafter.start(prompt_ids, hidden_states),
         layers=drafter.wanted_hidden_layers,
     )
-    committed, cycles, rows, engine_s, stop_reason = list(prompt_ids), 0, 0, prefill_s, "max_new_tokens"
-    while len(committed) - len(prompt_ids) < settings.max_new_tokens:
-        remaining = settings.max_new_tokens - (len(committed) - len(prompt_ids))
-        cycle = tree_cycle(target, drafter, committed, remaining, settings, shape, siblings, vocabulary, generator, cycles)
-        cycles, rows = cycles + 1, rows + cycle.n_rows
-        engine_s += cycle.draft_s + cycle.verify_s + cycle.overhead_s
+    started = run_started("speculative", prompt_ids, settings, vocabulary, drafter.name, prefill_s)
+    yield replace(started, gamma=shape.depth, tree=shape.text)
+
+    committed, tally, stop_reason = list(prompt_ids), Tally(), "max_new_tokens"
+    while tally.emitted < settings.max_new_tokens:
+        if should_stop():
+            stop_reason = "stopped"
+            break
+        remaining = settings.max_new_tokens - tally.emitted
+        clock_s = prefill_s + tally.draft_s + tally.verify_s + tally.overhead_s
+        cycle = tree_cycle(
+            target, drafter, committed, remaining, settings, shape, siblings, vocabulary, generator, tally.cycles, clock_s
+        )
+        tally = tally.add(cycle)
         yield cycle
-        if vocabulary.ends_run(list(cycle.emitted_token_ids)) is not None:
+        if vocabulary.ends_run(cycle.emitted_token_ids) is not None:
             stop_reason = "eos"
             break
-    yield TreeSummary(tuple(committed[len(prompt_ids) :]), cycles, rows, engine_s, stop_reason)
+
+    new_ids = committed[len(prompt_ids) :]
+    yield Summary(
+        mode="speculative",
+        new_token_ids=tuple(new_ids),
+        text=vocabulary.text(new_ids),
+        wall_s=prefill_s + tally.draft_s + tally.verify_s + tally.overhead_s,
+        prefill_s=prefill_s,
+        stop_reason=stop_reason,
+        tally=tally,
+    )
 
 
 def tree_cycle(
@@ -103,7 +93,8 @@ def tree_cycle(
     vocabulary: Vocabulary,
     generator: torch.Generator,
     index: int,
-) -> TreeCycle:
+    clock_s: float = 0.0,
+) -> Cycle:
     """Draft a tree, verify it, accept a path, compact, learn: one target forward. `committed` grows by the emitted tokens."""
     cycle_start = time.perf_counter()
 
@@ -127,6 +118,7 @@ def tree_cycle(
     emitted = emitted if end is None else emitted[: end + 1]
     tree_start = len(committed)  # the target's cache: the committed tokens, then one entry per node
     committed += emitted
+    released_after_s = time.perf_counter() - cycle_start  # the burst is known here, before the caches are compacted
 
     # 4. keep the accepted path in both caches
     compact_to_path(target, tree_start, verdict.accepted_nodes)
@@ -139,23 +131,43 @@ def tree_cycle(
     synchronize(target.device)
     cycle_done = time.perf_counter()
 
-    # the clock has stopped: the numbers a drawing of the tree shows
+    # the clock has stopped: the numbers a drawing of the tree shows, and each node's text
     draft_logits = proposal.draft_logits if proposal else None
     shown = explain_tree_verdict(verdict, target_logits, tree, draft_logits, settings.sampling)
-    return TreeCycle(
+    context = committed[:tree_start]
+    last = verdict.accepted_nodes[-1] if verdict.accepted_nodes else ROOT
+    target_p = display_probs(target_logits[last + 1].float(), settings.sampling)  # (vocab,): where the target's token came from
+    top = target_p.topk(min(settings.top_n, target_p.shape[-1]))
+    is_bonus = last not in tree.parents  # a leaf (or no tree): every child was accepted, none left to test
+    positions = tuple(
+        DraftPosition(
+            token_id=token,
+            text=vocabulary.pieces(context + [tree.token_ids[a] for a in tree.path(node)[:-1]], [token])[0],
+            status="unverified" if shown.status[node] == "untested" else shown.status[node],
+            q=shown.q_shown[node],
+            p=shown.p_shown[node],
+            accept_probability=shown.accept_probability[node],
+            u=shown.uniforms[node],
+            overlap=None,
+        )
+        for node, token in enumerate(tree.token_ids)
+    )
+    return Cycle(
         index=index,
-        token_ids=tree.token_ids,
-        parents=tree.parents,
-        status=tuple(shown.status),
-        p=tuple(shown.p_shown),
-        q=tuple(shown.q_shown),
-        accept_probability=tuple(shown.accept_probability),
-        u=tuple(shown.uniforms),
-        accepted_nodes=tuple(verdict.accepted_nodes),
+        gamma=len(shape.branching) if proposal else 0,
+        positions=positions,
+        n_accepted=len(verdict.accepted_nodes),
+        resampled_token_id=None if is_bonus else verdict.new_token_id,
+        bonus_token_id=verdict.new_token_id if is_bonus else None,
+        new_token_text=vocabulary.pieces(context + emitted[:-1], [verdict.new_token_id])[0],
+        bonus_top_p=tuple((int(t), vocabulary.token_text(int(t)), float(v)) for v, t in zip(top.values, top.indices)),
         emitted_token_ids=tuple(emitted),
-        n_rows=len(tree) + 1,
-        n_draft_forwards=proposal.n_forwards if proposal else 0,
         draft_s=draft_done - cycle_start,
         verify_s=verify_done - draft_done,
         overhead_s=cycle_done - verify_done,
+        n_draft_forwards=proposal.n_forwards if proposal else 0,
+        lossy=False,
+        released_s=clock_s + released_after_s,
+        parents=tree.parents,
+        accepted_nodes=tuple(verdict.accepted_nodes),
     )

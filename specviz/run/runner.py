@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
 from specviz import engine  # its names load on first use (PEP 562): importing the runner loads no torch
-from specviz.drafting.registry import make_drafter
+from specviz.drafting.registry import make_drafter, make_tree_drafter
 from specviz.engine.events import Event
 from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
 
@@ -30,7 +30,8 @@ def check_prompt_text(prompt: str) -> None:
 
 
 def encode_prompt(pair: LoadedPair, prompt: str, max_new_tokens: int, gamma: int) -> list[int]:
-    """Token ids of the prompt (through the chat template if the pair uses one), checked against the context."""
+    """Token ids of the prompt (through the chat template if the pair uses one), checked against the context, which
+    must also hold `gamma` drafted tokens (a token tree: its nodes) in the verify pass."""
     check_prompt_text(prompt)
     tokenizer = pair.tokenizer
     if pair.chat_template and tokenizer.chat_template:
@@ -41,7 +42,7 @@ def encode_prompt(pair: LoadedPair, prompt: str, max_new_tokens: int, gamma: int
     budget = pair.context_length - max_new_tokens - gamma - 1
     if len(ids) > budget:
         raise PromptError(
-            f"The prompt is {len(ids):,} tokens; with {max_new_tokens} new tokens and γ = {gamma} it must stay under "
+            f"The prompt is {len(ids):,} tokens; with {max_new_tokens} new tokens and {gamma} drafted per cycle it must stay under "
             f"{max(budget, 0):,} tokens to fit the models' context of {pair.context_length:,}."
         )
     return list(ids)
@@ -57,10 +58,17 @@ def run(
 ) -> Iterator[Event]:
     """Validate everything first, then stream the engine's events."""
     settings.validate()
-    drafter_made = make_drafter(pair, drafter) if mode == "speculative" else None  # an unknown key fails here
-    prompt_ids = encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma)
+    tree = settings.tree if mode == "speculative" else None
+    make = make_tree_drafter if tree else make_drafter
+    drafter_made = make(pair, drafter) if mode == "speculative" else None  # an unknown key fails here
+    prompt_ids = encode_prompt(pair, prompt, settings.max_new_tokens, settings.drafted_per_cycle)
     from specviz.engine.compiled import decoder_for  # torch loads here, with the pair
 
+    if tree:  # a tree's verify pass runs through the dynamic cache, with its mask
+        from specviz.engine.tree_speculative import tree_speculative_decode
+
+        target = engine.CachedDecoder(pair.target.model, pair.shared_vocab_size)
+        return tree_speculative_decode(target, drafter_made, prompt_ids, settings, pair.vocabulary, should_stop)
     target = decoder_for(pair.target.model, pair.shared_vocab_size)  # the fast path where the pair has it
     if mode == "autoregressive":
         return engine.autoregressive_decode(target, prompt_ids, settings, pair.vocabulary, should_stop)

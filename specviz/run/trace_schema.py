@@ -73,6 +73,7 @@ RUN_STARTED = record_of(
         "adaptive_gamma": flag,
         "max_new_tokens": whole(1, MAX_TOKENS),
         "prefill_s": SECONDS,
+        "tree": text(MAX_NAME_CHARS),
     },
 )
 CYCLE = record_of(
@@ -94,6 +95,8 @@ CYCLE = record_of(
         "lossy": flag,
         "draft_stop": optional(NAME),
         "released_s": optional(SECONDS),
+        "parents": items(whole(-1, MAX_WINDOW), MAX_WINDOW),
+        "accepted_nodes": items(whole(0, MAX_WINDOW), MAX_WINDOW),
     },
 )
 STEP = record_of(Step, {"index": whole(0, MAX_TOKENS), "token_id": TOKEN_ID, "text": TOKEN_TEXT, "step_s": SECONDS})
@@ -206,14 +209,37 @@ def _check_cycle(cycle: dict, name: str, place: int) -> None:
         raise InputError(f"{name}.index must be {place}, its place in the list (got {cycle['index']}).")
     if accepted > drafted:
         raise InputError(f"{name}.n_accepted must be from 0 to its {drafted} drafted positions (got {accepted}).")
+    if len(cycle["emitted_token_ids"]) > accepted + 1:
+        raise InputError(f"{name}.emitted_token_ids must hold at most n_accepted + 1 = {accepted + 1} tokens.")
+    if cycle.get("parents") or cycle.get("accepted_nodes"):
+        _check_tree(cycle, name)
+        return
     if cycle.get("resampled_token_id") is not None and accepted == drafted:
         raise InputError(f"{name} has a resampled token but no rejected draft: n_accepted must be below {drafted}.")
     if drafted and accepted == drafted and cycle.get("bonus_token_id") is None:
         raise InputError(f"{name} accepted all {drafted} drafts but has no bonus_token_id.")
     if drafted and accepted < drafted and cycle.get("resampled_token_id") is None:
         raise InputError(f"{name} rejected a draft but has no resampled_token_id.")
-    if len(cycle["emitted_token_ids"]) > accepted + 1:
-        raise InputError(f"{name}.emitted_token_ids must hold at most n_accepted + 1 = {accepted + 1} tokens.")
+
+
+def _check_tree(cycle: dict, name: str) -> None:
+    """A tree's cycle: a parent per node, before it; an accepted path from the root down; the target's one token."""
+    parents, path = cycle.get("parents", ()), cycle.get("accepted_nodes", ())
+    if len(parents) != len(cycle.get("positions", ())):
+        raise InputError(f"{name}.parents must give one parent per drafted position ({len(cycle.get('positions', ()))}).")
+    for node, parent in enumerate(parents):
+        if parent >= node:
+            raise InputError(f"{name}.parents[{node}] must be −1 or an earlier node (got {parent}).")
+    if len(path) != cycle["n_accepted"]:
+        raise InputError(f"{name}.accepted_nodes must hold n_accepted = {cycle['n_accepted']} nodes.")
+    for above, node in zip((-1, *path), path):
+        if node >= len(parents) or parents[node] != above:
+            raise InputError(f"{name}.accepted_nodes must be a path from the root down (node {node} is not a child of {above}).")
+    ends_at_leaf = (path[-1] if path else -1) not in parents
+    if ends_at_leaf != (cycle.get("bonus_token_id") is not None) or ends_at_leaf == (cycle.get("resampled_token_id") is not None):
+        raise InputError(
+            f"{name} must have a bonus_token_id where its path ends at a leaf, else a resampled_token_id, and not both."
+        )
 
 
 def parse_trace_json(text: str) -> object:

@@ -74,7 +74,7 @@ def measure_run(
     settings.validate()
     from specviz.deployment import peaks as measured  # torch-side; the pair is loaded, so torch is too
 
-    prompt_tokens = len(encode_prompt(pair, prompt, settings.max_new_tokens, settings.gamma))
+    prompt_tokens = len(encode_prompt(pair, prompt, settings.max_new_tokens, settings.drafted_per_cycle))
     peaks = measured.PeakTracker(pair.device, pair.draft.weight_bytes)  # CUDA's peaks; empty on a CPU
     with MEASURING_SLOT:
         waited = settle(settle_s, max(settle_s, SETTLE_MAX_S), should_stop) if settle_s else 0.0
@@ -90,7 +90,7 @@ def measure_run(
         chosen = sorted(complete, key=lambda r: r.speedup)[len(complete) // 2]
         speedups = tuple(r.speedup for r in complete)
     new_tokens = chosen.summary.new_tokens if chosen.summary else settings.max_new_tokens
-    memory = measured.memory_report(pair, prompt_tokens + new_tokens, settings.gamma, peaks.peaks)
+    memory = measured.memory_report(pair, prompt_tokens + new_tokens, settings.drafted_per_cycle, peaks.peaks)
     return Trace(
         pair=replace(pair_info(pair), memory=memory.to_json()),
         prompt=prompt,
