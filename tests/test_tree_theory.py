@@ -4,7 +4,10 @@ own greedy acceptance (Monte Carlo) and the engine's tree growth; the hardware-a
 from __future__ import annotations
 
 import itertools
+import json
 import random
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -28,6 +31,7 @@ from specviz.engine.settings import SamplingSettings
 from specviz.engine.tree import TokenTree
 from specviz.engine.tree_acceptance import judge_tree
 from specviz.engine.tree_drafter import TreeShape, grow_tree
+from tests.test_cli import specviz, specviz_json
 
 REAL_PAIR = RankAcceptance.from_coverage([0.53, 0.65, 0.72, 0.75, 0.77])  # issue 28: top-1 … top-5 coverage
 CPU_NU = [1.00, 1.08, 1.15, 1.19, 1.56, 1.57, 1.59, 1.59, 1.98, 1.95, 1.96, 1.99, 2.29, 2.30, 2.30, 2.30]  # docs/performance.md
@@ -182,3 +186,72 @@ def test_the_real_pair_wants_a_wide_tree_on_a_gpu_and_a_small_one_on_two_cores()
 def test_impossible_inputs_are_refused(call, complaint):
     with pytest.raises(ValueError, match=complaint.replace("[", r"\[").replace("]", r"\]")):
         call()
+
+
+REAL_PAIR_FLAGS = ["theory", "--tree-choice", "--acceptance-by-rank", "0.53,0.12,0.07,0.03,0.02", "--tau", "0.07"]
+
+
+def test_theory_tree_choice_json_is_the_functions_choice():
+    output = specviz_json(*REAL_PAIR_FLAGS, "--nu", ",".join(map(str, CPU_NU)), "--json")
+    cpu = choose_tree(REAL_PAIR, 0.07, dict(enumerate(CPU_NU, start=1)))
+    assert output["best"] == cpu.tree.to_json() and output["best_chain"] == cpu.chain.to_json()
+    assert output["flat"]["best"] == choose_tree(REAL_PAIR, 0.07, flat_verify_costs(64)).tree.to_json()
+    assert output["verify_curve"] == {str(k): nu for k, nu in enumerate(CPU_NU, start=1)} and output["max_rows"] == 16
+    assert output["sentence"] == why_trees_pay_sentence(
+        cpu, choose_tree(REAL_PAIR, 0.07, flat_verify_costs(64)), output_curve(output)
+    )
+
+
+def output_curve(output: dict) -> dict[int, float]:
+    return {int(k): nu for k, nu in output["verify_curve"].items()}
+
+
+def test_theory_tree_choice_prints_both_choices_and_the_sentence():
+    text = specviz(*REAL_PAIR_FLAGS, "--nu", ",".join(map(str, CPU_NU))).stdout
+    assert text.count("  best chain ") == 2 and "with ν flat" in text and "rows cost nothing" in text, text
+    flat_only = specviz(*REAL_PAIR_FLAGS, "--max-rows", "8").stdout
+    assert "with ν flat" not in flat_only and "passes of up to 8 rows" in flat_only, flat_only
+
+
+def test_theory_reads_the_curve_hardware_saved(tmp_path):
+    entry = {"pair": "p", "device": "cpu", "dtype": "float32", "device_name": "here", "measured_at": "2026-12-04T00:00:00Z"}
+    curve = {str(k): 1.0 + 0.1 * (k - 1) for k in range(1, 33)}
+    (tmp_path / "hardware.json").write_text(json.dumps({"p|cpu|float32": {**entry, "verify_curve": curve}}))
+    output = specviz_json(*REAL_PAIR_FLAGS, "--nu", "saved", "--pair", "p", "--json", env={"SPECVIZ_CACHE": str(tmp_path)})
+    assert output["max_rows"] == 32 and output["verify_curve"] == curve and "measured by `hardware` for p" in output["nu_source"]
+    missing = specviz(*REAL_PAIR_FLAGS, "--nu", "saved", "--pair", "q", env={"SPECVIZ_CACHE": str(tmp_path)})
+    assert missing.returncode == 2 and "hardware --pair q --rows 64 --save" in missing.stderr, missing.stderr
+
+
+@pytest.mark.parametrize(
+    "args,complaint",
+    [
+        (["theory", "--tau", "0.1"], "--alpha and --gamma are required"),
+        (["theory", "--tree-choice", "--tau", "0.1"], "needs --acceptance-by-rank"),
+        ([*REAL_PAIR_FLAGS[:3], "0.7,0.4", "--tau", "0.1"], "add up to 1.100 > 1"),
+        ([*REAL_PAIR_FLAGS[:3], "0.7,x", "--tau", "0.1"], "--acceptance-by-rank"),
+        ([*REAL_PAIR_FLAGS, "--nu", "1.2,1.3"], "ν(1) is one step"),
+        ([*REAL_PAIR_FLAGS, "--nu", "gpu"], "flat, saved or a comma list"),
+        ([*REAL_PAIR_FLAGS, "--nu", "1"], "at least 2 rows"),
+        ([*REAL_PAIR_FLAGS, "--nu", "saved"], "needs --pair"),
+        ([*REAL_PAIR_FLAGS, "--max-rows", "65"], "--max-rows"),
+    ],
+)
+def test_bad_tree_choice_arguments_are_one_line(args, complaint):
+    result = specviz(*args)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 1 and complaint in lines[0], result.stderr
+
+
+def test_the_tree_choice_loads_no_torch():
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['specviz', *{REAL_PAIR_FLAGS!r}, '--json']\n"
+        "try:\n"
+        "    runpy.run_module('specviz', run_name='__main__')\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code == 0, f'theory exited with {exit.code}'\n"
+        "print(sorted(name for name in ('torch', 'transformers') if name in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.splitlines()[-1] == "[]", result.stdout[-300:] + result.stderr

@@ -209,6 +209,7 @@ def _priced(
 
 
 EXPANDED = (None, 1, 2, 3, 4, 6, 8)  # how many nodes of a depth branch: all, or EAGLE-2's top n
+MAX_TREE_DEPTH = 16  # trees that branch go no deeper (the family stays ~30,000 shapes); chains go to the row limit
 
 
 @dataclass(frozen=True)
@@ -224,7 +225,7 @@ class _Grown:
 def family(acceptance: RankAcceptance, max_rows: int = MAX_ROWS) -> Iterator[tuple[tuple[int, ...], int | None, int, float]]:
     """The shapes searched, each with its rows and E: (children per depth, top n branch, rows, E).
 
-    Every shape whose pass fits `max_rows`, each tree once. Widths never grow with depth (wide near the root, where a
+    Every shape whose pass fits `max_rows` (a tree that branches at most MAX_TREE_DEPTH deep), each tree once. Widths never grow with depth (wide near the root, where a
     node is most likely reached: EAGLE's and Sequoia's trees narrow as they deepen) and stop at the ranks that have a
     rate (a wider node only adds rows never accepted); a top n that every depth's nodes fit under is the same tree
     as "all branch", so it is left out. E is summed as the tree grows; `expected_tokens_of_shape` is its reference.
@@ -232,6 +233,8 @@ def family(acceptance: RankAcceptance, max_rows: int = MAX_ROWS) -> Iterator[tup
 
     def grow(shape: _Grown, expanded: int | None, pruned: bool) -> Iterator[tuple[tuple[int, ...], int | None, int, float]]:
         depth = len(shape.branching) + 1
+        if depth > MAX_TREE_DEPTH and shape.branching[0] > 1:
+            return
         chosen = shape.newest if expanded is None else shape.newest[:expanded]
         widest = min(acceptance.ranks(depth), shape.branching[-1] if shape.branching else acceptance.ranks(depth))
         for width in range(1, widest + 1):
@@ -279,20 +282,19 @@ def choose_tree(acceptance: RankAcceptance, tau: float, verify_cost: Mapping[int
     limit = 1  # the largest pass priced: ν known for every k up to it
     while limit < max_rows and limit + 1 in verify_cost:
         limit += 1
-    options = [
-        _priced(branching, expanded, rows, tokens, tau, verify_cost)
-        for branching, expanded, rows, tokens in family(acceptance, limit)
-    ]
-    if not options:
+    leaders: dict[str, tuple] = {}  # "chain" / "tree" → (rank, shape) of the best so far
+    for shape in family(acceptance, limit):
+        branching, _, rows, tokens = shape
+        rank = (round(tokens / (verify_cost[rows] + len(branching) * tau), 12), -rows)  # by speedup; tie: fewer rows
+        kind = "chain" if branching[0] == 1 else "tree"  # widths never grow with depth: one that starts at 1 is a chain
+        if kind not in leaders or rank > leaders[kind][0]:
+            leaders[kind] = (rank, shape)
+    if "chain" not in leaders:
         raise ValueError(f"no shape fits {limit} rows: ν must be known for at least 2 rows")
-    best = max(options, key=_rank)
-    chain = max((option for option in options if option.is_chain), key=_rank)
-    return TreeChoice(best, chain, acceptance, tau, limit)
-
-
-def _rank(option: TreeOption) -> tuple[float, int]:
-    """By speedup; on a tie, the smaller pass (fewer rows to verify for the same gain)."""
-    return round(option.speedup, 12), -option.rows
+    winner = max(leaders.values(), key=lambda leader: leader[0])
+    return TreeChoice(
+        _priced(*winner[1], tau, verify_cost), _priced(*leaders["chain"][1], tau, verify_cost), acceptance, tau, limit
+    )
 
 
 def flat_verify_costs(max_rows: int = MAX_ROWS) -> dict[int, float]:
