@@ -14,6 +14,7 @@ import torch
 
 from specviz.analysis import theory
 from specviz.analysis.tree_theory import (
+    MAX_DEPTH,
     ROOT,
     RankAcceptance,
     choose_tree,
@@ -85,7 +86,7 @@ def test_the_family_sums_each_shape_as_the_reference_does():
     for branching, expanded, rows, tokens in family(REAL_PAIR, max_rows=16):
         assert (branching, expanded) not in seen, f"{branching}, top {expanded} is listed twice"
         seen.add((branching, expanded))
-        assert rows == rows_of(branching, expanded) <= 16
+        assert rows == rows_of(branching, expanded) <= 16 and len(branching) <= MAX_DEPTH
         assert tokens == pytest.approx(expected_tokens_of_shape(branching, expanded, REAL_PAIR), rel=1e-12), (branching, expanded)
         if expanded is not None:  # a top n that no depth exceeds is the "all branch" tree, already listed
             assert rows_of(branching, expanded) < rows_of(branching, None), (branching, expanded)
@@ -152,11 +153,11 @@ def test_the_engine_grows_the_tree_the_theory_prices(branching, expanded):
     )
 
 
-@pytest.mark.parametrize("alpha,tau", [(0.8, 0.05), (0.53, 0.05), (0.9, 0.01), (0.6, 0.3)])
+@pytest.mark.parametrize("alpha,tau", [(0.8, 0.05), (0.53, 0.05), (0.9, 0.01), (0.6, 0.3), (0.97, 0.0)])
 def test_with_one_rank_and_flat_nu_the_choice_is_leviathans_best_gamma(alpha, tau):
     choice = choose_tree(RankAcceptance.of([alpha]), tau, flat_verify_costs(64))
-    gamma, speedup = theory.best_gamma(alpha, tau, limit=63, verify_cost=1.0)
-    assert choice.tree == choice.chain and choice.chain.depth == gamma
+    gamma, speedup = theory.best_gamma(alpha, tau, limit=MAX_DEPTH, verify_cost=1.0)
+    assert choice.tree == choice.chain and choice.chain.depth == gamma and choice.chain.text == "x".join(["1"] * gamma)
     assert choice.chain.speedup == pytest.approx(speedup, rel=1e-12)
 
 

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 ROOT = -1  # the parent of depth-1 nodes, as in engine/tree.py
-MAX_ROWS = 64  # the largest verify pass the choice considers: nodes + the pending token
+MAX_ROWS = 64  # the largest verify pass the choice considers: nodes + the pending token (the engine allows 64 nodes)
 SUM_SLACK = 1e-9  # rounding allowed when siblings' acceptances add up to 1
 
 
@@ -169,6 +169,12 @@ class TreeOption:
         return all(width == 1 for width in self.branching)
 
     @property
+    def text(self) -> str:
+        """As a shape is typed (TreeShape.parse): "4x2x1x1:1", "1x1x1" for a chain."""
+        widths = "x".join(str(width) for width in self.branching)
+        return widths if self.expanded is None else f"{widths}:{self.expanded}"
+
+    @property
     def label(self) -> str:
         """As TreeShape prints itself: "4×2×1×1, top 1 branch"; a chain is "chain, γ = n"."""
         if self.is_chain:
@@ -179,6 +185,7 @@ class TreeOption:
     def to_json(self) -> dict:
         return {
             "shape": self.label,
+            "shape_text": self.text,
             "branching": list(self.branching),
             "expanded": self.expanded,
             "rows": self.rows,
@@ -209,7 +216,7 @@ def _priced(
 
 
 EXPANDED = (None, 1, 2, 3, 4, 6, 8)  # how many nodes of a depth branch: all, or EAGLE-2's top n
-MAX_TREE_DEPTH = 16  # trees that branch go no deeper (the family stays ~30,000 shapes); chains go to the row limit
+MAX_DEPTH = 16  # the deepest shape searched: the engine's limit for a tree, and its longest chain (MAX_GAMMA)
 
 
 @dataclass(frozen=True)
@@ -225,7 +232,7 @@ class _Grown:
 def family(acceptance: RankAcceptance, max_rows: int = MAX_ROWS) -> Iterator[tuple[tuple[int, ...], int | None, int, float]]:
     """The shapes searched, each with its rows and E: (children per depth, top n branch, rows, E).
 
-    Every shape whose pass fits `max_rows` (a tree that branches at most MAX_TREE_DEPTH deep), each tree once. Widths never grow with depth (wide near the root, where a
+    Every shape at most MAX_DEPTH deep whose pass fits `max_rows`, each tree once. Widths never grow with depth (wide near the root, where a
     node is most likely reached: EAGLE's and Sequoia's trees narrow as they deepen) and stop at the ranks that have a
     rate (a wider node only adds rows never accepted); a top n that every depth's nodes fit under is the same tree
     as "all branch", so it is left out. E is summed as the tree grows; `expected_tokens_of_shape` is its reference.
@@ -233,7 +240,7 @@ def family(acceptance: RankAcceptance, max_rows: int = MAX_ROWS) -> Iterator[tup
 
     def grow(shape: _Grown, expanded: int | None, pruned: bool) -> Iterator[tuple[tuple[int, ...], int | None, int, float]]:
         depth = len(shape.branching) + 1
-        if depth > MAX_TREE_DEPTH and shape.branching[0] > 1:
+        if depth > MAX_DEPTH:
             return
         chosen = shape.newest if expanded is None else shape.newest[:expanded]
         widest = min(acceptance.ranks(depth), shape.branching[-1] if shape.branching else acceptance.ranks(depth))
