@@ -138,7 +138,8 @@ def parse_nu(text: str, pair: str | None, max_rows: int) -> tuple[dict[int, floa
         if entry is None:
             raise UsageError(f"no ν(k) saved for {pair}: run `python -m specviz hardware --pair {pair} --rows 64 --save`")
         curve = {int(rows): float(nu) for rows, nu in entry["verify_curve"].items()}
-        where = f"{entry.get('device_name', entry.get('device'))}, {entry.get('dtype')}, {entry.get('measured_at')}"
+        threads = f", {entry['threads']} thread{'s' if entry['threads'] != 1 else ''}" if entry.get("threads") else ""
+        where = f"{entry.get('device_name', entry.get('device'))}{threads}, {entry.get('dtype')}, {entry.get('measured_at')}"
         return curve, f"measured by `hardware` for {pair} ({where}), k ≤ {max(curve)}"
     try:
         values = [float(nu) for nu in text.split(",")]
