@@ -128,6 +128,18 @@ def test_hardware_json_and_the_saved_sentence(tiny_catalogue, tmp_path):
     assert hardware_sentence("tiny-pair", path=tmp_path / "nothing-here.json", device="cpu") is None
 
 
+def test_hardware_measures_nu_by_rows_and_theory_chooses_a_tree_with_it(tiny_catalogue):
+    output = specviz_json("hardware", "--alpha", "0.8", "--repeats", "1", "--rows", "64", "--save", "--json", env=tiny_catalogue)
+    curve = output["verify_curve"]
+    assert list(curve) == [str(rows) for rows in range(1, 65)] and curve["1"] == 1.0, curve
+    assert all(nu > 0 for nu in curve.values()) and output["verify_curve_step_ms"] > 0
+    choice = specviz_json(
+        "theory", "--tree-choice", "--acceptance-by-rank", "0.5,0.2", "--tau", "0.1", "--nu", "saved", "--pair", "tiny-pair",
+        "--json", env=tiny_catalogue,
+    )  # fmt: skip
+    assert choice["max_rows"] == 64 and choice["verify_curve"] == curve and "tiny-pair" in choice["nu_source"]
+
+
 def test_hardware_scores_alpha_when_the_weights_are_here():
     output = specviz_json("hardware", "--pair", "pycode-plain", "--repeats", "2", "--json")
     assert output["alpha_source"].startswith("scored") and 0 < output["alpha"] < 1
@@ -149,6 +161,7 @@ def stored_parameters(folder) -> int:
         (["hardware", "--alpha", "1.5"], "alpha", 2),
         (["hardware", "--alpha", "x"], "alpha", 2),
         (["hardware", "--gamma", "0"], "γ", 2),
+        (["hardware", "--rows", "65"], "--rows", 2),
         (["hardware", "--pair", "nope"], "unknown pair", 2),
         (["hardware", "--target", "tiny/target", "--draft", "some/unrecorded-model"], "No architecture recorded", 1),
     ],

@@ -85,6 +85,15 @@ def saved_batch_curve(pair_name: str, device: str, path: Path | None = None) -> 
     return max(entries, key=lambda entry: entry.get("measured_at", "")) if entries else None
 
 
+def saved_verify_curve(pair_name: str, path: Path | None = None) -> dict | None:
+    """The newest `hardware --rows N --save` measurement of this pair (any device), or None (never times anything).
+
+    Its `verify_curve` maps k (as a string: JSON) to ν(k); `device_name`, `dtype` and `measured_at` say where and when.
+    """
+    entries = [e for e in load_saved(path).values() if e.get("pair") == pair_name and e.get("verify_curve")]
+    return max(entries, key=lambda entry: entry.get("measured_at", "")) if entries else None
+
+
 def _size(parameters: int) -> str:
     return f"{parameters / 1e9:.2f}B" if parameters >= 1e9 else f"{parameters / 1e6:.0f}M"
 

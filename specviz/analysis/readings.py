@@ -126,6 +126,11 @@ def readings_of_steps(draft_step_s: float, target_step_s: float, verify_s: float
     return Readings(Tally(), gamma, alpha, tau, TAU_OVER_STEP, tau_denominator_s=target_step_s, verify_cost=verify_cost)
 
 
+def verify_costs_of(pass_s: dict[int, float]) -> dict[int, float]:
+    """ν(k): a pass over k rows over a pass over one row (one target step), from timed passes (timing.measure_pass_seconds)."""
+    return {rows: seconds / pass_s[1] for rows, seconds in pass_s.items()}
+
+
 def readings_of_trace(trace: Trace, upto: int | None = None, tally: Tally | None = None) -> Readings:
     """Readings over the first `upto` cycles of a trace (all by default); pass the tally if already folded."""
     if tally is None:

@@ -90,6 +90,21 @@ def measure_step_times(
     )
 
 
+@torch.inference_mode()
+def measure_pass_seconds(
+    target: PreTrainedModel, vocab_size: int, max_rows: int, context: int = 64, repeats: int = 10, seed: int = 0
+) -> dict[int, float]:
+    """A target pass over k rows after `context` cached tokens, for k = 1 … max_rows, as the engine feeds a verify pass:
+    each the fastest of `repeats` rounds, every size in every round (fastest_seconds). k = 1 is one target step."""
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab_size, (context + max_rows,), generator=generator).tolist()
+    decoder = decoder_for(target, vocab_size)
+    decoder.feed(ids[:context])
+    sizes = range(1, max_rows + 1)
+    seconds = fastest_seconds([_feed(decoder, ids[context : context + rows]) for rows in sizes], decoder.device, repeats)
+    return dict(zip(sizes, seconds))
+
+
 def predicted(times: StepTimes, alpha: float | None, gamma: int | None = None) -> Readings:
     """What the theory predicts on this device at this α (None: τ and ν only)."""
     return readings_of_steps(times.draft_step_s, times.target_step_s, times.verify_s, gamma or times.gamma, alpha)

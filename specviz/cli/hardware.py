@@ -8,6 +8,7 @@ import json
 import sys
 
 from specviz.analysis.score import scored_alpha
+from specviz.analysis.tree_theory import MAX_ROWS
 from specviz.cli.options import (
     NA,
     UsageError,
@@ -36,6 +37,12 @@ def add_parser(commands) -> None:
     parser.add_argument("--gamma", type=int, help="γ for the verify pass and the prediction (default: the pair's)")
     add_repeats_argument(parser, 10)
     add_threads_argument(parser)
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=0,
+        help=f"also time a target pass over k rows for k = 1 … ROWS (at most {MAX_ROWS}): ν(k), for choosing a tree",
+    )
     parser.add_argument("--batch", help="comma list of batch sizes, e.g. 1,4,16,64: time each and predict the speedup at each")
     parser.add_argument("--memory-gib", type=float, help="memory to plan with instead of what is available")
     parser.add_argument(
@@ -58,6 +65,8 @@ def measure_and_print(args: argparse.Namespace) -> int:
         raise UsageError(f"--alpha must be in [0, 1] (got {args.alpha})")
     if args.memory_gib is not None and not args.memory_gib > 0:
         raise UsageError(f"--memory-gib must be positive (got {args.memory_gib})")
+    if not 0 <= args.rows <= MAX_ROWS:
+        raise UsageError(f"--rows must be between 1 and {MAX_ROWS} (got {args.rows})")
     batches = parse_batches(args.batch)
     name, entry, gamma = pair_and_gamma(args)
     catalogue = load_catalogue()
@@ -72,6 +81,8 @@ def measure_and_print(args: argparse.Namespace) -> int:
     models = hardware.build_models(plan)
     times = hardware.measure(plan, gamma, repeats=args.repeats, models=models)
     result = hardware.report(plan, times, alpha, alpha_source)
+    if args.rows:
+        result.update(hardware.verify_curve(plan, models, args.rows, repeats=args.repeats))
     if batches:
         result.update(batch_result(plan, models, gamma, batches, alpha, alpha_source, args.repeats))
     del models
@@ -99,6 +110,8 @@ def measure_and_print(args: argparse.Namespace) -> int:
             f"  if α = {row['alpha']:.1f}: {row['predicted_speedup']:.2f}x at γ = {gamma}, "
             f"best γ = {row['best_gamma']}: {row['best_speedup']:.2f}x"
         )
+    if args.rows:
+        print_verify_curve(result)
     if batches:
         print(f"  by batch size, at α = {result['batch_alpha']:.3f} ({result['batch_alpha_source']}), {PREDICTED_LABEL}:")
         for row in result["batches"]:
@@ -110,6 +123,18 @@ def measure_and_print(args: argparse.Namespace) -> int:
     if args.save:
         print(f"  saved to {result['saved_to']}")
     return 0
+
+
+def print_verify_curve(result: dict) -> None:
+    """ν(k), sixteen to a line."""
+    curve = result["verify_curve"]
+    print(
+        f"  ν(k), a target pass over k rows ÷ one step ({result['verify_curve_step_ms']:.2f} ms), after {result['verify_curve_context']} tokens:"
+    )
+    rows = [int(k) for k in curve]
+    for start in range(0, len(rows), 16):
+        chunk = rows[start : start + 16]
+        print(f"    k {chunk[0]:>2}–{chunk[-1]:<2}  " + " ".join(f"{curve[str(k)]:.2f}" for k in chunk))
 
 
 def batch_result(plan, models, gamma: int, batches: list[int], alpha, alpha_source, repeats: int) -> dict:

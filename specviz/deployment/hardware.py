@@ -17,7 +17,8 @@ import torch
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
 from specviz.analysis.hardware_cache import cache_path, hardware_sentence, load_saved, save
-from specviz.analysis.timing import StepTimes, measure_step_times, predicted
+from specviz.analysis.readings import verify_costs_of
+from specviz.analysis.timing import StepTimes, measure_pass_seconds, measure_step_times, predicted
 from specviz.deployment.memory import forward_activation_bytes, kv_bytes_per_token
 from specviz.models.catalogue import Catalogue, Pair
 from specviz.models.footprint import count_parameters, needed_bytes, recorded_config, too_big_sentence
@@ -134,6 +135,16 @@ def measure(
         return measure_step_times(target, draft, vocab_of(p), gamma, context=context, repeats=repeats)
     finally:
         del target, draft
+
+
+def verify_curve(p: Plan, models: tuple[PreTrainedModel, PreTrainedModel], max_rows: int, repeats: int = 10) -> dict:
+    """ν(k) for k = 1 … max_rows on the target as timed here: what a tree of k − 1 nodes costs to verify, in steps."""
+    seconds = measure_pass_seconds(models[0], vocab_of(p), max_rows, context=CONTEXT, repeats=repeats)
+    return {
+        "verify_curve": {str(rows): nu for rows, nu in verify_costs_of(seconds).items()},  # JSON keys are strings
+        "verify_curve_step_ms": 1000 * seconds[1],
+        "verify_curve_context": CONTEXT,
+    }
 
 
 def report(p: Plan, times: StepTimes, alpha: float | None, alpha_source: str | None) -> dict:
