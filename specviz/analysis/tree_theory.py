@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from specviz.engine.tree_shape import TreeShape
+
 ROOT = -1  # the parent of depth-1 nodes, as in engine/tree.py
 MAX_ROWS = 64  # the largest verify pass the choice considers: nodes + the pending token (the engine allows 64 nodes)
 SUM_SLACK = 1e-9  # rounding allowed when siblings' acceptances add up to 1
@@ -171,16 +173,16 @@ class TreeOption:
     @property
     def text(self) -> str:
         """As a shape is typed (TreeShape.parse): "4x2x1x1:1", "1x1x1" for a chain."""
-        widths = "x".join(str(width) for width in self.branching)
-        return widths if self.expanded is None else f"{widths}:{self.expanded}"
+        return self.shape.text
+
+    @property
+    def shape(self) -> TreeShape:
+        return TreeShape(tuple(self.branching), self.expanded)
 
     @property
     def label(self) -> str:
         """As TreeShape prints itself: "4×2×1×1, top 1 branch"; a chain is "chain, γ = n"."""
-        if self.is_chain:
-            return f"chain, γ = {self.depth}"
-        widths = "×".join(str(width) for width in self.branching)
-        return widths if self.expanded is None else f"{widths}, top {self.expanded} branch"
+        return f"chain, γ = {self.depth}" if self.is_chain else str(self.shape)
 
     def to_json(self) -> dict:
         return {
