@@ -1,10 +1,12 @@
-"""Token trees on the command line: `run --tree`, `bench --tree`, `report --tree`, and `--tree default` (models.yaml).
-Fresh processes on the bundled pair, as tests/test_cli.py runs them."""
+"""Token trees on the command line: `run --tree`, `bench --tree` and `--tree default` (models.yaml), in fresh processes
+on the bundled pair as tests/test_cli.py runs them; refusals in this process (nothing loads). `report --tree`:
+tests/test_deployment_cli.py."""
 
 import pytest
 
+from specviz.cli import main
 from specviz.models.catalogue import load_catalogue
-from tests.test_cli import specviz, specviz_json
+from tests.test_cli import specviz_json
 
 PROMPTS = "def main():\n    return\n---\nimport os\nimport sys\n\n\ndef run("
 
@@ -28,26 +30,22 @@ def test_run_json_carries_each_cycles_tree_and_writes_what_the_target_alone_writ
     assert summary["rows_per_pass"] == pytest.approx(sum(rows) / len(rows)), "the pending token and every node"
 
 
-def test_a_chain_run_carries_no_parents_and_its_accepted_prefix():
-    output = specviz_json("run", "--prompt", "import os\n", "--max-new-tokens", "8", "--gamma", "3", "--json")
-    assert output["tree"] is None
-    for cycle in output["cycles"]:
-        assert cycle["parents"] == [] and cycle["accepted_nodes"] == list(range(cycle["n_accepted"]))
-
-
 def test_bench_json_puts_tree_rows_beside_the_chain(tmp_path):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text(PROMPTS)
     args = ("bench", "--prompts", str(prompts), "--repeats", "1", "--max-new-tokens", "16", "--gamma", "2", "--no-hf")
-    output = specviz_json(*args, "--no-dynamic", "--tree", "2x2x1:1", "3", "--threads", "1", "--json", timeout=600)
+    output = specviz_json(*args, "--no-dynamic", "--tree", "default", "3", "--threads", "1", "--json", timeout=600)
     rows = output["rows"]
+    own = load_catalogue().get("pycode-distilled").tree_shape
+    assert own is not None and own.n_nodes <= 5, "the bundled pair names a tree of at most 5 nodes (models.yaml)"
     assert [(row["method"], row["gamma"], row["tree"]) for row in rows[1:]] == [
         ("speculative", 2, None),
-        ("speculative-tree", None, "2x2x1:1"),
+        ("speculative-tree", None, own.text),
         ("speculative-tree", None, "3"),
-    ], "the chain's row, then one row per tree, in the order asked"
+    ], "the chain's row, then one row per tree in the order asked, 'default' being the pair's own"
     chain, tree, wide = rows[1:]
     assert output["greedy_identical"] is True
+    assert chain["rows_per_pass"] <= 3 and 1 < tree["rows_per_pass"] <= 6 and 1 < wide["rows_per_pass"] <= 4
     for row in (chain, tree, wide):
         assert row["same_as_target"] is True, f"{row['tree'] or 'the chain'}: greedy must equal the target alone"
         assert row["tokens_per_s"] > 0 and row["speedup"] > 0 and row["verify_cost"] > 0
@@ -55,31 +53,8 @@ def test_bench_json_puts_tree_rows_beside_the_chain(tmp_path):
         histogram = row["acceptance_histogram"]
         accepted = sum(k * n for k, n in enumerate(histogram))
         assert row["mean_acceptance_length"] == pytest.approx(1 + accepted / sum(histogram))
-    assert chain["rows_per_pass"] <= 3 and 1 < tree["rows_per_pass"] <= 6 and 1 < wide["rows_per_pass"] <= 4
     assert max(k for k, n in enumerate(wide["acceptance_histogram"]) if n) <= 1, "a tree one deep accepts one token at most"
     assert tree["predicted_speedup"] is None and tree["alpha"] is not None, "Leviathan's prediction is a chain's"
-
-
-def test_report_compares_the_chain_with_a_tree(tmp_path):
-    prompts = tmp_path / "prompts.txt"
-    prompts.write_text(PROMPTS)
-    out = tmp_path / "report.html"
-    args = ("report", "--prompts", str(prompts), "--out", str(out), "--repeats", "1", "--max-new-tokens", "8")
-    output = specviz_json(*args, "--batch", "none", "--no-cold-start", "--tree", "2x1:1", "--json", timeout=600)
-    chain, tree = output["drafting"]
-    assert chain["setup"] == f"chain, γ = {output['gamma']}" and tree["setup"] == "tree 2x1:1"
-    assert chain["speedup"] == pytest.approx(output["speedup"]), "the chain's row is the report's own run"
-    assert chain["verify_cost"] == pytest.approx(output["verify_cost"])
-    for row in (chain, tree):
-        assert row["same_as_target"] is True and row["tokens_per_pass"] >= 1 and row["verify_cost"] > 0
-    assert "<h2>Chain or tree" in out.read_text()
-
-
-def test_tree_default_is_the_pairs_own_tree():
-    pair = load_catalogue().get("pycode-distilled")
-    assert pair.tree, "the bundled pair names a tree in models.yaml"
-    output = specviz_json("run", "--prompt", "def", "--max-new-tokens", "4", "--tree", "default", "--json")
-    assert output["tree"] == pair.tree_shape.text
 
 
 @pytest.mark.parametrize(
@@ -96,8 +71,9 @@ def test_tree_default_is_the_pairs_own_tree():
         (["report", "--out", "r.html", "--tree", "1x2x"], "--tree"),
     ],
 )
-def test_bad_trees_are_one_line_before_anything_loads(args, complaint):
-    result = specviz(*args, timeout=60)
-    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and complaint in lines[0], f"one line, before any model loads ('Loading …'): {result.stderr}"
+def test_bad_trees_are_one_line_before_anything_loads(args, complaint, capsys):
+    assert main(args) == 2
+    said = capsys.readouterr()
+    lines = [line for line in said.err.splitlines() if line.strip()]
+    assert len(lines) == 1 and complaint in lines[0], f"one line, before any model loads ('Loading …'): {said.err}"
+    assert said.out == ""
