@@ -178,6 +178,11 @@ def test_run_json_carries_vllm_metrics_and_draft_stops():
         tested = [c for c in cycles if len(c["draft_token_ids"]) > i and c["n_accepted"] >= i]
         assert rate == pytest.approx(sum(c["n_accepted"] > i for c in tested) / len(tested)), f"position {i + 1}"
     assert {c["draft_stop"] for c in cycles} <= {"window full", "token limit"}
+    assert output["tree"] is None and summary["rows_per_pass"] == pytest.approx(
+        1 + sum(len(c["draft_token_ids"]) for c in cycles) / len(cycles)
+    )
+    for cycle in cycles:  # a chain: no parents (position i's parent is i − 1), its accepted prefix as the path
+        assert cycle["parents"] == [] and cycle["accepted_nodes"] == list(range(cycle["n_accepted"]))
 
     dynamic = json.loads(
         specviz("run", "--prompt", "import os\n", "--max-new-tokens", "40", "--drafter", "dynamic", "--json").stdout

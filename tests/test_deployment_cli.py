@@ -50,14 +50,22 @@ def test_hardware_batch_json_on_the_bundled_pair():
     assert output["batch_sentence"].startswith("Predicted from measured step costs")
 
 
-def test_report_writes_one_offline_html_file(tmp_path):
+def test_report_writes_one_offline_html_file_with_a_tree_beside_the_chain(tmp_path):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text(PROMPTS)
     out = tmp_path / "report.html"
     args = ("--prompts", str(prompts), "--out", str(out), "--repeats", "1", "--max-new-tokens", "8", "--batch", "1,2")
-    output = specviz_json("report", *args, "--no-cold-start", "--threads", "1", "--json", timeout=600)
+    output = specviz_json("report", *args, "--no-cold-start", "--threads", "1", "--tree", "2x1:1", "--json", timeout=600)
     html = out.read_text()
     assert html.startswith("<!DOCTYPE html>") and "Verdict" in html and "Batch size" in html
+    assert "<h2>Chain or tree" in html, "--tree adds the drafting comparison"
+    chain, tree = output["drafting"]
+    assert chain["setup"] == f"chain, γ = {output['gamma']}" and tree["setup"] == "tree 2x1:1"
+    assert chain["speedup"] == pytest.approx(output["speedup"]), "the chain's row is the report's own run"
+    assert chain["verify_cost"] == pytest.approx(output["verify_cost"])
+    for row in (chain, tree):
+        assert row["same_as_target"] is True and row["tokens_per_pass"] >= 1 and row["verify_cost"] > 0
+    assert 1 < tree["rows_per_pass"] <= 4, "2x1:1: the pending token and at most 3 nodes"
     assert "<script src=" not in html and "<link" not in html, "plotly.js is inline, nothing is fetched: the file works offline"
     assert len(output["speculative"]) == len(output["autoregressive"]) == 2, "one request per prompt × repeat"
     assert all(len(r["arrivals_s"]) == 8 for r in output["speculative"] + output["autoregressive"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from specviz.deployment import figures
 from specviz.deployment.batch import BatchRow
 from specviz.deployment.latency import LatencyStats
 from specviz.deployment.memory import LoadTimes, MemoryReport, ModelMemory, PairLoadTimes
-from specviz.deployment.report import DeploymentReport, render_html, write_report
+from specviz.deployment.report import DeploymentReport, DraftingRow, render_html, write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECULATIVE_ARRIVALS = [[0.2, 0.2, 0.2, 0.3, 0.4, 0.4], [0.15, 0.25, 0.25, 0.25, 0.35, 0.45]]
@@ -106,6 +107,21 @@ def test_report_is_one_offline_file_with_every_section(tmp_path):
     assert "Not worth it" in page, "0.93× measured is a slowdown by the app's thresholds"
     assert "stops paying at batch 16" in page
     assert page == render_html(report)
+
+
+def test_tree_rows_sit_beside_the_chain_and_round_trip():
+    plain = sample_report()
+    assert "Chain or tree" not in render_html(plain), "no tree asked for: no drafting section"
+    rows = (
+        DraftingRow("chain, γ = 4", 2.9, 5.0, 1.3, 0.93, True),
+        DraftingRow("tree 2x2x1:1", 3.2, 5.8, 1.6, None, False),
+    )
+    report = replace(plain, drafting=rows)
+    assert DeploymentReport.from_json(report.to_json()) == report
+    page = render_html(report)
+    section = page[page.index("<h2>Chain or tree") :]
+    assert "tree 2x2x1:1" in section and "5.80" in section and "0.93×" in section and "<td>no</td>" in section
+    assert page.index("<h2>α, τ, ν and the speedup") < page.index("<h2>Chain or tree") < page.index("<h2>Latency")
 
 
 def test_light_modules_import_without_torch():

@@ -10,8 +10,11 @@ from specviz.cli.options import (
     add_decoding_arguments,
     add_pair_arguments,
     add_prompt_set_arguments,
+    add_tree_argument,
+    pair_from,
     resolve_pair,
     settings_from,
+    tree_shapes,
 )
 from specviz.deployment.benchmark import bench
 from specviz.prompts.sets import load_prompt_set
@@ -22,6 +25,7 @@ def format_table(rows: list[dict]) -> str:
     columns = [
         ("method", "{}"),
         ("gamma", "{}"),
+        ("tree", "{}"),
         ("tokens_per_s", "{:.1f}"),
         ("speedup", "{:.2f}x"),
         ("alpha", "{:.3f}"),
@@ -32,6 +36,7 @@ def format_table(rows: list[dict]) -> str:
         ("verify_cost", "{:.2f}"),
         ("predicted_with_verify_cost", "{:.2f}x"),
         ("tokens_per_cycle", "{:.2f}"),
+        ("rows_per_pass", "{:.2f}"),
         ("drafts_per_cycle", "{:.2f}"),
         ("draft_ms_per_cycle", "{:.2f}"),
         ("verify_ms_per_cycle", "{:.2f}"),
@@ -42,6 +47,7 @@ def format_table(rows: list[dict]) -> str:
         ("itl_p50_ms", "{:.1f}"),
         ("itl_p99_ms", "{:.1f}"),
         ("ttft_ms", "{:.1f}"),
+        ("same_as_target", "{}"),
     ]
     header = [name for name, _ in columns]
     body = [[("-" if row.get(name) is None else fmt.format(row[name])) for name, fmt in columns] for row in rows]
@@ -56,6 +62,7 @@ def add_parser(commands) -> None:
     add_decoding_arguments(parser)
     add_prompt_set_arguments(parser, 3)
     parser.add_argument("--gamma", type=str, default="4", help="one γ or a comma list for a sweep, e.g. 2,4,6")
+    add_tree_argument(parser, several=True)
     parser.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
     parser.add_argument("--no-dynamic", action="store_true", help="skip the dynamic-drafting rows")
     parser.add_argument("--json", action="store_true")
@@ -68,6 +75,9 @@ def command(args: argparse.Namespace) -> int:
     except ValueError:
         raise UsageError(f"--gamma takes an integer or a comma-separated list (got {args.gamma!r})") from None
     settings = {gamma: settings_from(args, gamma) for gamma in gammas}  # validates before any model is loaded
+    trees = tree_shapes(args, pair_from(args)[1])
+    for shape in trees:
+        settings_from(args, gammas[0], tree=shape)  # a tree refuses lenient and adaptive settings, in one line
     prompts = load_prompt_set(args.prompts)
     pair = resolve_pair(args)
     log = (lambda line: None) if args.json else print
@@ -85,6 +95,7 @@ def command(args: argparse.Namespace) -> int:
             repeats=args.repeats,
             with_transformers=not args.no_hf,
             with_dynamic=not args.no_dynamic,
+            trees=trees,
             log=log,
         )
     result["other_load_cores"] = others.result.other_cores

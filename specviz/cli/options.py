@@ -10,14 +10,20 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from specviz.drafting.registry import drafter_keys
+from specviz.drafting.registry import drafter_keys, strategy, tree_drafter_keys
 from specviz.engine import DecodeSettings, SamplingSettings
+from specviz.engine.tree_shape import TreeShape
 from specviz.models.catalogue import Pair, load_catalogue
 
 if TYPE_CHECKING:
     from specviz.models.loading import LoadedPair
 
 NA = "n/a"  # the command line's word for a number not measured
+PAIR_TREE = "default"  # `--tree default`: the tree the pair names in models.yaml (its `tree:`)
+TREE_HELP = (
+    "children per depth, e.g. 4x2x1, with :N for only the N most probable nodes of a depth to branch (4x2x1:2); "
+    "'default' is the pair's own tree (models.yaml)"
+)
 
 
 class UsageError(ValueError):
@@ -114,8 +120,8 @@ def sampling_from(args: argparse.Namespace) -> SamplingSettings:
     return SamplingSettings(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
 
 
-def settings_from(args: argparse.Namespace, gamma: int, seed: int | None = None) -> DecodeSettings:
-    """Validated decode settings (SettingsError names the bad one)."""
+def settings_from(args: argparse.Namespace, gamma: int, seed: int | None = None, tree: TreeShape | None = None) -> DecodeSettings:
+    """Validated decode settings (SettingsError names the bad one); with `tree`, a token tree's instead of a chain's."""
     return DecodeSettings(
         max_new_tokens=args.max_new_tokens,
         gamma=gamma,
@@ -123,7 +129,42 @@ def settings_from(args: argparse.Namespace, gamma: int, seed: int | None = None)
         seed=args.seed if seed is None else seed,
         lenience=args.lenience,
         adaptive_gamma=args.adaptive_gamma,
+        tree=tree,
     ).validate()
+
+
+def add_tree_argument(parser: argparse.ArgumentParser, several: bool) -> None:
+    """`--tree SHAPE` (run: draft this tree instead of a chain), or `--tree SHAPE [SHAPE ...]` (bench, report: tree
+    rows beside the chain's)."""
+    if several:
+        parser.add_argument("--tree", nargs="+", metavar="SHAPE", help=f"also draft token trees of these shapes: {TREE_HELP}")
+    else:
+        parser.add_argument("--tree", metavar="SHAPE", help=f"draft a token tree of this shape instead of a chain: {TREE_HELP}")
+
+
+def tree_shapes(args: argparse.Namespace, pair: Pair) -> list[TreeShape]:
+    """The shapes --tree names, checked before any model loads: each parsed ('default': the pair's `tree:`), once
+    each, in the order given, and the drafter able to grow trees."""
+    texts = [args.tree] if isinstance(args.tree, str) else list(args.tree or [])
+    shapes: list[TreeShape] = []
+    for text in texts:
+        if text.strip().lower() == PAIR_TREE:
+            if pair.tree_shape is None:
+                raise UsageError("--tree default: this pair names no tree in models.yaml; give a shape such as 2x2x1:1")
+            shape = pair.tree_shape
+        else:
+            try:
+                shape = TreeShape.parse(text)
+            except ValueError as error:
+                raise UsageError(f"--tree: {error}") from None
+        if shape not in shapes:
+            shapes.append(shape)
+    drafter = getattr(args, "drafter", None) or pair.drafter
+    if shapes and strategy(drafter).build_tree is None:
+        raise UsageError(
+            f"--tree: the {drafter} drafter drafts chains only; token trees need --drafter {' or '.join(tree_drafter_keys())}"
+        )
+    return shapes
 
 
 def pair_from(args: argparse.Namespace) -> tuple[str, Pair]:

@@ -10,11 +10,13 @@ from specviz.cli.options import (
     UsageError,
     add_decoding_arguments,
     add_timed_pair_arguments,
+    add_tree_argument,
     dtype_name,
     pair_and_gamma,
     parse_batches,
     resolve_pair,
     settings_from,
+    tree_shapes,
 )
 from specviz.deployment.batch import BATCH_SIZES
 from specviz.deployment.collect import deployment_report
@@ -27,6 +29,7 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("report", help="both methods over a prompt set: latency, memory, cold start, batch, verdict")
     add_timed_pair_arguments(parser, 3, "each prompt this many times by each method", "drafts per cycle (default: the pair's)")
     add_decoding_arguments(parser)
+    add_tree_argument(parser, several=True)
     parser.add_argument("--out", required=True, help="the HTML file to write (self-contained, works offline)")
     parser.add_argument(
         "--batch",
@@ -43,8 +46,11 @@ def command(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.is_dir() or not out.parent.is_dir():
         raise UsageError(f"--out must be a file in an existing folder (got {args.out})")
-    _, _, gamma = pair_and_gamma(args)
+    _, entry, gamma = pair_and_gamma(args)
     settings = settings_from(args, gamma)  # validates before any model is loaded
+    trees = tree_shapes(args, entry)
+    for shape in trees:
+        settings_from(args, gamma, tree=shape)  # a tree refuses lenient and adaptive settings, in one line
     prompts = load_prompt_set(args.prompts)
     pair = resolve_pair(args)
     log = (lambda line: None) if args.json else print
@@ -56,6 +62,8 @@ def command(args: argparse.Namespace) -> int:
         args.repeats,
         batches=batches,
         cold_start=not args.no_cold_start,
+        drafter=args.drafter,
+        trees=trees,
         prompt_labels=[
             prompt.strip().splitlines()[0][:24] if prompt.strip() else f"#{i + 1}" for i, prompt in enumerate(prompts)
         ],
@@ -76,5 +84,10 @@ def command(args: argparse.Namespace) -> int:
     for check in verdict.checks:
         mark = {True: "holds", False: "does not hold", None: "not measured"}[check.holds]
         print(f"  {check.rule}: {mark}. {check.reason}")
+    for row in report.drafting:
+        print(
+            f"  {row.setup:>14}: {number(row.rows_per_pass, 2)} rows per verify pass, {number(row.tokens_per_pass, 2)} "
+            f"tokens per target pass, ν {number(row.verify_cost, 2)}, speedup {number(row.speedup, 2)}×"
+        )
     print(f"wrote {out}")
     return 0

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 from specviz.analysis.readings import readings_of
-from specviz.cli.options import NA, add_decoding_arguments, add_pair_arguments, at_least_one, resolve_pair, settings_from
+from specviz.cli.options import (
+    NA,
+    add_decoding_arguments,
+    add_pair_arguments,
+    add_tree_argument,
+    at_least_one,
+    pair_from,
+    resolve_pair,
+    settings_from,
+    tree_shapes,
+)
 from specviz.deployment import load_timing
 from specviz.deployment import peaks as measured
-from specviz.engine import Cycle, Summary
+from specviz.engine import Cycle, DecodeSettings, Summary
 from specviz.numbers import number
 from specviz.run.runner import check_prompt_text, encode_prompt, run
 
@@ -20,6 +31,7 @@ def add_parser(commands) -> None:
     add_decoding_arguments(parser)
     parser.add_argument("--prompt", required=True)
     parser.add_argument("--gamma", type=int, default=4)
+    add_tree_argument(parser, several=False)
     parser.add_argument("--mode", choices=["speculative", "autoregressive"], default="speculative")
     parser.add_argument("--samples", type=at_least_one, default=1, help="N continuations with seeds S..S+N-1")
     parser.add_argument(
@@ -43,6 +55,8 @@ def run_to_dict(events: list) -> dict:
             "draft_s": event.draft_s,
             "verify_s": event.verify_s,
             "draft_stop": event.draft_stop,
+            "parents": list(event.parents),  # a tree's: each node's parent, -1 the last committed token; [] for a chain
+            "accepted_nodes": list(event.path),  # the accepted positions, root to leaf (a chain's first n_accepted)
         }
         for event in events
         if isinstance(event, Cycle)
@@ -51,6 +65,7 @@ def run_to_dict(events: list) -> dict:
     return {
         "mode": summary.mode,
         "drafter": events[0].drafter,
+        "tree": events[0].tree or None,
         "lossy": summary.lossy,
         "text": summary.text,
         "prompt_token_ids": list(events[0].prompt_token_ids),
@@ -66,6 +81,7 @@ def run_to_dict(events: list) -> dict:
             "tau": m.tau,
             "tau_source": m.tau_source,
             "tokens_per_cycle": m.tokens_per_cycle,
+            "rows_per_pass": summary.tally.rows_per_pass,
             "mean_acceptance_length": summary.tally.mean_acceptance_length,
             "acceptance_histogram": list(summary.tally.accepted_histogram),
             "acceptance_by_position": summary.tally.acceptance_by_position,
@@ -75,19 +91,20 @@ def run_to_dict(events: list) -> dict:
 
 
 def command(args: argparse.Namespace) -> int:
-    settings_from(args, args.gamma)  # validate before loading any model
+    tree = next(iter(tree_shapes(args, pair_from(args)[1])), None)
+    settings = settings_from(args, args.gamma, tree=tree)  # validate before loading any model
     check_prompt_text(args.prompt)
     pair = resolve_pair(args)
     results = []
     peaks = measured.PeakTracker(pair.device, pair.draft.weight_bytes)
     for sample in range(args.samples):
-        sample_settings = settings_from(args, args.gamma, seed=args.seed + sample)
+        sample_settings = replace(settings, seed=args.seed + sample).validate()
         request = lambda s=sample_settings: list(run(pair, args.prompt, s, mode=args.mode, drafter=args.drafter))  # noqa: E731
         events = peaks.around(args.mode, request)
         results.append(run_to_dict(events))
     if args.json:
         output = results[0] if args.samples == 1 else {"samples": results}
-        output.update(deployment_json(pair, args, peaks, max(len(r["new_token_ids"]) for r in results)))
+        output.update(deployment_json(pair, args, settings, peaks, max(len(r["new_token_ids"]) for r in results)))
         print(json.dumps(output))
         return 0
     for result in results:
@@ -96,7 +113,7 @@ def command(args: argparse.Namespace) -> int:
     return 0
 
 
-def deployment_json(pair, args: argparse.Namespace, peaks, new_tokens: int) -> dict:
+def deployment_json(pair, args: argparse.Namespace, settings: DecodeSettings, peaks, new_tokens: int) -> dict:
     """`memory` (weights, KV bytes per token, the peak both ways, what speculation adds) and `load_s` (cold and warm).
 
     On a GPU the peak of the other method comes from one more run of it (untimed, after the timed ones); on a CPU
@@ -104,10 +121,10 @@ def deployment_json(pair, args: argparse.Namespace, peaks, new_tokens: int) -> d
     """
     other = "autoregressive" if args.mode == "speculative" else "speculative"
     if pair.device.type == "cuda":
-        settings = settings_from(args, args.gamma)
         peaks.around(other, lambda: list(run(pair, args.prompt, settings, mode=other, drafter=args.drafter)))
-    longest = len(encode_prompt(pair, args.prompt, args.max_new_tokens, args.gamma)) + new_tokens
-    memory = measured.memory_report(pair, longest, args.gamma, peaks.peaks)
+    drafted = settings.drafted_per_cycle  # γ, or a tree's nodes: what sits in the target's cache until the rollback
+    longest = len(encode_prompt(pair, args.prompt, args.max_new_tokens, drafted)) + new_tokens
+    memory = measured.memory_report(pair, longest, drafted, peaks.peaks)
     _, load_s = load_timing.load_times(pair, cold_start=args.cold_start)
     return {"memory": memory.to_json(), "load_s": load_s}
 
@@ -116,7 +133,11 @@ def format_run_summary(result: dict) -> str:
     s = result["summary"]
     parts = [f"{s['new_tokens']} tokens in {s['wall_s']:.3f} s ({s['tokens_per_s']:.1f} tok/s)"]
     if result["mode"] == "speculative":
-        parts.append(f"{len(result['cycles'])} cycles, {s['tokens_per_cycle']:.2f} tokens/cycle")
+        tree = f"tree {result['tree']}: " if result["tree"] else ""
+        parts.append(
+            f"{tree}{len(result['cycles'])} cycles, {s['tokens_per_cycle']:.2f} tokens/cycle, "
+            f"{number(s['rows_per_pass'], 2, missing=NA)} rows per verify pass"
+        )
         parts.append(
             f"α = {number(s['alpha'], missing=NA)} (analytic {number(s['alpha_analytic'], missing=NA)}), τ = {number(s['tau'], missing=NA)}"
         )

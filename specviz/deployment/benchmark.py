@@ -1,5 +1,6 @@
-"""The benchmark behind `python -m specviz bench`: autoregressive vs our speculative decoding vs transformers' assisted
-generation, on the same pair, prompts and settings, `repeats` times; rows of pooled rates, tallies and latencies.
+"""The benchmark behind `python -m specviz bench`: autoregressive vs our speculative decoding (chains, and token trees
+where asked) vs transformers' assisted generation, on the same pair, prompts and settings, `repeats` times; rows of
+pooled rates, tallies and latencies.
 
 Every request of a method, over the prompts and the repeats, is pooled into one summary
 (analysis/prompt_set.py), the same recipe `report` uses.
@@ -10,7 +11,7 @@ distill's last stage reads its draft through the same `bench`, so a model card a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -22,6 +23,7 @@ from specviz.deployment.latency import LatencyStats, latency_tail
 from specviz.drafting.registry import Twin, strategy
 from specviz.engine import DecodeSettings, Summary, Tally
 from specviz.engine.kv_cache import synchronize
+from specviz.engine.tree_shape import TreeShape
 from specviz.models.loading import LoadedPair
 from specviz.run.runner import encode_prompt, run
 
@@ -33,10 +35,11 @@ TRANSFORMERS_DEFAULT = Twin(  # None: transformers fills in its own defaults (20
 
 @dataclass
 class MethodResult:
-    """One method at one γ, over all prompts, for every repeat."""
+    """One method at one γ (or one token tree), over all prompts, for every repeat."""
 
     method: str
     gamma: int | None
+    tree: str | None = None  # the token tree's shape ("2x2x1:1"); None for a chain
     timed: list[TimedRequest] = field(default_factory=list)  # every request (repeat × prompt): tokens and seconds
     outputs: list[list[int]] = field(default_factory=list)  # first repeat, per prompt
     summaries: list[Summary] = field(default_factory=list)  # every repeat, per prompt
@@ -123,14 +126,22 @@ def run_transformers(
             result.outputs.append(new_ids)
 
 
-def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float) -> dict:
+def same_output(result: MethodResult, baseline: MethodResult, settings: DecodeSettings) -> bool | None:
+    """Greedy and exact: did the method write what the target alone wrote, prompt for prompt? (None under sampling.)"""
+    if not settings.sampling.greedy or settings.lossy:
+        return None
+    return result.outputs == baseline.outputs
+
+
+def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float, same: bool | None = None) -> dict:
     """Measured speed next to what Leviathan's formula predicts from our own measured α and τ.
 
-    With a variable window (dynamic drafting) the prediction uses the mean drafts per cycle as γ.
+    With a variable window (dynamic drafting) the prediction uses the mean drafts per cycle as γ. A token tree gets
+    no prediction: Leviathan's formula is a chain's. Its ν is its own verify pass (every node) over a target step.
     """
     tally = result.tally
     gamma = result.gamma
-    if gamma is None and tally.cycles:  # a variable window: predict at the mean drafts per cycle
+    if gamma is None and tally.cycles and result.tree is None:  # a variable window: predict at the mean drafts per cycle
         gamma = max(1, round(tally.drafts_per_cycle))
     ours, theirs = result.pooled, baseline.pooled
     m = readings_of(
@@ -146,6 +157,7 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
     return {
         "method": result.method,
         "gamma": result.gamma,
+        "tree": result.tree,
         "tokens_per_s": m.tokens_per_s,
         "speedup": m.measured_speedup,
         "alpha": m.alpha,
@@ -155,6 +167,7 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
         "decode_speedup": m.decode_speedup,
         "measured_over_predicted": m.measured_over_predicted,
         "tokens_per_cycle": m.tokens_per_cycle,
+        "rows_per_pass": tally.rows_per_pass,
         "drafts_per_cycle": tally.drafts_per_cycle,
         "mean_acceptance_length": tally.mean_acceptance_length,
         "acceptance_histogram": list(tally.accepted_histogram),
@@ -164,11 +177,12 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float)
         "other_ms_per_cycle": tally.overhead_s * per_cycle_ms,
         "verify_cost": m.verify_cost,
         "predicted_with_verify_cost": m.predicted_with_verify_cost,
+        "same_as_target": same,
         **latency_tail(result.latencies).to_json(),
     }
 
 
-def transformers_row(result: MethodResult, baseline: MethodResult) -> dict:
+def transformers_row(result: MethodResult, baseline: MethodResult, same: bool | None = None) -> dict:
     tokens_per_s = result.pooled.tokens_per_s
     return {
         "method": result.method,
@@ -180,6 +194,7 @@ def transformers_row(result: MethodResult, baseline: MethodResult) -> dict:
         "alpha": None,
         "tau": None,
         "predicted_speedup": None,
+        "same_as_target": same,
         **NO_LATENCY,  # generate() returns the whole output at once: no token arrival times to read
     }
 
@@ -193,28 +208,34 @@ def bench(
     repeats: int = 3,
     with_transformers: bool = True,
     with_dynamic: bool = True,
+    trees: Sequence[TreeShape] = (),
     log: Callable[[str], None] = lambda line: None,
 ) -> dict:
     """Every method over the same prompts and settings, `repeats` times; rows of pooled rates and tallies.
 
-    Rows: autoregressive; per γ our speculative decoding with `drafter` and transformers' twin of it;
-    then (for a model drafter) our dynamic drafting and transformers' assisted generation with its defaults.
+    Rows: autoregressive; per γ our speculative decoding with `drafter` and transformers' twin of it; per tree
+    shape our speculative decoding drafting that tree (`speculative-tree`); then (for a model drafter) our dynamic
+    drafting and transformers' assisted generation with its defaults. Within a repeat every method runs back to back.
     """
     chosen = strategy(drafter)
     twin = chosen.transformers_twin if with_transformers else None
     dynamic = with_dynamic and chosen.needs_draft_model
     at = {gamma: replace(settings, gamma=gamma) for gamma in gammas}
+    shaped = {shape.text: replace(settings, tree=shape) for shape in trees}
 
     # warm up every path once (allocators, kernels, caches)
     warm = replace(settings, max_new_tokens=8, gamma=gammas[0])
     run_ours(pair, prompts[:1], warm, "autoregressive", drafter, MethodResult("warmup", None), False)
     run_ours(pair, prompts[:1], warm, "speculative", drafter, MethodResult("warmup", None), False)
+    if trees:  # a tree's verify pass runs another path (the tree mask): warm it too
+        run_ours(pair, prompts[:1], replace(warm, tree=trees[0]), "speculative", drafter, MethodResult("warmup", None), False)
     if twin:
         run_transformers(pair, prompts[:1], warm, twin(gammas[0]), MethodResult("warmup", None), False)
 
     baseline = MethodResult("autoregressive", None)
     ours = {gamma: MethodResult("speculative", gamma) for gamma in gammas}
     theirs = {gamma: MethodResult("transformers-assisted", gamma) for gamma in gammas}
+    ours_trees = {text: MethodResult("speculative-tree", None, tree=text) for text in shaped}
     ours_dynamic = MethodResult("speculative-dynamic", None)
     theirs_default = MethodResult("transformers-assisted-default", None)
     for repeat in range(repeats):
@@ -224,6 +245,8 @@ def bench(
             run_ours(pair, prompts, at[gamma], "speculative", drafter, ours[gamma], record)
             if twin:
                 run_transformers(pair, prompts, at[gamma], twin(gamma), theirs[gamma], record)
+        for text, tree_settings in shaped.items():
+            run_ours(pair, prompts, tree_settings, "speculative", drafter, ours_trees[text], record)
         if dynamic:
             run_ours(pair, prompts, settings, "speculative", "dynamic", ours_dynamic, record)
             if with_transformers:
@@ -245,19 +268,21 @@ def bench(
             **latency_tail(baseline.latencies).to_json(),
         }
     ]
-    compared = [*ours.values()]
+    same = lambda result: same_output(result, baseline, settings)  # noqa: E731
+    compared = [*ours.values(), *ours_trees.values()]
     for gamma in gammas:
-        rows.append(speculative_row(ours[gamma], baseline, step_s))
+        rows.append(speculative_row(ours[gamma], baseline, step_s, same(ours[gamma])))
         if twin:
-            rows.append(transformers_row(theirs[gamma], baseline))
+            rows.append(transformers_row(theirs[gamma], baseline, same(theirs[gamma])))
             compared.append(theirs[gamma])
+    rows.extend(speculative_row(result, baseline, step_s, same(result)) for result in ours_trees.values())
     if dynamic:
-        rows.append(speculative_row(ours_dynamic, baseline, step_s))
+        rows.append(speculative_row(ours_dynamic, baseline, step_s, same(ours_dynamic)))
         compared.append(ours_dynamic)
         if with_transformers:
-            rows.append(transformers_row(theirs_default, baseline))
+            rows.append(transformers_row(theirs_default, baseline, same(theirs_default)))
             compared.append(theirs_default)
     greedy_identical = None
-    if settings.sampling.greedy and settings.lenience == 1.0:
-        greedy_identical = all(result.outputs == baseline.outputs for result in compared)
+    if settings.sampling.greedy and not settings.lossy:
+        greedy_identical = all(same(result) for result in compared)
     return {"rows": rows, "greedy_identical": greedy_identical}

@@ -8,16 +8,19 @@ inside a decoding run: load times and batch costs are measured before or after, 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from specviz.analysis.readings import readings_of
 from specviz.analysis.score import scored_alpha
 from specviz.deployment.batch import BatchRow
+from specviz.deployment.benchmark import MethodResult, same_output
 from specviz.deployment.device import measure_batches
 from specviz.deployment.load_timing import dtype_name, load_times
 from specviz.deployment.peaks import PeakTracker, memory_report
-from specviz.deployment.report import DeploymentReport
-from specviz.deployment.requests import run_requests
+from specviz.deployment.report import DeploymentReport, DraftingRow
+from specviz.deployment.requests import Requests, run_requests
 from specviz.engine import DecodeSettings
+from specviz.engine.tree_shape import TreeShape
 from specviz.models.loading import LoadedPair
 from specviz.run.runner import run
 
@@ -30,15 +33,20 @@ def deployment_report(
     batches: Sequence[int] = (),
     cold_start: bool = True,
     prompt_labels: Sequence[str] = (),
+    drafter: str = "model",
+    trees: Sequence[TreeShape] = (),
     log: Callable[[str], None] = lambda line: None,
 ) -> DeploymentReport:
-    """Everything `report` shows: both methods over the prompts, α run and scored, τ, ν, speedup, memory, loads, batches."""
+    """Everything `report` shows: both methods over the prompts, α run and scored, τ, ν, speedup, memory, loads, batches;
+    with `trees`, the chain beside each token tree drafted with the same drafter."""
     warm = DecodeSettings(max_new_tokens=8, gamma=settings.gamma, sampling=settings.sampling)
     for mode in ("speculative", "autoregressive"):  # allocators, kernels, caches: not the first request's problem
-        list(run(pair, prompts[0], warm, mode=mode))
-    log("running both methods…")
+        list(run(pair, prompts[0], warm, mode=mode, drafter=drafter))
+    if trees:  # a tree's verify pass runs another path (the tree mask): warm it too
+        list(run(pair, prompts[0], replace(warm, tree=trees[0]), drafter=drafter))
+    log("running both methods…" if not trees else f"running both methods and {len(trees)} token tree(s)…")
     peaks = PeakTracker(pair.device, pair.draft.weight_bytes)
-    requests = run_requests(pair, prompts, settings, repeats, peaks=peaks, log=log)
+    requests = run_requests(pair, prompts, settings, repeats, drafter=drafter, peaks=peaks, trees=trees, log=log)
     tally = requests.speculative.tally
     spec, base = requests.speculative.pooled, requests.autoregressive.pooled
     m = readings_of(
@@ -80,8 +88,28 @@ def deployment_report(
         prompt_labels=tuple(prompt_labels),
         load_source=load_json["cold_source"],
         compile_note=compile_note(pair),
+        drafting=drafting_rows(requests, settings) if trees else (),
     )
     return report.with_verdict()
+
+
+def drafting_rows(requests: Requests, settings: DecodeSettings) -> tuple[DraftingRow, ...]:
+    """The chain, then each token tree: tokens and rows per target pass, ν over the target's own step, the speedup."""
+    baseline = requests.autoregressive
+
+    def row(setup: str, result: MethodResult) -> DraftingRow:
+        m = readings_of(
+            result.tally,
+            gamma=0,  # no prediction here: the measured numbers side by side
+            target_step_s=baseline.pooled.target_step_s,
+            tokens_per_s=result.pooled.tokens_per_s,
+            baseline_tokens_per_s=baseline.pooled.tokens_per_s,
+        )
+        same = same_output(result, baseline, settings)
+        return DraftingRow(setup, m.tokens_per_cycle, result.tally.rows_per_pass, m.verify_cost, m.measured_speedup, same)
+
+    chain = row(f"chain, γ = {settings.gamma}", requests.speculative)
+    return (chain, *(row(f"tree {text}", result) for text, result in requests.trees.items()))
 
 
 def compile_note(pair: LoadedPair) -> str | None:

@@ -24,6 +24,18 @@ from specviz.deployment.verdict import DeploymentVerdict, judge
 
 
 @dataclass(frozen=True)
+class DraftingRow:
+    """One drafting setup over the report's prompts, beside the others: the chain of γ, or a token tree."""
+
+    setup: str  # "chain, γ = 4" or "tree 2x2x1:1"
+    tokens_per_pass: float | None  # tokens emitted per target forward
+    rows_per_pass: float | None  # rows of a mean verify pass: the pending token and every drafted node
+    verify_cost: float | None  # ν(rows): a verify pass over an autoregressive target step
+    speedup: float | None  # measured, end to end, over the target alone
+    same_as_target: bool | None  # greedy: the same output as the target alone on every prompt (None under sampling)
+
+
+@dataclass(frozen=True)
 class DeploymentReport:
     """Everything the report shows for one pair on one machine over one prompt set."""
 
@@ -50,6 +62,7 @@ class DeploymentReport:
     prompt_labels: tuple[str, ...] = field(default=())
     load_source: str = "a fresh process, from disk"  # how the cold loads were timed
     compile_note: str | None = None  # what compiling the fast path's step cost (engine/compiled.py), part of a cold start
+    drafting: tuple[DraftingRow, ...] = ()  # the chain beside the token trees `report --tree` asked for; () when none
 
     @property
     def speculative_tail(self) -> LatencyTail:
@@ -104,6 +117,7 @@ class DeploymentReport:
             prompt_labels=tuple(data.get("prompt_labels", ())),
             load_source=data.get("load_source", cls.load_source),
             compile_note=data.get("compile_note"),
+            drafting=tuple(DraftingRow(**row) for row in data.get("drafting", ())),
         )
 
 
@@ -232,6 +246,37 @@ def _batch_section(report: DeploymentReport, with_figures: bool = True) -> str:
     )
 
 
+def _drafting_section(rows: Sequence[DraftingRow]) -> str:
+    same = {True: "yes", False: "no", None: "–"}
+    cells = [
+        [
+            html.escape(row.setup),
+            _number(row.rows_per_pass, "{:.2f}"),
+            _number(row.tokens_per_pass, "{:.2f}"),
+            _number(row.verify_cost, "{:.2f}"),
+            _number(row.speedup, "{:.2f}×"),
+            same[row.same_as_target],
+        ]
+        for row in rows
+    ]
+    return (
+        "<p>The same prompts drafted as a chain and as token trees, run back to back. A tree verifies more rows per "
+        "target pass to emit more tokens per pass; it pays where ν, the cost of those rows, stays near 1. The verdict "
+        "above is the chain's.</p>"
+        + _table(
+            [
+                "drafting",
+                "rows per verify pass",
+                "tokens per target pass",
+                "ν (verify pass / target step)",
+                "speedup",
+                "same output as the target",
+            ],
+            cells,
+        )
+    )
+
+
 def _summary_section(report: DeploymentReport) -> str:
     rows = [
         ["α, measured by the runs", _number(report.alpha_run, "{:.3f}")],
@@ -272,6 +317,7 @@ def sections(report: DeploymentReport, with_figures: bool = True) -> list[tuple[
     return [
         ("Verdict", _verdict_section(verdict)),
         ("α, τ, ν and the speedup", _summary_section(report)),
+        *([("Chain or tree", _drafting_section(report.drafting))] if report.drafting else []),
         ("Latency: distribution and tail, both methods", _latency_section(report, with_figures)),
         ("Memory", _memory_section(report.memory, with_figures)),
         ("Cold start", _cold_start_section(report.load_times, report.load_source, report.compile_note)),

@@ -167,6 +167,12 @@ class Tally:
         return ratio(self.drafted, self.cycles)
 
     @property
+    def rows_per_pass(self) -> float | None:
+        """Mean rows of a verify pass: the pending token and every drafted position (a token tree's every node)."""
+        per_cycle = self.drafts_per_cycle
+        return None if per_cycle is None else per_cycle + 1
+
+    @property
     def draft_step_s(self) -> float | None:
         """Mean time of one drafted token."""
         return ratio(self.draft_s, self.drafted)

@@ -10,6 +10,8 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
+from specviz.engine.tree_shape import TreeShape
+
 REPO_ROOT = Path(__file__).resolve().parents[2]  # specviz/models/catalogue.py → the repository
 CATALOGUE_PATH = Path(os.environ.get("SPECVIZ_CATALOGUE", REPO_ROOT / "models.yaml"))
 
@@ -48,6 +50,12 @@ class Pair:
     feature_head: str | None = None  # a folder with an EAGLE-style head for this target (the "feature" drafter)
     drafter: str = "model"  # the drafting strategy the pair starts with (a key of specviz/drafting/registry.py)
     weights: Literal["auto", "bf16", "int8", "int4", "fp32"] | None = None  # the target's form on a CPU (models/weight_forms.py)
+    tree: str | None = None  # the token tree `--tree default` drafts ("4x2x1:2", engine/tree_shape.py); chains stay the default
+
+    @property
+    def tree_shape(self) -> TreeShape | None:
+        """The pair's token tree (checked when the catalogue loads), or None where it names none."""
+        return TreeShape.parse(self.tree) if self.tree else None
 
     def resolve(self, reference: str) -> str:
         """A folder reference made absolute (relative to the models.yaml it is written in); a hub id unchanged."""
@@ -126,7 +134,7 @@ def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
         raise CatalogueError(f"{path}: expected a mapping with 'default' and 'pairs' at the top level")
     try:
         pairs = {
-            str(name): Pair(**_with_wheel(name, fields)) if isinstance(fields, dict) else _not_mapping(name)
+            str(name): _pair(name, fields) if isinstance(fields, dict) else _not_mapping(name)
             for name, fields in (raw.get("pairs") or {}).items()
         }
         for pair in pairs.values():
@@ -142,6 +150,23 @@ def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
         raise CatalogueError(f"{path}: {where}: {first['msg']}") from None
     except (TypeError, ValueError) as error:
         raise CatalogueError(f"{path}: {error}") from None
+
+
+def _pair(name: str, fields: dict) -> Pair:
+    """One pair's fields made a Pair, its tree shape parsed; a bad field is named with its pair: "pairs.x.tree: …"."""
+    if isinstance(fields.get("tree"), int):  # `tree: 3` (one depth, three children) reads as a number in YAML
+        fields = {**fields, "tree": str(fields["tree"])}
+    try:
+        pair = Pair(**_with_wheel(name, fields))
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ValueError(f"pairs.{name}.{where}: {first['msg']}") from None
+    try:
+        TreeShape.parse(pair.tree) if pair.tree else None
+    except ValueError as error:
+        raise ValueError(f"pairs.{name}.tree: {error}") from None
+    return pair
 
 
 def _with_wheel(name: str, fields: dict) -> dict:
