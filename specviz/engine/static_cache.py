@@ -18,9 +18,19 @@ modules: int4/int8 weight-only, bf16 or float32, whatever form the pair was load
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import nn
 from transformers import PreTrainedModel
+
+
+class TreeKeys(NamedTuple):
+    """A token tree's rows (specviz/engine/tree_rows.py): where each row's key and value go, and which keys it sees."""
+
+    slots: torch.Tensor  # (rows,) cache slots the rows are written to (their rotary positions are by depth)
+    groups: list[tuple[torch.Tensor, int, int]]  # per width: (row · keys + key) of each row's keys in order, rows, width
+    n_keys: int  # slots filled once the rows are written
 
 
 def is_supported(model: PreTrainedModel) -> bool:
@@ -68,15 +78,24 @@ class StaticLlama(nn.Module):
         return (self.n_layers, self.n_kv_heads, length, self.head_dim)
 
     def forward(
-        self, token_ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+        self,
+        token_ids: torch.Tensor,
+        positions: torch.Tensor,
+        visible: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        tree: TreeKeys | None = None,
     ) -> list[torch.Tensor]:
         """Rows `token_ids` at `positions` (consecutive): their keys and values are written into `keys`/`values` at those
-        positions, and each row attends over the first `visible.shape[0]` positions it may see.
+        positions, and each row attends over the first `visible.shape[0]` positions it may see. A token tree's rows
+        (`tree`) sit at positions by depth instead, are written at `tree.slots`, and each sees only its keys.
 
         Returns transformers' hidden_states: the embeddings, each layer's input after that, and the final normed
         state last (index −1)."""  # (n,), (n,), (visible,), 2 × (layers, kv_heads, length, head_dim) → [(n, hidden)] × (layers + 1)
         x = self.embed_tokens(token_ids)  # (n, hidden)
-        mask = visible[None, :] <= positions[:, None]  # (n, visible): causal, over what is filled
+        mask = (
+            visible[None, :] <= positions[:, None] if tree is None else tree
+        )  # (n, visible) causal over what is filled, or the tree's
         cos, sin = self.cos[positions][None], self.sin[positions][None]  # (1, n, head_dim)
         states = [x]
         for index, layer in enumerate(self.layers):
@@ -90,28 +109,51 @@ class StaticLlama(nn.Module):
         return states
 
     def attention(self, module, x, positions, mask, cos, sin, layer_keys, layer_values):
+        """One layer's attention; `mask` is a chain's causal mask over what is filled, or a tree's TreeKeys."""
         rows = x.shape[0]
         q = module.q_proj(x).view(rows, self.n_heads, self.head_dim).transpose(0, 1)  # (heads, n, head_dim)
         k = module.k_proj(x).view(rows, self.n_kv_heads, self.head_dim).transpose(0, 1)  # (kv_heads, n, head_dim)
         v = module.v_proj(x).view(rows, self.n_kv_heads, self.head_dim).transpose(0, 1)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-        layer_keys.index_copy_(1, positions, k)  # write this step's rows at their positions
-        layer_values.index_copy_(1, positions, v)
-        length = mask.shape[1]
+        slots = mask.slots if isinstance(mask, TreeKeys) else positions
+        layer_keys.index_copy_(1, slots, k)  # write this step's rows at their positions (a tree's: after the context)
+        layer_values.index_copy_(1, slots, v)
+        length = mask.n_keys if isinstance(mask, TreeKeys) else mask.shape[1]
         keys = layer_keys[:, :length]  # (kv_heads, visible, head_dim): only the filled part is read
         values = layer_values[:, :length]
         group = self.n_heads // self.n_kv_heads
         keys = keys[:, None].expand(-1, group, -1, -1).reshape(self.n_heads, length, self.head_dim)  # repeat_kv
         values = values[:, None].expand(-1, group, -1, -1).reshape(self.n_heads, length, self.head_dim)
         scores = torch.matmul(q, keys.transpose(1, 2)) * self.scaling  # (heads, n, visible)
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-        weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        if isinstance(mask, TreeKeys):
+            weights = softmax_by_path(scores, mask.groups)
+        else:
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
         out = torch.matmul(weights, values).transpose(0, 1).reshape(rows, self.n_heads * self.head_dim)
         return module.o_proj(out)
 
     @staticmethod
     def mlp(module, x):
         return module.down_proj(module.act_fn(module.gate_proj(x)) * module.up_proj(x))
+
+
+def softmax_by_path(scores: torch.Tensor, groups: list[tuple[torch.Tensor, int, int]]) -> torch.Tensor:
+    """Attention weights of a tree's rows, each row's softmax taken over exactly its keys, gathered in its path's order.
+
+    A softmax's sum is reduced in vector lanes and unrolled blocks, so which position a key holds, and how many keys
+    (even masked ones) follow it, change the float32 rounding; the weights are then rounded to bf16, where one flip
+    in a thousand is enough to part greedy decoding at a near-tie. Gathered this way, a node's row is the softmax its
+    path's one-token step takes. The weights go back to the keys' slots (zeros elsewhere): the product with the
+    values adds exact zeros, which leaves its sums as they were."""  # (heads, n, keys) → (heads, n, keys)
+    heads, rows, length = scores.shape
+    flat = scores.reshape(heads, rows * length)
+    weights = torch.zeros(heads, rows * length, dtype=scores.dtype, device=scores.device)
+    for index, n_rows, width in groups:
+        ordered = flat.index_select(1, index).view(heads, n_rows, width)  # each row's keys, in its path's order
+        chosen = nn.functional.softmax(ordered, dim=-1, dtype=torch.float32).to(scores.dtype)
+        weights.index_copy_(1, index, chosen.view(heads, n_rows * width))
+    return weights.view(heads, rows, length)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
