@@ -125,7 +125,7 @@ SMALL_VOCAB, SMALL_PROMPT, N_SAMPLES = 6, [1, 2, 3, 1, 2], 2000
     [
         pytest.param("independent", TreeShape((3, 2)), marks=pytest.mark.slow),
         ("without_replacement", TreeShape((3, 2))),  # the drafters' default in the quick suite
-XX
+        pytest.param("without_replacement", TreeShape.dynamic(nodes=4, depth=2, width=3), marks=pytest.mark.slow),  # q's top-k
     ],
     ids=["independent", "without replacement", "dynamic"],
 )
@@ -146,9 +146,7 @@ def test_tree_sampling_through_the_models_follows_the_target(siblings, shape):
     for seed in range(N_SAMPLES):
         settings = DecodeSettings(max_new_tokens=3, sampling=SamplingSettings(temperature=1.0), seed=seed)
         events = list(
-            tree_speculative_decode(
-                target_decoder, drafter, SMALL_PROMPT, settings, shape, fake_vocabulary(), siblings
-            )
+            tree_speculative_decode(target_decoder, drafter, SMALL_PROMPT, settings, shape, fake_vocabulary(), siblings)
         )
         a, b = events[-1].new_token_ids[:2]
         counts[a, b] += 1
