@@ -7,7 +7,8 @@
 Greedy, the pair in its default form (the real pair: int4 target, int8 feature head). For each shape, every prompt is
 decoded by the tree engine (engine/tree_speculative.py; a chain is the shape 1x…x1), and its output is checked against
 plain decoding in the same form. Printed per shape: rows per verify pass (nodes + 1), tokens per target pass, the
-draft forwards per cycle, and ms per token beside plain decoding's (one run: quote ratios, not absolute times).
+draft forwards per cycle, ms per token, and the speedup over plain decoding timed prompt by prompt right before each
+tree run (interleaved, so a machine whose load changes during the run still compares like with like; quote ratios).
 A shape is what TreeShape.parse reads (docs/trees.md): widths per depth, `:n` to let only the n most probable nodes
 of a depth branch (EAGLE-2's top nodes), or nodes=N,depth=D[,width=K] for EAGLE-2's dynamic tree.
 `--engine fast` (the default) runs target and draft model on the static-cache fast path, eager, as the engine does by
@@ -61,6 +62,12 @@ def main() -> None:
 
     def decoder(model):
         return decoder_for(model, vocab) if args.engine == "fast" else CachedDecoder(model, vocab)
+
+    def plain(ids: list[int]) -> tuple[tuple[int, ...], float]:
+        started = time.perf_counter()
+        summary = list(autoregressive_decode(decoder(pair.target.model), ids, settings, pair.vocabulary))[-1]
+        return summary.new_token_ids, time.perf_counter() - started
+
     prompts = [encode_prompt(pair, text, args.max_new_tokens, 16) for text in load_prompt_set(args.prompts)[: args.count]]
     settings = DecodeSettings(max_new_tokens=args.max_new_tokens)
     print(
@@ -69,23 +76,19 @@ def main() -> None:
         f"({type(decoder(pair.target.model)).__name__})"
     )
 
-    plain_outputs, plain_s, plain_tokens = [], 0.0, 0
-    for ids in prompts:
-        started = time.perf_counter()
-        summary = list(autoregressive_decode(decoder(pair.target.model), ids, settings, pair.vocabulary))[-1]
-        plain_s += time.perf_counter() - started
-        plain_outputs.append(summary.new_token_ids)
-        plain_tokens += len(summary.new_token_ids)
-    print(f"{'plain decoding':>22}  {'':>5}  {'':>15}  {'':>13}  {1000 * plain_s / plain_tokens:7.2f} ms/token")
+    plain_outputs = [plain(ids)[0] for ids in prompts]  # also warms both paths up
+    plain_tokens = sum(len(output) for output in plain_outputs)
     print(
-        f"{'shape':>22}  {'rows':>5}  {'tokens / pass':>15}  {'draft fwd/cyc':>13}  {'ms/token':>15}  {'speedup':>7}  same as plain"
+        f"{'shape':>22}  {'rows':>5}  {'tokens / pass':>15}  {'draft fwd/cyc':>13}  {'ms/token':>15}  {'plain ms/token':>15}  "
+        f"{'speedup':>7}  same as plain"
     )
 
     for text in args.shapes:
         shape = TreeShape.parse(text)
         tokens = passes = draft_forwards = 0
-        wall_s, same = 0.0, 0
-        for ids, plain in zip(prompts, plain_outputs):
+        wall_s, plain_s, same = 0.0, 0.0, 0
+        for ids, plain_output in zip(prompts, plain_outputs):
+            plain_s += plain(ids)[1]
             if args.drafter == "feature":
                 drafter = FeatureTreeDrafter(pair.feature_head.head, vocab)
             elif args.drafter == "model":
@@ -93,20 +96,18 @@ def main() -> None:
             else:
                 drafter = LookupTreeDrafter()
             started = time.perf_counter()
-            events = list(
-                tree_speculative_decode(decoder(pair.target.model), drafter, ids, settings, shape, pair.vocabulary)
-            )
+            events = list(tree_speculative_decode(decoder(pair.target.model), drafter, ids, settings, shape, pair.vocabulary))
             wall_s += time.perf_counter() - started
             summary = events[-1]
             tokens += len(summary.new_token_ids)
             passes += summary.n_cycles
             draft_forwards += sum(cycle.n_draft_forwards for cycle in events[:-1])
-            same += summary.new_token_ids == plain
+            same += summary.new_token_ids == plain_output
         label = f"{'chain' if shape.branching == (1,) * len(shape.branching) else 'tree'} {shape.text}"
-        ms = 1000 * wall_s / tokens
+        ms, plain_ms = 1000 * wall_s / tokens, 1000 * plain_s / plain_tokens
         print(
             f"{label:>22}  {shape.n_nodes + 1:>5}  {tokens / passes:>15.3f}  {draft_forwards / passes:>13.2f}  "
-            f"{ms:>7.2f} ms/token  {1000 * plain_s / plain_tokens / ms:>6.2f}x  {same}/{len(prompts)}"
+            f"{ms:>7.2f} ms/token  {plain_ms:>7.2f} ms/token  {plain_ms / ms:>6.2f}x  {same}/{len(prompts)}"
         )
 
 

@@ -100,8 +100,10 @@ def verify_tree(
     """  # (nodes + 1, vocab), (nodes + 1, hidden · layers) | None
     cached_length = target.cached_length
     pending = committed[cached_length:]
-    rows = tree_rows(tree, cached_length, len(pending))
     n_rows = len(tree) + 1
+    if tree.is_chain:  # a chain's own verify pass: a chain costs what it costs in engine/speculative.py
+        return target._forward(pending + list(tree.token_ids), n_rows, hidden_layers, n_rows)
+    rows = tree_rows(tree, cached_length, len(pending))
     return target.forward_tree(pending + list(tree.token_ids), rows, n_rows, hidden_layers, n_rows)
 
 
@@ -112,5 +114,8 @@ def feed_nodes(decoder: Decoder, tree: TokenTree, tree_start: int, fed: list[int
     grows a tree, feeding only the nodes that branch."""  # (len(new), vocab)
     if decoder.cached_length != tree_start + len(fed):
         raise ValueError(f"{len(fed)} fed nodes after {tree_start} positions, but the cache holds {decoder.cached_length}")
+    token_ids = [tree.token_ids[node] for node in new]
+    if fed == list(range(len(fed))) and new == [len(fed)] and tree.parents[len(fed)] == len(fed) - 1:
+        return decoder.feed(token_ids)  # the next node of a chain: a plain step
     rows = grown_rows(tree.parents, tree.depth_tensor, tree_start, fed, new)
-    return decoder.forward_tree([tree.token_ids[node] for node in new], rows, len(new))[0]
+    return decoder.forward_tree(token_ids, rows, len(new))[0]

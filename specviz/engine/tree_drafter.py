@@ -177,13 +177,16 @@ def grow_tree(
             logits = feed(TokenTree(tuple(tokens), tuple(parents)), branching)  # (branching, vocab)
             logits_at.update(zip(branching, logits))
             n_forwards += 1
-        shown = display_probs(logits, settings).double()  # (branching, vocab)
         base = log_path_q[torch.tensor(branching)] if depth > 0 else torch.zeros(1, dtype=torch.float64)
-        if deterministic:
-            allowed = shown > 0 if not settings.greedy else torch.ones_like(shown, dtype=torch.bool)
-            count = min(width, int(allowed.sum(dim=-1).min()))
-            children = logits.float().masked_fill(~allowed, float("-inf")).topk(count, dim=-1).indices  # (branching, count)
-            child_q = shown.gather(1, children)
+        if settings.greedy:  # the top-k, ranked by log q = logit − logsumexp (no softmax over the vocabulary)
+            top = logits.float().topk(min(width, logits.shape[-1]), dim=-1)  # (branching, k)
+            children = top.indices
+            child_log_q = (top.values - logits.float().logsumexp(dim=-1, keepdim=True)).double()
+        elif deterministic:  # a dynamic shape under sampling: q's top-k among the tokens q can draw
+            q = warp(logits, settings)  # (branching, vocab)
+            count = min(width, int((q > 0).sum(dim=-1).min()))
+            top = q.topk(count, dim=-1)
+            children, child_log_q = top.indices, top.values.double().clamp_min(1e-30).log()
         else:
             drawn = []
             for row, parent in enumerate(branching):
@@ -192,10 +195,10 @@ def grow_tree(
                 drawn.append(draw_children(q, width, siblings, generator))
             count = min(len(children) for children in drawn)
             children = torch.stack([children[:count] for children in drawn])  # (branching, count)
-            child_q = shown.gather(1, children)
+            child_log_q = display_probs(logits, settings).gather(1, children).double().clamp_min(1e-30).log()
         tokens += children.flatten().tolist()
         parents += [parent for parent in branching for _ in range(children.shape[1])]
-        log_path_q = torch.cat([log_path_q, (base[:, None] + child_q.clamp_min(1e-30).log()).flatten()])
+        log_path_q = torch.cat([log_path_q, (base[:, None] + child_log_q).flatten()])
     tree, grown_ids = TokenTree(tuple(tokens), tuple(parents)), None
     if shape.budget is not None and len(tree) > shape.budget:
         tree, grown_ids = keep_most_probable(tree, log_path_q, shape.budget)
@@ -209,7 +212,8 @@ def grow_tree(
 def keep_most_probable(tree: TokenTree, log_path_q: torch.Tensor, budget: int) -> tuple[TokenTree, tuple[int, ...]]:
     """The `budget` nodes of highest path probability, renumbered in their old order (ties: the earlier node first, so
     a parent, never less probable than its child, always stays with it); and the old number of each kept node."""
-    order = sorted(range(len(tree)), key=lambda node: (-float(log_path_q[node]), node))
+    scores = log_path_q.tolist()
+    order = sorted(range(len(tree)), key=lambda node: (-scores[node], node))
     kept = tuple(sorted(order[:budget]))
     renumbered = {old: new for new, old in enumerate(kept)} | {ROOT: ROOT}
     tokens = tuple(tree.token_ids[node] for node in kept)
