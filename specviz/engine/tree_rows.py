@@ -34,12 +34,8 @@ class TreeRows:
 
     positions: torch.Tensor  # (rows,) long
     prefix: torch.Tensor  # (rows,) long: row r sees slots 0 … prefix[r] − 1
-    tail: torch.Tensor  # (rows, depth) long: then these slots in order, −1 pads
+    tail: torch.Tensor  # (rows, depth) long: then these slots in order, −1 pads (after them only)
     n_keys: int  # slots filled once this forward has written its rows
-
-    def widths(self) -> torch.Tensor:
-        """How many keys each row sees."""  # (rows,)
-        return self.prefix + (self.tail >= 0).sum(dim=1)
 
     def visible(self) -> torch.Tensor:
         """Row r may see key k: the whole mask, for attention that takes one."""  # (rows, n_keys) bool
@@ -51,16 +47,17 @@ class TreeRows:
         return seen | padded[:, : self.n_keys]
 
     def by_width(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The rows grouped by how many keys they see: per group the rows and, per row, its keys in order."""  # [((g,), (g, width))]
-        widths = self.widths()
+        """The rows grouped by the keys they see (as many context keys, as many path keys): per group the rows and,
+        per row, its keys in order."""  # [((g,), (g, width))]
+        depths = (self.tail >= 0).sum(dim=1).tolist()
+        members: dict[tuple[int, int], list[int]] = {}
+        for row, key in enumerate(zip(self.prefix.tolist(), depths)):
+            members.setdefault(key, []).append(row)
         groups = []
-        for width in torch.unique(widths).tolist():
-            rows = (widths == width).nonzero().squeeze(1)
-            prefix, tail = self.prefix[rows], self.tail[rows]
-            columns = torch.arange(width)[None, :]  # (1, width)
-            from_tail = (columns - prefix[:, None]).clamp(0, max(tail.shape[1] - 1, 0))
-            tail_slots = tail.gather(1, from_tail) if tail.shape[1] else torch.zeros_like(from_tail)
-            groups.append((rows, torch.where(columns < prefix[:, None], columns, tail_slots)))
+        for (prefix, depth), rows in members.items():
+            index = torch.tensor(rows, dtype=torch.long)
+            context = torch.arange(prefix).expand(len(rows), prefix)
+            groups.append((index, torch.cat([context, self.tail[index, :depth]], dim=1)))
         return groups
 
 
