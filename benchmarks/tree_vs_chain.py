@@ -9,6 +9,8 @@ decoded by the tree engine (engine/tree_speculative.py; a chain is the shape 1xâ
 plain decoding in the same form. Printed per shape: rows per verify pass (nodes + 1), tokens per target pass, the
 draft forwards per cycle, ms per token, and the speedup over plain decoding timed prompt by prompt right before each
 tree run (interleaved, so a machine whose load changes during the run still compares like with like; quote ratios).
+Times are the engine's own clock (each run's Summary: prefill and every cycle or step, synchronised), which stops
+while the display numbers are built, as in the app.
 A shape is what TreeShape.parse reads (docs/trees.md): widths per depth, `:n` to let only the n most probable nodes
 of a depth branch (EAGLE-2's top nodes), or nodes=N,depth=D[,width=K] for EAGLE-2's dynamic tree.
 `--engine fast` (the default) runs target and draft model on the static-cache fast path, eager, as the engine does by
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
@@ -64,9 +65,8 @@ def main() -> None:
         return decoder_for(model, vocab) if args.engine == "fast" else CachedDecoder(model, vocab)
 
     def plain(ids: list[int]) -> tuple[tuple[int, ...], float]:
-        started = time.perf_counter()
         summary = list(autoregressive_decode(decoder(pair.target.model), ids, settings, pair.vocabulary))[-1]
-        return summary.new_token_ids, time.perf_counter() - started
+        return summary.new_token_ids, summary.wall_s
 
     prompts = [encode_prompt(pair, text, args.max_new_tokens, 16) for text in load_prompt_set(args.prompts)[: args.count]]
     settings = DecodeSettings(max_new_tokens=args.max_new_tokens)
@@ -95,10 +95,9 @@ def main() -> None:
                 drafter = ModelTreeDrafter(decoder(pair.draft.model))
             else:
                 drafter = LookupTreeDrafter()
-            started = time.perf_counter()
             events = list(tree_speculative_decode(decoder(pair.target.model), drafter, ids, settings, shape, pair.vocabulary))
-            wall_s += time.perf_counter() - started
             summary = events[-1]
+            wall_s += summary.wall_s
             tokens += len(summary.new_token_ids)
             passes += summary.n_cycles
             draft_forwards += sum(cycle.n_draft_forwards for cycle in events[:-1])
