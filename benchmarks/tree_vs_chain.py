@@ -64,9 +64,8 @@ def main() -> None:
     def decoder(model):
         return decoder_for(model, vocab) if args.engine == "fast" else CachedDecoder(model, vocab)
 
-    def plain(ids: list[int]) -> tuple[tuple[int, ...], float]:
-        summary = list(autoregressive_decode(decoder(pair.target.model), ids, settings, pair.vocabulary))[-1]
-        return summary.new_token_ids, summary.wall_s
+    def plain(ids: list[int]):
+        return list(autoregressive_decode(decoder(pair.target.model), ids, settings, pair.vocabulary))[-1]
 
     prompts = [encode_prompt(pair, text, args.max_new_tokens, 16) for text in load_prompt_set(args.prompts)[: args.count]]
     settings = DecodeSettings(max_new_tokens=args.max_new_tokens)
@@ -76,19 +75,21 @@ def main() -> None:
         f"({type(decoder(pair.target.model)).__name__})"
     )
 
-    plain_outputs = [plain(ids)[0] for ids in prompts]  # also warms both paths up
+    plain_outputs = [plain(ids).new_token_ids for ids in prompts]  # also warms both paths up
     plain_tokens = sum(len(output) for output in plain_outputs)
+    print("verify and draft: seconds per cycle ÷ a plain step's, measured beside it (ν: the verify pass in target steps)")
     print(
-        f"{'shape':>22}  {'rows':>5}  {'tokens / pass':>15}  {'draft fwd/cyc':>13}  {'ms/token':>15}  {'plain ms/token':>15}  "
-        f"{'speedup':>7}  same as plain"
+        f"{'shape':>22}  {'rows':>5}  {'tokens / pass':>15}  {'draft fwd/cyc':>13}  {'ν':>5}  {'draft':>5}  "
+        f"{'ms/token':>15}  {'plain ms/token':>15}  {'speedup':>7}  same as plain"
     )
 
     for text in args.shapes:
         shape = TreeShape.parse(text)
         tokens = passes = draft_forwards = 0
-        wall_s, plain_s, same = 0.0, 0.0, 0
+        wall_s, plain_s, step_s, verify_s, draft_s, same = 0.0, 0.0, 0.0, 0.0, 0.0, 0
         for ids, plain_output in zip(prompts, plain_outputs):
-            plain_s += plain(ids)[1]
+            baseline = plain(ids)
+            plain_s, step_s = plain_s + baseline.wall_s, step_s + baseline.step_s / len(prompts)
             if args.drafter == "feature":
                 drafter = FeatureTreeDrafter(pair.feature_head.head, vocab)
             elif args.drafter == "model":
@@ -101,12 +102,14 @@ def main() -> None:
             tokens += len(summary.new_token_ids)
             passes += summary.n_cycles
             draft_forwards += sum(cycle.n_draft_forwards for cycle in events[:-1])
+            verify_s += sum(cycle.verify_s for cycle in events[:-1])
+            draft_s += sum(cycle.draft_s for cycle in events[:-1])
             same += summary.new_token_ids == plain_output
         label = f"{'chain' if shape.branching == (1,) * len(shape.branching) else 'tree'} {shape.text}"
         ms, plain_ms = 1000 * wall_s / tokens, 1000 * plain_s / plain_tokens
         print(
             f"{label:>22}  {shape.n_nodes + 1:>5}  {tokens / passes:>15.3f}  {draft_forwards / passes:>13.2f}  "
-            f"{ms:>7.2f} ms/token  {plain_ms:>7.2f} ms/token  {plain_ms / ms:>6.2f}x  {same}/{len(prompts)}"
+            f"{verify_s / passes / step_s:>5.2f}  {draft_s / passes / step_s:>5.2f}  {ms:>7.2f} ms/token  {plain_ms:>7.2f} ms/token  {plain_ms / ms:>6.2f}x  {same}/{len(prompts)}"
         )
 
 
