@@ -2,11 +2,12 @@
 
 A tree lists its drafted nodes parents first: node i holds a token and its parent, ROOT (−1) for the nodes of depth 1,
 whose parent is the last committed token. A chain is the tree with one child per node. In the verify pass every node
-is one row; it attends to the committed context and to its own ancestors only (`tree_attention_mask`) and sits at the
+is one row; it attends to the committed context and to its own ancestors only (`tree_visibility`) and sits at the
 position of its depth (`tree_positions`), so its logits are those of its path decoded as a chain
 (tests/test_tree.py holds every attention path the target uses to that). Each row attends over its own keys only,
 in its path's order (specviz/engine/tree_rows.py), on both the static-cache fast path (engine/static_cache.py) and
 transformers' forward (engine/tree_attention.py), so where the weight form keeps rows independent that holds to the bit.
+A chain-shaped tree is verified by the chain's own pass, as engine/speculative.py verifies it.
 """
 
 from __future__ import annotations
@@ -102,7 +103,10 @@ def verify_tree(
     pending = committed[cached_length:]
     n_rows = len(tree) + 1
     if tree.is_chain:  # a chain's own verify pass: a chain costs what it costs in engine/speculative.py
-        return target._forward(pending + list(tree.token_ids), n_rows, hidden_layers, n_rows)
+        tokens = pending + list(tree.token_ids)
+        if hidden_layers:
+            return target.feed_with_hidden_states(tokens, n_rows, n_rows, hidden_layers)
+        return target.feed(tokens, n_rows), None
     rows = tree_rows(tree, cached_length, len(pending))
     return target.forward_tree(pending + list(tree.token_ids), rows, n_rows, hidden_layers, n_rows)
 
