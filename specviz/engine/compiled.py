@@ -137,8 +137,9 @@ class FastModel:
     def tree_step(self, token_ids: torch.Tensor, rows: TreeRows, start: int, keys: torch.Tensor, values: torch.Tensor):
         """A token tree's rows written at slots start…, each at its depth's position seeing only its keys: always eager
         (the compiled graphs are a chain's; compiling is not exact yet, docs/performance.md)."""
+        device = self.device
         groups = [
-            ((index[:, None] * rows.n_keys + order).view(-1).to(self.device), len(index), order.shape[1])
+            (index.to(device), order.to(device), (index[:, None] * rows.n_keys + order).view(-1).to(device))
             for index, order in rows.by_width()
         ]
         slots = self.positions[start : start + token_ids.shape[0]]

@@ -29,7 +29,8 @@ class TreeKeys(NamedTuple):
     """A token tree's rows (specviz/engine/tree_rows.py): where each row's key and value go, and which keys it sees."""
 
     slots: torch.Tensor  # (rows,) cache slots the rows are written to (their rotary positions are by depth)
-    groups: list[tuple[torch.Tensor, int, int]]  # per width: (row · keys + key) of each row's keys in order, rows, width
+    groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]  # per group of rows that see as many keys: the rows,
+    # each row's keys in its path's order (rows, width), and the same as row · n_keys + key (rows · width,)
     n_keys: int  # slots filled once the rows are written
 
 
@@ -126,34 +127,42 @@ class StaticLlama(nn.Module):
         values = values[:, None].expand(-1, group, -1, -1).reshape(self.n_heads, length, self.head_dim)
         scores = torch.matmul(q, keys.transpose(1, 2)) * self.scaling  # (heads, n, visible)
         if isinstance(mask, TreeKeys):
-            weights = softmax_by_path(scores, mask.groups)
+            out = self.attend_by_path(scores, layer_values, mask.groups)  # (heads, n, head_dim)
         else:
             scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
             weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-        out = torch.matmul(weights, values).transpose(0, 1).reshape(rows, self.n_heads * self.head_dim)
+            out = torch.matmul(weights, values)  # (heads, n, head_dim)
+        out = out.transpose(0, 1).reshape(rows, self.n_heads * self.head_dim)
         return module.o_proj(out)
+
+    def attend_by_path(self, scores: torch.Tensor, layer_values: torch.Tensor, groups) -> torch.Tensor:
+        """A token tree's attention, each row over exactly its keys, gathered in its path's order: the softmax and the
+        product with the values then reduce the very terms, in the very order, of its path's one-token step.
+
+        Both reductions depend on where a term sits, not only on its value: torch's float32 softmax sums in vector
+        lanes and unrolled blocks (measured: 5 in 500 rows change in the last bit when masked keys follow them), and
+        the bf16 product with the values adds key pairs in one instruction, so a masked cousin between two ancestors
+        changes which terms are added together (on SmolLM2 in int4 a node's keys differed from its step's from layer
+        13 on, and a held-out answer parted at a tie). Gathering costs one copy of each row's values per layer (about
+        what a step's own repeat of the keys and values costs), the scores are shared."""  # (heads, n, keys), (kv_heads, length, head_dim) → (heads, n, head_dim)
+        heads, rows, length = scores.shape
+        kv_heads, _, head_dim = layer_values.shape
+        group = heads // kv_heads
+        flat = scores.reshape(heads, rows * length)
+        out = scores.new_empty(heads, rows, head_dim)
+        for row_index, key_index, flat_index in groups:
+            n_rows, width = key_index.shape
+            ordered = flat.index_select(1, flat_index).view(heads, n_rows, width)  # each row's keys, in its path's order
+            weights = nn.functional.softmax(ordered, dim=-1, dtype=torch.float32).to(scores.dtype)
+            weights = weights.view(kv_heads, group, n_rows, width).transpose(1, 2)  # (kv_heads, n_rows, group, width)
+            values = layer_values.index_select(1, key_index.view(-1)).view(kv_heads, n_rows, width, head_dim)
+            attended = torch.matmul(weights, values)  # (kv_heads, n_rows, group, head_dim)
+            out.index_copy_(1, row_index, attended.transpose(1, 2).reshape(heads, n_rows, head_dim))
+        return out
 
     @staticmethod
     def mlp(module, x):
         return module.down_proj(module.act_fn(module.gate_proj(x)) * module.up_proj(x))
-
-
-def softmax_by_path(scores: torch.Tensor, groups: list[tuple[torch.Tensor, int, int]]) -> torch.Tensor:
-    """Attention weights of a tree's rows, each row's softmax taken over exactly its keys, gathered in its path's order.
-
-    A softmax's sum is reduced in vector lanes and unrolled blocks, so which position a key holds, and how many keys
-    (even masked ones) follow it, change the float32 rounding; the weights are then rounded to bf16, where one flip
-    in a thousand is enough to part greedy decoding at a near-tie. Gathered this way, a node's row is the softmax its
-    path's one-token step takes. The weights go back to the keys' slots (zeros elsewhere): the product with the
-    values adds exact zeros, which leaves its sums as they were."""  # (heads, n, keys) → (heads, n, keys)
-    heads, rows, length = scores.shape
-    flat = scores.reshape(heads, rows * length)
-    weights = torch.zeros(heads, rows * length, dtype=scores.dtype, device=scores.device)
-    for index, n_rows, width in groups:
-        ordered = flat.index_select(1, index).view(heads, n_rows, width)  # each row's keys, in its path's order
-        chosen = nn.functional.softmax(ordered, dim=-1, dtype=torch.float32).to(scores.dtype)
-        weights.index_copy_(1, index, chosen.view(heads, n_rows * width))
-    return weights.view(heads, rows, length)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
