@@ -63,11 +63,12 @@ def test_feature_head_tree_equals_generate_in_float32(real_pair, question, engin
 
 
 # question 3 under the shape 2×1 parted from plain decoding at a three-way bf16 tie after 31 tokens, before tree rows
-# attended over their own keys only (specviz/engine/tree_attention.py)
+# attended over their own keys only (specviz/engine/tree_attention.py); question 13 under nodes=8,depth=4 parted at a
+# tie after 33 tokens on the fast path while its rows' values were read in place (StaticLlama.attend_by_path)
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize(
     "question,shape,new_tokens",
-    [(3, TreeShape((2, 1), expanded=1), 48), (4, SHAPE, NEW_TOKENS), (5, TreeShape.dynamic(nodes=8, depth=4), 48)],
+    [(3, TreeShape((2, 1), expanded=1), 48), (4, SHAPE, NEW_TOKENS), (13, TreeShape.dynamic(nodes=8, depth=4), 48)],
 )
 def test_feature_head_tree_equals_plain_decoding_in_int4(real_pair, question, shape, new_tokens, engine):
     model = apply_form(AutoModelForCausalLM.from_pretrained(real_pair.target.reference, dtype=torch.bfloat16).eval(), "int4")
