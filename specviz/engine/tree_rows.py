@@ -11,14 +11,14 @@ operations on a few small integer tensors: nothing loops over nodes in Python on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 
 import torch
 
 ROOT = -1  # the parent of depth-1 nodes: the last committed token
 
 
-@cache
+@lru_cache(maxsize=512)  # static shapes repeat their structure every cycle; dynamic ones vary, so the cache is bounded
 def paths(parents: tuple[int, ...]) -> torch.Tensor:
     """Each node's path from depth 1 down to itself, padded with −1: one row per node (cached per tree structure)."""  # (nodes, depth)
     node_paths: list[list[int]] = []
