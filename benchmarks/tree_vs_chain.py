@@ -1,20 +1,26 @@
 """Chains against token trees at the same number of verified rows: tokens per target pass, and the time it took.
 
-    python benchmarks/tree_vs_chain.py [--pair smollm2-135m-distilled] [--drafter feature] [--prompts chat-heldout] [--count 16]
-                                       [--max-new-tokens 64] [--threads 1] [--shapes 1 1x1x1 3 2x1:1 ...]
+    python benchmarks/tree_vs_chain.py [--pair smollm2-135m-distilled] [--drafter feature|model|lookup] [--prompts chat-heldout]
+                                       [--count 16] [--max-new-tokens 64] [--threads 1] [--engine fast|transformers]
+                                       [--shapes 1 1x1x1 3 2x1:1 nodes=8,depth=4 ...]
 
 Greedy, the pair in its default form (the real pair: int4 target, int8 feature head). For each shape, every prompt is
-decoded by the tree engine (engine/tree_speculative.py; a chain is the shape 1,…,1), and its output is checked against
+decoded by the tree engine (engine/tree_speculative.py; a chain is the shape 1x…x1), and its output is checked against
 plain decoding in the same form. Printed per shape: rows per verify pass (nodes + 1), tokens per target pass, the
-draft forwards per cycle, and ms per token beside plain decoding's (one run: quote ratios, not absolute times).
-A shape is widths per depth, `:n` to let only the n most probable nodes of a depth branch (EAGLE-2's top nodes).
+draft forwards per cycle, ms per token, and the speedup over plain decoding timed prompt by prompt right before each
+tree run (interleaved, so a machine whose load changes during the run still compares like with like; quote ratios).
+Times are the engine's own clock (each run's Summary: prefill and every cycle or step, synchronised), which stops
+while the display numbers are built, as in the app.
+A shape is what TreeShape.parse reads (docs/trees.md): widths per depth, `:n` to let only the n most probable nodes
+of a depth branch (EAGLE-2's top nodes), or nodes=N,depth=D[,width=K] for EAGLE-2's dynamic tree.
+`--engine fast` (the default) runs target and draft model on the static-cache fast path, eager, as the engine does by
+default; `transformers` on transformers' dynamic cache. Plain decoding runs on the same engine.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 
 import torch  # noqa: E402
 
-from specviz.drafting.tree_drafters import FeatureTreeDrafter, ModelTreeDrafter  # noqa: E402
+from specviz.drafting.tree_drafters import FeatureTreeDrafter, LookupTreeDrafter, ModelTreeDrafter  # noqa: E402
 from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode  # noqa: E402
+from specviz.engine.compiled import decoder_for, enable  # noqa: E402
 from specviz.engine.tree_drafter import TreeShape  # noqa: E402
 from specviz.engine.tree_speculative import tree_speculative_decode  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
@@ -31,13 +38,14 @@ from specviz.prompts.sets import load_prompt_set  # noqa: E402
 from specviz.run.runner import encode_prompt  # noqa: E402
 from specviz.serving.pair_cache import catalogue  # noqa: E402
 
-DEFAULT_SHAPES = ["1", "1x1x1", "3", "2x1:1", "1x1x1x1x1", "3x2:1", "2x2x1:1", "1x1x1x1x1x1x1x1", "4x2x1x1:1"]
+DEFAULT_SHAPES = ["1", "1x1x1", "3", "2x1:1", "1x1x1x1x1", "3x2:1", "2x2x1:1", "1x1x1x1x1x1x1x1", "4x2x1x1:1", "nodes=8,depth=4"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pair", default="smollm2-135m-distilled")
-    parser.add_argument("--drafter", choices=("feature", "model"), default="feature")
+    parser.add_argument("--drafter", choices=("feature", "model", "lookup"), default="feature")
+    parser.add_argument("--engine", choices=("fast", "transformers"), default="fast")
     parser.add_argument("--prompts", default="chat-heldout")
     parser.add_argument("--count", type=int, default=16, help="the first N prompts of the set")
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -49,49 +57,61 @@ def main() -> None:
     entries = catalogue()
     pair = load_pair(args.pair, entries.get(args.pair), entries.offline_pairs())
     vocab = pair.shared_vocab_size
+    if args.engine == "fast":
+        for part in (pair.target, pair.draft):
+            if part is not None:
+                enable(part.model, compile_step=False)
+
+    def decoder(model):
+        return decoder_for(model, vocab) if args.engine == "fast" else CachedDecoder(model, vocab)
+
+    def plain(ids: list[int]):
+        return list(autoregressive_decode(decoder(pair.target.model), ids, settings, pair.vocabulary))[-1]
+
     prompts = [encode_prompt(pair, text, args.max_new_tokens, 16) for text in load_prompt_set(args.prompts)[: args.count]]
     settings = DecodeSettings(max_new_tokens=args.max_new_tokens)
     print(
         f"{args.pair}: target in {pair.target.form or pair.dtype}, {args.drafter} drafter, {len(prompts)} prompts "
-        f"({args.prompts}), {args.max_new_tokens} new tokens, greedy, {args.threads} threads"
+        f"({args.prompts}), {args.max_new_tokens} new tokens, greedy, {args.threads} threads, engine: {args.engine} "
+        f"({type(decoder(pair.target.model)).__name__})"
     )
 
-    plain_outputs, plain_s, plain_tokens = [], 0.0, 0
-    for ids in prompts:
-        started = time.perf_counter()
-        summary = list(autoregressive_decode(CachedDecoder(pair.target.model, vocab), ids, settings, pair.vocabulary))[-1]
-        plain_s += time.perf_counter() - started
-        plain_outputs.append(summary.new_token_ids)
-        plain_tokens += len(summary.new_token_ids)
-    print(f"{'plain decoding':>22}  {'':>5}  {'':>15}  {'':>13}  {1000 * plain_s / plain_tokens:7.2f} ms/token")
+    plain_outputs = [plain(ids).new_token_ids for ids in prompts]  # also warms both paths up
+    plain_tokens = sum(len(output) for output in plain_outputs)
+    print("verify and draft: seconds per cycle ÷ a plain step's, measured beside it (ν: the verify pass in target steps)")
     print(
-        f"{'shape':>22}  {'rows':>5}  {'tokens / pass':>15}  {'draft fwd/cyc':>13}  {'ms/token':>15}  {'speedup':>7}  same as plain"
+        f"{'shape':>22}  {'rows':>5}  {'tokens / pass':>15}  {'draft fwd/cyc':>13}  {'ν':>5}  {'draft':>5}  "
+        f"{'ms/token':>15}  {'plain ms/token':>15}  {'speedup':>7}  same as plain"
     )
 
     for text in args.shapes:
         shape = TreeShape.parse(text)
         tokens = passes = draft_forwards = 0
-        wall_s, same = 0.0, 0
-        for ids, plain in zip(prompts, plain_outputs):
+        wall_s, plain_s, step_s, verify_s, draft_s, same = 0.0, 0.0, 0.0, 0.0, 0.0, 0
+        for ids, plain_output in zip(prompts, plain_outputs):
+            baseline = plain(ids)
+            plain_s, step_s = plain_s + baseline.wall_s, step_s + baseline.step_s / len(prompts)
             if args.drafter == "feature":
                 drafter = FeatureTreeDrafter(pair.feature_head.head, vocab)
+            elif args.drafter == "model":
+                drafter = ModelTreeDrafter(decoder(pair.draft.model))
             else:
-                drafter = ModelTreeDrafter(CachedDecoder(pair.draft.model, vocab))
-            started = time.perf_counter()
+                drafter = LookupTreeDrafter()
             tree_settings = replace(settings, tree=shape)
-            target = CachedDecoder(pair.target.model, vocab)
-            events = list(tree_speculative_decode(target, drafter, ids, tree_settings, pair.vocabulary))
-            wall_s += time.perf_counter() - started
+            events = list(tree_speculative_decode(decoder(pair.target.model), drafter, ids, tree_settings, pair.vocabulary))
             summary = events[-1]
+            wall_s += summary.wall_s
             tokens += len(summary.new_token_ids)
             passes += summary.tally.cycles
             draft_forwards += sum(cycle.n_draft_forwards for cycle in events[1:-1])
-            same += summary.new_token_ids == plain
-        label = f"{'chain' if shape.branching == (1,) * len(shape.branching) else 'tree'} {shape}"
-        ms = 1000 * wall_s / tokens
+            verify_s += sum(cycle.verify_s for cycle in events[1:-1])
+            draft_s += sum(cycle.draft_s for cycle in events[1:-1])
+            same += summary.new_token_ids == plain_output
+        label = f"{'chain' if shape.branching == (1,) * len(shape.branching) else 'tree'} {shape.text}"
+        ms, plain_ms = 1000 * wall_s / tokens, 1000 * plain_s / plain_tokens
         print(
             f"{label:>22}  {shape.n_nodes + 1:>5}  {tokens / passes:>15.3f}  {draft_forwards / passes:>13.2f}  "
-            f"{ms:>7.2f} ms/token  {1000 * plain_s / plain_tokens / ms:>6.2f}x  {same}/{len(prompts)}"
+            f"{verify_s / passes / step_s:>5.2f}  {draft_s / passes / step_s:>5.2f}  {ms:>7.2f} ms/token  {plain_ms:>7.2f} ms/token  {plain_ms / ms:>6.2f}x  {same}/{len(prompts)}"
         )
 
 

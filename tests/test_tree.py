@@ -3,7 +3,8 @@
 Checked in every weight form and attention path the target uses: to the bit in the row-independent forms (int8,
 int4: eager attention, and the row-by-row attention of AVX2 machines), and within FLOAT_TOLERANCE in float32, whose
 matrix products (MKL, SDPA) round a row differently with the number of rows beside it even in a chain. Then the
-cache, compacted to an accepted path, must be the cache of that path decoded as a chain.
+cache, compacted to an accepted path, must be the cache of that path decoded as a chain. The same on the static-cache
+fast path (engine/static_cache.py, run eager: the form in which it is bit-identical to transformers).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specviz.engine.compiled import FastDecoder, FastModel
 from specviz.engine.kv_cache import CachedDecoder, compact_to_path, rollback_to_accepted
-from specviz.engine.tree import ROOT, TokenTree, tree_positions, tree_visibility, verify_tree
+from specviz.engine.tree import ROOT, TokenTree, feed_nodes, tree_positions, tree_visibility, verify_tree
 from specviz.models.weight_forms import apply_form
 from tests.tiny import tiny_llama
 
@@ -150,3 +152,113 @@ def test_tree_rows_attend_as_one_token_steps_where_rows_are_independent():
     gpt2 = apply_form(GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=1, n_head=2)).eval(), "int4")
     with exact_tree_rows(gpt2):  # eager, but not Llama's attention: per-row attention would not fit it
         assert gpt2.config._attn_implementation == "eager"
+
+
+# -- the static-cache fast path -----------------------------------------------------------------------------------
+
+LONG_PROMPT = (PROMPT * 12)[:-7]  # 293 tokens: softmax rows long enough to be reduced in vector blocks and a tail
+
+
+def grouped_target(form: str, hidden: int = 128):
+    """A tiny Llama with grouped key/value heads (4 query heads over 2, head_dim 32) in a weight form."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(**{**tiny_llama(VOCAB, hidden=hidden).config.to_dict(), "num_key_value_heads": 2})
+    config.max_position_embeddings = 512
+    model = LlamaForCausalLM(config).eval()
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5 if parameter.dim() > 1 else parameter)
+    return apply_form(model, form) if form != "float32" else model
+
+
+def fast_prefilled(model, prompt: list[int]) -> FastDecoder:
+    decoder = FastDecoder(FastModel(model, compile_step=False), VOCAB)
+    decoder.feed(prompt[:-1])
+    return decoder
+
+
+@pytest.mark.parametrize("form", ["int8", "int4"])
+@pytest.mark.parametrize("prompt", [PROMPT, LONG_PROMPT], ids=["short", "long"])
+def test_fast_path_node_logits_equal_one_token_steps_along_the_path_to_the_bit(form, prompt):
+    """The strictest reference: plain decoding of the node's path, one token per step, as greedy decoding runs it."""
+    model = grouped_target(form)
+    tree_logits, _ = verify_tree(fast_prefilled(model, prompt), prompt, TREE)
+    for node in range(len(TREE)):
+        path_tokens = [TREE.token_ids[n] for n in TREE.path(node)]
+        steps = fast_prefilled(model, prompt)
+        for token in [prompt[-1], *path_tokens]:
+            expected = steps.feed([token])[-1]
+        assert torch.equal(tree_logits[node + 1], expected), (
+            f"{form}: node {node} (path {path_tokens}) differs from its path decoded step by step by "
+            f"{(tree_logits[node + 1] - expected).abs().max():.3g}"
+        )
+        chain = fast_prefilled(model, prompt).feed([prompt[-1], *path_tokens], keep_last=1)[-1]
+        assert torch.equal(tree_logits[node + 1], chain), f"{form}: node {node} differs from its path as a chain pass"
+
+
+def test_fast_path_node_logits_equal_the_path_as_a_chain_in_float32():
+    model = grouped_target("float32")
+    tree_logits, _ = verify_tree(fast_prefilled(model, PROMPT), PROMPT, TREE)
+    for node in range(len(TREE)):
+        path_tokens = [TREE.token_ids[n] for n in TREE.path(node)]
+        chain = fast_prefilled(model, PROMPT).feed([PROMPT[-1], *path_tokens], keep_last=1)[-1]
+        difference = (tree_logits[node + 1] - chain).abs().max().item()
+        assert difference < FLOAT_TOLERANCE, f"node {node} differs from its path as a chain by {difference:.3g}"
+
+
+def test_fast_path_tree_equals_transformers_tree_to_the_bit():
+    """The fast path's tree pass against transformers' (per-row attention over each row's keys): the same logits."""
+    model = grouped_target("int4")
+    fast_logits, _ = verify_tree(fast_prefilled(model, PROMPT), PROMPT, TREE)
+    reference, _ = verify_tree(prefilled(model), PROMPT, TREE)
+    assert torch.equal(fast_logits, reference), f"max |Δ logit| {(fast_logits - reference).abs().max():.3g}"
+
+
+def test_fast_path_a_wrong_mask_is_caught():
+    model = grouped_target("int4")
+    causal = fast_prefilled(model, PROMPT).feed([PROMPT[-1], *TREE.token_ids], keep_last=len(TREE) + 1)
+    node = 4  # under node 1: causally it would also see nodes 0, 2, 3
+    chain = fast_prefilled(model, PROMPT).feed([PROMPT[-1], *[TREE.token_ids[n] for n in TREE.path(node)]])[-1]
+    assert not torch.equal(causal[node + 1], chain)
+
+
+def test_fast_path_compaction_leaves_the_accepted_path_as_a_chain_would():
+    model = grouped_target("int4")
+    accepted = TREE.path(7)  # 1 → 4 → 7: not a prefix of the node order
+    accepted_tokens = [TREE.token_ids[n] for n in accepted]
+    new_token = 33
+    decoder = fast_prefilled(model, PROMPT)
+    keys_before = decoder.keys  # compaction moves entries inside the static cache, it allocates none
+    tree_start = decoder.cached_length + 1
+    verify_tree(decoder, PROMPT, TREE)
+    committed = PROMPT + accepted_tokens + [new_token]
+    compact_to_path(decoder, tree_start, accepted)
+    pending = rollback_to_accepted(decoder, committed)
+    assert pending == [new_token] and decoder.cached_length == len(committed) - 1
+    assert decoder.keys is keys_before
+
+    chain = fast_prefilled(model, PROMPT)
+    chain.feed([PROMPT[-1]] + accepted_tokens, keep_last=len(accepted) + 1)
+    length = chain.cached_length
+    assert torch.equal(decoder.keys[:, :, :length], chain.keys[:, :, :length]), "keys differ from the path's own cache"
+    assert torch.equal(decoder.values[:, :, :length], chain.values[:, :, :length]), "values differ from the path's own"
+    assert torch.equal(decoder.feed(pending), chain.feed(pending)), "the next step after compaction differs"
+
+
+def test_a_draft_grows_a_tree_on_the_fast_path_as_on_transformers():
+    """feed_nodes (how a draft model grows a tree, depth by depth) gives the same logits on both paths."""
+    model = grouped_target("int4")
+    fast, reference = fast_prefilled(model, PROMPT), prefilled(model)
+    for decoder in (fast, reference):
+        decoder.feed([PROMPT[-1]])
+    tree_start = fast.cached_length
+    with pytest.raises(ValueError, match="ancestor 0 is not in the cache"):
+        feed_nodes(fast, TREE, tree_start, [], [2])  # node 2 before its parent 0
+    fed: list[int] = []
+    for depth_nodes in ([0, 1], [2, 3, 4], [5, 7]):
+        got = feed_nodes(fast, TREE, tree_start, fed, depth_nodes)
+        expected = feed_nodes(reference, TREE, tree_start, fed, depth_nodes)
+        assert torch.equal(got, expected), f"nodes {depth_nodes}: max |Δ logit| {(got - expected).abs().max():.3g}"
+        fed += depth_nodes

@@ -1,6 +1,7 @@
 """Token trees on the real pair: SmolLM2-135M-Instruct drafted for by its feature head, grown EAGLE-2's way.
 
-Greedy output must equal transformers' generate() in float32, and plain decoding in the int4 form the pair ships in.
+Greedy output must equal transformers' generate() in float32, and plain decoding in the int4 form the pair ships in,
+on transformers' cache and on the static-cache fast path (engine/static_cache.py, eager, as the engine runs it).
 Slow: it needs the real model (tests/conftest.py).
 """
 
@@ -10,6 +11,7 @@ from transformers import AutoModelForCausalLM
 
 from specviz.drafting.tree_drafters import FeatureTreeDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode
+from specviz.engine.compiled import FastDecoder, FastModel, enable
 from specviz.engine.tree_drafter import TreeShape
 from specviz.engine.tree_speculative import tree_speculative_decode
 from specviz.models.catalogue import load_catalogue
@@ -21,12 +23,24 @@ from tests.conftest import REAL_PAIR
 
 SHAPE = TreeShape((3, 2, 1), expanded=2)
 NEW_TOKENS = 32
+ENGINES = ["transformers", "fast"]
 
 
-def tree_output(model, head, ids, vocabulary, vocab, shape=SHAPE, new_tokens=NEW_TOKENS) -> list[int]:
+def decoder(model, vocab: int, engine: str):
+    if engine == "transformers":
+        return CachedDecoder(model, vocab)
+    fast = enable(model, compile_step=False)
+    if fast is None:
+        pytest.skip("the fast path is off for this model here (AVX2: verify rows attend one at a time)")
+    if fast.report.compiled:  # these tests hold the eager static-cache forward, the engine's default
+        fast = FastModel(model, compile_step=False)
+    return FastDecoder(fast, vocab)
+
+
+def tree_output(model, head, ids, vocabulary, vocab, shape=SHAPE, new_tokens=NEW_TOKENS, engine="transformers") -> list[int]:
     events = list(
         tree_speculative_decode(
-            CachedDecoder(model, vocab),
+            decoder(model, vocab, engine),
             FeatureTreeDrafter(head, vocab),
             ids,
             DecodeSettings(max_new_tokens=new_tokens, tree=shape),
@@ -36,25 +50,31 @@ def tree_output(model, head, ids, vocabulary, vocab, shape=SHAPE, new_tokens=NEW
     return list(events[-1].new_token_ids)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("question", CHAT_HELDOUT[:3])
-def test_feature_head_tree_equals_generate_in_float32(real_pair, question):
+def test_feature_head_tree_equals_generate_in_float32(real_pair, question, engine):
     ids = encode_prompt(real_pair, question, NEW_TOKENS, 8)
     model, vocab = real_pair.target.model, real_pair.shared_vocab_size
-    ours = tree_output(model, real_pair.feature_head.head, ids, real_pair.vocabulary, vocab)
+    ours = tree_output(model, real_pair.feature_head.head, ids, real_pair.vocabulary, vocab, engine=engine)
     tensor = torch.tensor([ids])
     reference = model.generate(tensor, attention_mask=torch.ones_like(tensor), max_new_tokens=NEW_TOKENS, do_sample=False)
     assert ours == reference[0, len(ids) :].tolist()[: len(ours)], f"the tree parted from generate() on {question!r}"
 
 
 # question 3 under the shape 2×1 parted from plain decoding at a three-way bf16 tie after 31 tokens, before tree rows
-# attended over their own keys only (specviz/engine/tree_attention.py)
-@pytest.mark.parametrize("question,shape,new_tokens", [(3, TreeShape((2, 1), expanded=1), 48), (4, SHAPE, NEW_TOKENS)])
-def test_feature_head_tree_equals_plain_decoding_in_int4(real_pair, question, shape, new_tokens):
+# attended over their own keys only (specviz/engine/tree_attention.py); question 13 under nodes=8,depth=4 parted at a
+# tie after 33 tokens on the fast path while its rows' values were read in place (StaticLlama.attend_by_path)
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize(
+    "question,shape,new_tokens",
+    [(3, TreeShape((2, 1), expanded=1), 48), (4, SHAPE, NEW_TOKENS), (13, TreeShape.dynamic(nodes=8, depth=4), 48)],
+)
+def test_feature_head_tree_equals_plain_decoding_in_int4(real_pair, question, shape, new_tokens, engine):
     model = apply_form(AutoModelForCausalLM.from_pretrained(real_pair.target.reference, dtype=torch.bfloat16).eval(), "int4")
     head = load_head(load_catalogue().get(REAL_PAIR).feature_head_ref, model)
     ids = encode_prompt(real_pair, CHAT_HELDOUT[question], new_tokens, 8)
     vocab = real_pair.shared_vocab_size
     settings = DecodeSettings(max_new_tokens=new_tokens)
-    plain = list(autoregressive_decode(CachedDecoder(model, vocab), ids, settings, real_pair.vocabulary))[-1].new_token_ids
-    ours = tree_output(model, head, ids, real_pair.vocabulary, vocab, shape, new_tokens)
-    assert ours == list(plain), f"the tree {shape} parted from plain decoding in int4 on held-out question {question}"
+    plain = list(autoregressive_decode(decoder(model, vocab, engine), ids, settings, real_pair.vocabulary))[-1].new_token_ids
+    ours = tree_output(model, head, ids, real_pair.vocabulary, vocab, shape, new_tokens, engine)
+    assert ours == list(plain), f"{engine}: the tree {shape} parted from plain decoding in int4 on held-out question {question}"

@@ -42,7 +42,7 @@ def test_the_runner_decodes_a_tree_as_the_target_alone_would(bundled_pair):
 
 def test_a_chain_only_drafter_is_refused_for_trees_in_one_sentence(bundled_pair):
     with pytest.raises(SettingsError, match="chains only"):
-        run(bundled_pair, PROMPT, DecodeSettings(tree=TreeShape.parse("2x2")), drafter="lookup")
+        run(bundled_pair, PROMPT, DecodeSettings(tree=TreeShape.parse("2x2")), drafter="dynamic")
 
 
 @pytest.mark.parametrize(

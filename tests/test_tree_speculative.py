@@ -1,7 +1,8 @@
 """Speculative decoding with token trees: greedy output equals transformers' generate(); sampling follows the target.
 
-Drafts that agree with the target (the draft is the target), that rarely do (another random model), and the feature
-head built from the target; chain, product and EAGLE-style (top nodes branch) shapes.
+Drafts that agree with the target (the draft is the target), that rarely do (another random model), the feature
+head built from the target, and prompt lookup's branches; chain, product, EAGLE-style (top nodes branch) and dynamic
+(a node budget) shapes; on transformers' cache and on the static-cache fast path.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specviz.drafting.tree_drafters import FeatureTreeDrafter, ModelTreeDrafter
+from specviz.drafting.tree_drafters import FeatureTreeDrafter, LookupTreeDrafter, ModelTreeDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, SamplingSettings
+from specviz.engine.compiled import FastDecoder, FastModel
 from specviz.engine.events import Cycle, Summary
 from specviz.engine.tree_drafter import TreeShape
 from specviz.engine.tree_speculative import tree_speculative_decode
@@ -23,7 +25,13 @@ from tests.tiny import fake_vocabulary, tiny_llama
 
 VOCAB = 64
 PROMPT = [3, 17, 5, 42, 8, 8, 9]
-SHAPES = [TreeShape.chain(3), TreeShape((3, 2)), TreeShape((3, 2, 2, 1), expanded=2), TreeShape((4, 1, 1, 1), expanded=1)]
+SHAPES = [
+    TreeShape.chain(3),
+    TreeShape((3, 2)),
+    TreeShape((3, 2, 2, 1), expanded=2),
+    TreeShape((4, 1, 1, 1), expanded=1),
+    TreeShape.dynamic(nodes=6, depth=3, width=3),
+]
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +47,9 @@ def drafter_for(kind: str, target):
     return FeatureTreeDrafter(head_from_target(target, list(range(VOCAB))), VOCAB)
 
 
-def run(target, drafter, shape, settings, prompt=PROMPT) -> tuple[list[Cycle], Summary]:
-    settings = replace(settings, tree=shape)
-    events = list(tree_speculative_decode(CachedDecoder(target, VOCAB), drafter, prompt, settings, fake_vocabulary()))
+def run(target, drafter, shape, settings, prompt=PROMPT, decoder=None) -> tuple[list[Cycle], Summary]:
+    decoder = decoder or CachedDecoder(target, VOCAB)
+    events = list(tree_speculative_decode(decoder, drafter, prompt, replace(settings, tree=shape), fake_vocabulary()))
     assert events[0].tree == shape.text, "the run announces its tree's shape"
     return events[1:-1], events[-1]
 
@@ -59,6 +67,30 @@ def test_greedy_tree_equals_transformers_generate(target, kind, shape):
     assert sum(len(cycle.emitted_token_ids) for cycle in cycles) == 30 and summary.tally.cycles == len(cycles)
     if kind == "same model":  # the draft is the target: a full-depth path is accepted
         assert len(cycles[0].accepted_nodes) == len(shape.branching)
+
+
+FAST_SHAPES = [TreeShape((3, 2, 2, 1), expanded=2), TreeShape.dynamic(nodes=8, depth=4, width=3)]
+
+
+@pytest.mark.parametrize("kind", ["same model", "other model", "feature head", "lookup"])
+@pytest.mark.parametrize("shape", FAST_SHAPES, ids=str)
+def test_greedy_tree_on_the_fast_path_equals_transformers_generate(target, kind, shape):
+    """The target (and the draft model) on the static-cache fast path, run eager as it runs by default."""
+    fast_target = FastModel(target, compile_step=False)
+    if kind == "lookup":
+        drafter = LookupTreeDrafter()
+    elif kind == "feature head":
+        drafter = drafter_for(kind, target)
+    else:
+        draft = target if kind == "same model" else tiny_llama(VOCAB, seed=1, layers=1, sharpness=3.0)
+        drafter = ModelTreeDrafter(FastDecoder(FastModel(draft, compile_step=False), VOCAB))
+    prompt = PROMPT * 3  # repeats, so that prompt lookup finds matches
+    reference = transformers_greedy(target, prompt, 30)
+    cycles, summary = run(target, drafter, shape, DecodeSettings(max_new_tokens=30), prompt, FastDecoder(fast_target, VOCAB))
+    assert list(summary.new_token_ids) == reference, f"{kind}, tree {shape}: the fast path parted from generate()"
+    assert all(len(cycle.token_ids) <= shape.n_nodes for cycle in cycles), f"a tree grew past {shape.n_nodes} nodes"
+    if kind == "same model":
+        assert len(cycles[0].accepted_nodes) == len(shape.branching), "the draft is the target: a full path is accepted"
 
 
 def test_side_branches_are_accepted(target):
@@ -87,18 +119,21 @@ def test_max_new_tokens_is_never_exceeded(target):
 def test_lenient_acceptance_is_refused_for_trees(target):
     with pytest.raises(ValueError, match="exactly"):
         run(target, drafter_for("same model", target), TreeShape((2,)), DecodeSettings(lenience=0.5))
-    with pytest.raises(ValueError, match="fixed shape"):
-        run(target, drafter_for("same model", target), TreeShape((2,)), DecodeSettings(adaptive_gamma=True))
 
 
 SMALL_VOCAB, SMALL_PROMPT, N_SAMPLES = 6, [1, 2, 3, 1, 2], 2000
 
 
 @pytest.mark.parametrize(
-    "siblings",
-    [pytest.param("independent", marks=pytest.mark.slow), "without_replacement"],  # the drafters' default in the quick suite
+    "siblings,shape",
+    [
+        pytest.param("independent", TreeShape((3, 2)), marks=pytest.mark.slow),
+        ("without_replacement", TreeShape((3, 2))),  # the drafters' default in the quick suite
+        pytest.param("without_replacement", TreeShape.dynamic(nodes=4, depth=2, width=3), marks=pytest.mark.slow),  # q's top-k
+    ],
+    ids=["independent", "without replacement", "dynamic"],
 )
-def test_tree_sampling_through_the_models_follows_the_target(siblings):
+def test_tree_sampling_through_the_models_follows_the_target(siblings, shape):
     """End to end on tiny models: the first two tokens of a sampled tree run against the target's exact joint."""
     small_target = tiny_llama(SMALL_VOCAB, seed=0, hidden=16, layers=1)
     draft = tiny_llama(SMALL_VOCAB, seed=1, hidden=16, layers=1)
@@ -113,7 +148,7 @@ def test_tree_sampling_through_the_models_follows_the_target(siblings):
     counts = torch.zeros(SMALL_VOCAB, SMALL_VOCAB, dtype=torch.float64)
     target_decoder, drafter = CachedDecoder(small_target, SMALL_VOCAB), ModelTreeDrafter(CachedDecoder(draft, SMALL_VOCAB))
     for seed in range(N_SAMPLES):
-        settings = DecodeSettings(max_new_tokens=3, sampling=SamplingSettings(temperature=1.0), seed=seed, tree=TreeShape((3, 2)))
+        settings = DecodeSettings(max_new_tokens=3, sampling=SamplingSettings(temperature=1.0), seed=seed, tree=shape)
         events = list(
             tree_speculative_decode(target_decoder, drafter, SMALL_PROMPT, settings, fake_vocabulary(), siblings=siblings)
         )

@@ -84,7 +84,7 @@ register(
         "Draft model, fixed γ",
         lambda pair: _drafters().ModelDrafter(draft_decoder(pair)),
         transformers_twin=_assisted,
-        build_tree=lambda pair: _tree_drafters().ModelTreeDrafter(engine.CachedDecoder(pair.draft.model, pair.shared_vocab_size)),
+        build_tree=lambda pair: _tree_drafters().model_tree_drafter(pair),
     )
 )
 register(
@@ -113,18 +113,13 @@ def feature_drafter(pair: LoadedPair) -> Drafter:
     return _drafters().FeatureDrafter(pair.feature_head.head, pair.shared_vocab_size)
 
 
-def feature_tree_drafter(pair: LoadedPair) -> TreeDrafter:
-    feature_drafter(pair)  # the same refusal where the pair has no head
-    return _tree_drafters().FeatureTreeDrafter(pair.feature_head.head, pair.shared_vocab_size)
-
-
 register(
     Strategy(
         "feature",
         "Feature head (EAGLE-style: reads the target's last hidden state)",
         feature_drafter,
         needs_draft_model=False,
-        build_tree=feature_tree_drafter,
+        build_tree=lambda pair: _tree_drafters().feature_tree_drafter(pair),
     )
 )
 register(
@@ -136,6 +131,7 @@ register(
         transformers_twin=lambda gamma: Twin(
             generate_kwargs={"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": 3}, uses_draft_model=False
         ),
+        build_tree=lambda pair: _tree_drafters().LookupTreeDrafter(),
     )
 )
 

@@ -25,7 +25,8 @@ import torch._inductor.config
 from transformers import PreTrainedModel
 
 from specviz.engine.kv_cache import Decoder
-from specviz.engine.static_cache import StaticLlama, is_supported
+from specviz.engine.static_cache import StaticLlama, TreeKeys, is_supported
+from specviz.engine.tree_rows import TreeRows
 
 log = logging.getLogger("specviz")
 
@@ -133,6 +134,18 @@ class FastModel:
         rows = token_ids.shape[0]
         return self.forward(token_ids, self.positions[start : start + rows], self.positions[: start + rows], keys, values)
 
+    def tree_step(self, token_ids: torch.Tensor, rows: TreeRows, start: int, keys: torch.Tensor, values: torch.Tensor):
+        """A token tree's rows written at slots start…, each at its depth's position seeing only its keys: always eager
+        (the compiled graphs are a chain's; compiling is not exact yet, docs/performance.md)."""
+        device = self.device
+        groups = [
+            (index.to(device), order.to(device), (index[:, None] * rows.n_keys + order).view(-1).to(device))
+            for index, order in rows.by_width()
+        ]
+        slots = self.positions[start : start + token_ids.shape[0]]
+        tree = TreeKeys(slots, groups, rows.n_keys)
+        return self.forward(token_ids, rows.positions.to(self.device), self.positions[: rows.n_keys], keys, values, tree)
+
     def step_for_a_new_request(self):
         """The step a request starting now runs from start to end (a request never switches paths halfway)."""
         return self.eager_step if self.compiling else self.step
@@ -204,19 +217,32 @@ class FastDecoder(Decoder):
         """Forget cached positions from `length` on: only the length moves."""
         self.cached_length = min(self.cached_length, length)
 
-    def _forward(self, token_ids, keep_last, layers=(), hidden_last=1):
+    def _forward(self, token_ids, keep_last, layers=(), hidden_last=1, rows: TreeRows | None = None):
         if not isinstance(token_ids, torch.Tensor):
             token_ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
         token_ids = token_ids.view(-1)
         end = self.cached_length + token_ids.shape[0]
         if end > self.keys.shape[2]:
             self._grow(end)
-        states = self._step(token_ids, self.cached_length, self.keys, self.values)
+        if rows is None:
+            states = self._step(token_ids, self.cached_length, self.keys, self.values)
+        else:
+            states = self.fast.tree_step(token_ids, rows, self.cached_length, self.keys, self.values)
         self.cached_length = end
         logits = self.fast.lm_head(states[-1][-keep_last:])[:, : self.vocab_size].float()  # (keep_last, vocab)
         if not layers:
             return logits, None
         return logits, torch.cat([states[layer][-hidden_last:] for layer in layers], dim=-1)
+
+    def forward_tree(self, token_ids, rows: TreeRows, keep_last: int, layers=(), hidden_last: int = 1):
+        """A token tree's rows after the cache (engine/tree.py): each at its depth's position, seeing only its keys."""
+        return self._forward(token_ids, keep_last, layers, hidden_last, rows=rows)
+
+    def move_positions(self, slots: torch.Tensor, destination: int) -> None:
+        """Copy the entries at `slots` to destination, destination + 1, …: only those entries move, in every layer."""
+        end = destination + len(slots)
+        self.keys[:, :, destination:end] = self.keys.index_select(2, slots)
+        self.values[:, :, destination:end] = self.values.index_select(2, slots)
 
     def _grow(self, length: int) -> None:
         """A longer cache (rare: a long prompt or answer); the filled positions move over once."""

@@ -5,13 +5,32 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from specviz.engine.tree_attention import exact_tree_rows
+from specviz.engine.tree_rows import TreeRows
+
 
 class Decoder:
     """What the engine asks of a model behind its cache: feed tokens that follow it, get logits (and hidden states).
 
     A decoder keeps `model`, `vocab_size`, `device` and `cached_length`, and implements `_forward`, `reset` and
-    `truncate`: CachedDecoder over transformers' cache, engine/compiled.py's FastDecoder over a static one.
+    `truncate`, and for token trees `forward_tree` and `move_positions`: CachedDecoder over transformers' cache,
+    engine/compiled.py's FastDecoder over a static one.
     """
+
+    def forward_tree(
+        self,
+        token_ids: list[int] | torch.Tensor,
+        rows: TreeRows,
+        keep_last: int,
+        layers: tuple[int, ...] = (),
+        hidden_last: int = 1,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """A token tree's rows after the cache (engine/tree.py): each at its depth's position, seeing only its keys."""
+        raise NotImplementedError
+
+    def move_positions(self, slots: torch.Tensor, destination: int) -> None:
+        """Copy the cache entries at `slots` to positions destination, destination + 1, …"""
+        raise NotImplementedError
 
     @torch.inference_mode()
     def feed(self, token_ids: list[int] | torch.Tensor, keep_last: int = 1) -> torch.Tensor:
@@ -71,6 +90,28 @@ class CachedDecoder(Decoder):
             return logits, None
         return logits, torch.cat([output.hidden_states[layer][0, -hidden_last:] for layer in layers], dim=-1)
 
+    def forward_tree(self, token_ids, rows: TreeRows, keep_last: int, layers=(), hidden_last: int = 1):
+        """transformers' forward with the tree's mask and positions; each row attends over its own keys only where the
+        attention keeps rows independent (engine/tree_attention.py)."""
+        visible = rows.visible()  # (rows, keys) bool
+        dtype = self.model.dtype
+        mask = torch.full(visible.shape, torch.finfo(dtype).min, dtype=dtype).masked_fill(visible, 0.0)  # additive
+        with exact_tree_rows(self.model):
+            return self._forward(
+                token_ids,
+                keep_last,
+                layers,
+                hidden_last,
+                attention_mask=mask[None, None].to(self.device),
+                position_ids=rows.positions[None].to(self.device),
+            )
+
+    def move_positions(self, slots: torch.Tensor, destination: int) -> None:
+        end = destination + len(slots)
+        for layer in self.cache.layers:
+            layer.keys[..., destination:end, :] = layer.keys.index_select(-2, slots)
+            layer.values[..., destination:end, :] = layer.values.index_select(-2, slots)
+
     def truncate(self, length: int) -> None:
         """Forget cached positions from `length` on."""
         surplus = self.cached_length - length
@@ -91,19 +132,17 @@ def rollback_to_accepted(decoder: CachedDecoder, committed: list[int]) -> list[i
 
 
 @torch.inference_mode()
-def compact_to_path(decoder: CachedDecoder, tree_start: int, path_nodes: list[int]) -> None:
+def compact_to_path(decoder: Decoder, tree_start: int, path_nodes: list[int]) -> None:
     """After a token tree's verify pass (engine/tree.py): keep the cache before the tree, then the accepted path's nodes.
 
     The cache holds `tree_start` positions, then one entry per node in node order. Each node was computed at its
     depth's position attending to its ancestors only, so the path's entries, moved side by side, are the cache a
-    chain of the same tokens would have left. Call `rollback_to_accepted` after it, as after a chain.
+    chain of the same tokens would have left. Only those entries move (a static cache's length is then set; no
+    whole-cache copy). Call `rollback_to_accepted` after it, as after a chain.
     """
     kept = len(path_nodes)
     if path_nodes != list(range(kept)):  # a chain's accepted prefix is already in place
-        slots = torch.tensor(path_nodes, dtype=torch.long, device=decoder.device) + tree_start
-        for layer in decoder.cache.layers:
-            layer.keys[..., tree_start : tree_start + kept, :] = layer.keys.index_select(-2, slots)
-            layer.values[..., tree_start : tree_start + kept, :] = layer.values.index_select(-2, slots)
+        decoder.move_positions(torch.tensor(path_nodes, dtype=torch.long, device=decoder.device) + tree_start, tree_start)
     decoder.truncate(tree_start + kept)
 
 

@@ -18,9 +18,20 @@ modules: int4/int8 weight-only, bf16 or float32, whatever form the pair was load
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import nn
 from transformers import PreTrainedModel
+
+
+class TreeKeys(NamedTuple):
+    """A token tree's rows (specviz/engine/tree_rows.py): where each row's key and value go, and which keys it sees."""
+
+    slots: torch.Tensor  # (rows,) cache slots the rows are written to (their rotary positions are by depth)
+    groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]  # per group of rows that see as many keys: the rows,
+    # each row's keys in its path's order (rows, width), and the same as row · n_keys + key (rows · width,)
+    n_keys: int  # slots filled once the rows are written
 
 
 def is_supported(model: PreTrainedModel) -> bool:
@@ -68,15 +79,24 @@ class StaticLlama(nn.Module):
         return (self.n_layers, self.n_kv_heads, length, self.head_dim)
 
     def forward(
-        self, token_ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+        self,
+        token_ids: torch.Tensor,
+        positions: torch.Tensor,
+        visible: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        tree: TreeKeys | None = None,
     ) -> list[torch.Tensor]:
         """Rows `token_ids` at `positions` (consecutive): their keys and values are written into `keys`/`values` at those
-        positions, and each row attends over the first `visible.shape[0]` positions it may see.
+        positions, and each row attends over the first `visible.shape[0]` positions it may see. A token tree's rows
+        (`tree`) sit at positions by depth instead, are written at `tree.slots`, and each sees only its keys.
 
         Returns transformers' hidden_states: the embeddings, each layer's input after that, and the final normed
         state last (index −1)."""  # (n,), (n,), (visible,), 2 × (layers, kv_heads, length, head_dim) → [(n, hidden)] × (layers + 1)
         x = self.embed_tokens(token_ids)  # (n, hidden)
-        mask = visible[None, :] <= positions[:, None]  # (n, visible): causal, over what is filled
+        mask = (
+            visible[None, :] <= positions[:, None] if tree is None else tree
+        )  # (n, visible) causal over what is filled, or the tree's
         cos, sin = self.cos[positions][None], self.sin[positions][None]  # (1, n, head_dim)
         states = [x]
         for index, layer in enumerate(self.layers):
@@ -90,24 +110,55 @@ class StaticLlama(nn.Module):
         return states
 
     def attention(self, module, x, positions, mask, cos, sin, layer_keys, layer_values):
+        """One layer's attention; `mask` is a chain's causal mask over what is filled, or a tree's TreeKeys."""
         rows = x.shape[0]
         q = module.q_proj(x).view(rows, self.n_heads, self.head_dim).transpose(0, 1)  # (heads, n, head_dim)
         k = module.k_proj(x).view(rows, self.n_kv_heads, self.head_dim).transpose(0, 1)  # (kv_heads, n, head_dim)
         v = module.v_proj(x).view(rows, self.n_kv_heads, self.head_dim).transpose(0, 1)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-        layer_keys.index_copy_(1, positions, k)  # write this step's rows at their positions
-        layer_values.index_copy_(1, positions, v)
-        length = mask.shape[1]
+        slots = mask.slots if isinstance(mask, TreeKeys) else positions
+        layer_keys.index_copy_(1, slots, k)  # write this step's rows at their positions (a tree's: after the context)
+        layer_values.index_copy_(1, slots, v)
+        length = mask.n_keys if isinstance(mask, TreeKeys) else mask.shape[1]
         keys = layer_keys[:, :length]  # (kv_heads, visible, head_dim): only the filled part is read
         values = layer_values[:, :length]
         group = self.n_heads // self.n_kv_heads
         keys = keys[:, None].expand(-1, group, -1, -1).reshape(self.n_heads, length, self.head_dim)  # repeat_kv
         values = values[:, None].expand(-1, group, -1, -1).reshape(self.n_heads, length, self.head_dim)
         scores = torch.matmul(q, keys.transpose(1, 2)) * self.scaling  # (heads, n, visible)
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-        weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-        out = torch.matmul(weights, values).transpose(0, 1).reshape(rows, self.n_heads * self.head_dim)
+        if isinstance(mask, TreeKeys):
+            out = self.attend_by_path(scores, layer_values, mask.groups)  # (heads, n, head_dim)
+        else:
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+            out = torch.matmul(weights, values)  # (heads, n, head_dim)
+        out = out.transpose(0, 1).reshape(rows, self.n_heads * self.head_dim)
         return module.o_proj(out)
+
+    def attend_by_path(self, scores: torch.Tensor, layer_values: torch.Tensor, groups) -> torch.Tensor:
+        """A token tree's attention, each row over exactly its keys, gathered in its path's order: the softmax and the
+        product with the values then reduce the very terms, in the very order, of its path's one-token step.
+
+        Both reductions depend on where a term sits, not only on its value: torch's float32 softmax sums in vector
+        lanes and unrolled blocks (measured: 5 in 500 rows change in the last bit when masked keys follow them), and
+        the bf16 product with the values adds key pairs in one instruction, so a masked cousin between two ancestors
+        changes which terms are added together (on SmolLM2 in int4 a node's keys differed from its step's from layer
+        13 on, and a held-out answer parted at a tie). Gathering costs one copy of each row's values per layer (about
+        what a step's own repeat of the keys and values costs), the scores are shared."""  # (heads, n, keys), (kv_heads, length, head_dim) → (heads, n, head_dim)
+        heads, rows, length = scores.shape
+        kv_heads, _, head_dim = layer_values.shape
+        group = heads // kv_heads
+        flat = scores.reshape(heads, rows * length)
+        out = scores.new_empty(heads, rows, head_dim)
+        for row_index, key_index, flat_index in groups:
+            n_rows, width = key_index.shape
+            ordered = flat.index_select(1, flat_index).view(heads, n_rows, width)  # each row's keys, in its path's order
+            weights = nn.functional.softmax(ordered, dim=-1, dtype=torch.float32).to(scores.dtype)
+            weights = weights.view(kv_heads, group, n_rows, width).transpose(1, 2)  # (kv_heads, n_rows, group, width)
+            values = layer_values.index_select(1, key_index.view(-1)).view(kv_heads, n_rows, width, head_dim)
+            attended = torch.matmul(weights, values)  # (kv_heads, n_rows, group, head_dim)
+            out.index_copy_(1, row_index, attended.transpose(1, 2).reshape(heads, n_rows, head_dim))
+        return out
 
     @staticmethod
     def mlp(module, x):

@@ -2,17 +2,21 @@
 
 A `TreeShape` gives `branching[d]`, how many children each branching node of depth d gets (the root is depth 0), and
 `expanded`, how many nodes of a depth branch: those whose path the draft finds most probable (the product of q along
-it), as EAGLE-2 ranks them; None lets every node branch. A chain is branching (1, …, 1). Under greedy a node's
-children are the draft's top-k; under sampling they are drawn from q, independently or without replacement
-(engine/tree_acceptance.py). What is proposed depends on the draft alone, so the acceptance test stays exact.
+it), as EAGLE-2 ranks them; None lets every node branch. A chain is branching (1, …, 1). With a `budget` the shape is
+dynamic (EAGLE-2): the tree grows as above, then only the `budget` nodes of highest path probability stay (a node's
+ancestors are always at least as probable, so they stay with it). `TreeShape.parse` reads the text users type.
+
+Under greedy a node's children are the draft's top-k; under sampling they are drawn from q, independently or without
+replacement (engine/tree_acceptance.py), except in a dynamic shape, whose children are q's top-k under sampling too
+(a child kept or dropped by how probable it is must not be a random draw: judged as a deterministic draft, q one-hot,
+it stays exact). What is proposed depends on the draft alone, so the acceptance test stays exact.
 The drafters that grow trees live in specviz/drafting/tree_drafters.py.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -22,15 +26,24 @@ from specviz.engine.tree import ROOT, TokenTree
 from specviz.engine.tree_acceptance import Siblings, draw_children
 from specviz.engine.tree_shape import TreeShape
 
-__all__ = ["TreeDrafter", "TreeProposal", "TreeShape", "grow_tree", "choose_children"]
+__all__ = ["TreeDrafter", "TreeProposal", "TreeShape", "grow_tree"]
 
 
 @dataclass
 class TreeProposal:
     tree: TokenTree
-    draft_probs: torch.Tensor | None  # (nodes + 1, vocab): q a node's children came from (root first); None under greedy
-    draft_logits: torch.Tensor  # (nodes + 1, vocab): the draft's logits there, for display; zeros at nodes never fed
+    draft_probs: torch.Tensor | None  # (nodes + 1, vocab): q a node's children came from (root first); None: deterministic
     n_forwards: int
+    logits_at: dict[int, torch.Tensor] = field(default_factory=dict)  # node (ROOT first) → the draft's logits after it
+    grown_ids: tuple[int, ...] | None = None  # each node's number while the tree grew, where a budget dropped some
+
+    @property
+    def draft_logits(self) -> torch.Tensor | None:
+        """(nodes + 1, vocab): the draft's logits at the root and after each node, for display (built when asked, after
+        the clock has stopped); zeros at nodes never fed; None for a draft without logits (q is then one-hot)."""
+        if not self.logits_at:
+            return None
+        return _rows(self.logits_at, len(self.tree), self.logits_at[ROOT][None])
 
 
 def grow_tree(
@@ -41,44 +54,65 @@ def grow_tree(
     siblings: Siblings,
     generator: torch.Generator,
 ) -> TreeProposal:
-    """Depth by depth: rank the newest nodes by the draft's path probability, feed the best through `feed`, branch."""
+    """Depth by depth: rank the newest nodes by the draft's path probability, feed the best through `feed` in one
+    forward, branch them all at once; with a budget, keep the most probable nodes of the whole tree."""
+    deterministic = settings.greedy or shape.budget is not None  # children: q's top-k (module docstring)
     tokens: list[int] = []
     parents: list[int] = []
-    log_path_q: list[float] = []  # log of q's product along each node's path, for ranking
+    log_path_q = torch.zeros(0, dtype=torch.float64)  # (nodes,): log of q's product along each node's path
     logits_at = {ROOT: root_logits[0]}
     q_at: dict[int, torch.Tensor] = {}
-    branching, n_forwards = [ROOT], 1
+    branching, logits, n_forwards, depth_start = [ROOT], root_logits, 1, 0
     for depth, width in enumerate(shape.branching):
-        if depth > 0:  # the previous depth's best nodes, through the draft in one forward
-            newest = [node for node in range(len(tokens)) if parents[node] in branching]
-            branching = sorted(newest, key=lambda node: -log_path_q[node])[: shape.expanded]
-            logits = feed(TokenTree(tuple(tokens), tuple(parents)), branching)
+        if depth > 0:  # the previous depth's most probable nodes, through the draft in one forward
+            newest = torch.arange(depth_start, len(tokens))
+            order = torch.sort(-log_path_q[depth_start:], stable=True).indices[: shape.expanded]
+            branching = newest[order].tolist()
+            depth_start = len(tokens)
+            logits = feed(TokenTree(tuple(tokens), tuple(parents)), branching)  # (branching, vocab)
             logits_at.update(zip(branching, logits))
             n_forwards += 1
-        for parent in branching:
-            children, q = choose_children(logits_at[parent], width, settings, siblings, generator)
-            if q is not None:
+        base = log_path_q[torch.tensor(branching)] if depth > 0 else torch.zeros(1, dtype=torch.float64)
+        if settings.greedy:  # the top-k, ranked by log q = logit − logsumexp (no softmax over the vocabulary)
+            top = logits.float().topk(min(width, logits.shape[-1]), dim=-1)  # (branching, k)
+            children = top.indices
+            child_log_q = (top.values - logits.float().logsumexp(dim=-1, keepdim=True)).double()
+        elif deterministic:  # a dynamic shape under sampling: q's top-k among the tokens q can draw
+            q = warp(logits, settings)  # (branching, vocab)
+            count = min(width, int((q > 0).sum(dim=-1).min()))
+            top = q.topk(count, dim=-1)
+            children, child_log_q = top.indices, top.values.double().clamp_min(1e-30).log()
+        else:
+            drawn = []
+            for row, parent in enumerate(branching):
+                q = warp(logits[row][None], settings)[0]  # (vocab,)
                 q_at[parent] = q
-            shown = display_probs(logits_at[parent], settings)  # (vocab,)
-            base = log_path_q[parent] if parent != ROOT else 0.0
-            for token in children:
-                tokens.append(token)
-                parents.append(parent)
-                log_path_q.append(base + math.log(max(float(shown[token]), 1e-30)))
-    tree = TokenTree(tuple(tokens), tuple(parents))
-    return TreeProposal(
-        tree, _rows(q_at, len(tree), root_logits) if q_at else None, _rows(logits_at, len(tree), root_logits), n_forwards
-    )
+                drawn.append(draw_children(q, width, siblings, generator))
+            count = min(len(children) for children in drawn)
+            children = torch.stack([children[:count] for children in drawn])  # (branching, count)
+            child_log_q = display_probs(logits, settings).gather(1, children).double().clamp_min(1e-30).log()
+        tokens += children.flatten().tolist()
+        parents += [parent for parent in branching for _ in range(children.shape[1])]
+        log_path_q = torch.cat([log_path_q, (base[:, None] + child_log_q).flatten()])
+    tree, grown_ids = TokenTree(tuple(tokens), tuple(parents)), None
+    if shape.budget is not None and len(tree) > shape.budget:
+        tree, grown_ids = keep_most_probable(tree, log_path_q, shape.budget)
+        renumbered = {old: new for new, old in enumerate(grown_ids)} | {ROOT: ROOT}
+        logits_at = {renumbered[node]: row for node, row in logits_at.items() if node in renumbered}
+    shown_logits = logits_at if settings.greedy or not deterministic else {}  # a deterministic draft under sampling: q one-hot
+    draft_probs = _rows(q_at, len(tree), root_logits) if q_at else None
+    return TreeProposal(tree, draft_probs, n_forwards, shown_logits, grown_ids)
 
 
-def choose_children(
-    logits: torch.Tensor, width: int, settings: SamplingSettings, siblings: Siblings, generator: torch.Generator
-) -> tuple[list[int], torch.Tensor | None]:
-    """A node's children: the draft's top-`width` under greedy (q one-hot on each: None), else drawn from q."""  # (vocab,)
-    if settings.greedy:
-        return logits.topk(min(width, logits.shape[-1])).indices.tolist(), None
-    q = warp(logits[None], settings)[0]  # (vocab,)
-    return draw_children(q, width, siblings, generator).tolist(), q
+def keep_most_probable(tree: TokenTree, log_path_q: torch.Tensor, budget: int) -> tuple[TokenTree, tuple[int, ...]]:
+    """The `budget` nodes of highest path probability, renumbered in their old order (ties: the earlier node first, so
+    a parent, never less probable than its child, always stays with it); and the old number of each kept node."""
+    scores = log_path_q.tolist()
+    order = sorted(range(len(tree)), key=lambda node: (-scores[node], node))
+    kept = tuple(sorted(order[:budget]))
+    renumbered = {old: new for new, old in enumerate(kept)} | {ROOT: ROOT}
+    tokens = tuple(tree.token_ids[node] for node in kept)
+    return TokenTree(tokens, tuple(renumbered[tree.parents[node]] for node in kept)), kept
 
 
 def _rows(by_node: dict[int, torch.Tensor], n_nodes: int, like: torch.Tensor) -> torch.Tensor:

@@ -64,12 +64,11 @@ def run(
     prompt_ids = encode_prompt(pair, prompt, settings.max_new_tokens, settings.drafted_per_cycle)
     from specviz.engine.compiled import decoder_for  # torch loads here, with the pair
 
-    if tree:  # a tree's verify pass runs through the dynamic cache, with its mask
+    target = decoder_for(pair.target.model, pair.shared_vocab_size)  # the fast path where the pair has it
+    if tree:
         from specviz.engine.tree_speculative import tree_speculative_decode
 
-        target = engine.CachedDecoder(pair.target.model, pair.shared_vocab_size)
         return tree_speculative_decode(target, drafter_made, prompt_ids, settings, pair.vocabulary, should_stop)
-    target = decoder_for(pair.target.model, pair.shared_vocab_size)  # the fast path where the pair has it
     if mode == "autoregressive":
         return engine.autoregressive_decode(target, prompt_ids, settings, pair.vocabulary, should_stop)
     return engine.speculative_decode(target, drafter_made, prompt_ids, settings, pair.vocabulary, should_stop)
