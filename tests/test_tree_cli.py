@@ -60,10 +60,10 @@ def test_bench_json_puts_tree_rows_beside_the_chain(tmp_path):
 @pytest.mark.parametrize(
     "args,complaint",
     [
-        (["run", "--prompt", "x", "--tree", "2x0"], "--tree: a tree shape needs"),
-        (["run", "--prompt", "x", "--tree", "two"], "children per depth"),
+        (["run", "--prompt", "x", "--tree", "2x0"], "--tree: the tree shape '2x0' has a depth with no children"),
+        (["run", "--prompt", "x", "--tree", "two"], "widths per depth"),
         (["run", "--prompt", "x", "--tree", "8x8"], "at most 64 nodes"),
-        (["run", "--prompt", "x", "--tree", "2x1", "--drafter", "lookup"], "drafts chains only"),
+        (["run", "--prompt", "x", "--tree", "2x1", "--drafter", "adaptive"], "drafts chains only"),
         (["run", "--prompt", "x", "--tree", "2x1", "--lenience", "0.5"], "lenient"),
         (["run", "--prompt", "x", "--tree", "default", "--target", "a/b", "--draft", "a/c"], "names no tree"),
         (["bench", "--tree", "2x1", "x"], "--tree"),

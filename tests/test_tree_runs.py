@@ -59,7 +59,14 @@ def test_settings_a_tree_cannot_take_are_refused(settings, complaint):
 
 @pytest.mark.parametrize(
     "text,complaint",
-    [("", "children per depth"), ("4x-1", "≥ 1 child"), ("9x9", "at most 64 nodes"), ("2x2:0", "at least one")],
+    [
+        ("", "widths per depth"),
+        ("4x-1", "widths per depth"),
+        ("9x9", "at most 64 nodes"),
+        ("2x2:0", "at least 1"),
+        ("nodes=8", "needs both"),
+        ("nodes=80,depth=9,width=9", "at most 64 nodes"),
+    ],
 )
 def test_bad_tree_shapes_are_one_sentence(text, complaint):
     with pytest.raises(ValueError, match=complaint):
@@ -67,7 +74,7 @@ def test_bad_tree_shapes_are_one_sentence(text, complaint):
 
 
 def test_a_shape_reads_back_as_typed():
-    for text in ("4x2x1", "6x3x2x1:3", "1x1x1"):
+    for text in ("4x2x1", "6x3x2x1:3", "1x1x1", "nodes=16,depth=5"):
         assert TreeShape.parse(text).text == text
     assert TreeShape.parse("4 × 2").n_nodes == 12 and TreeShape.parse("1x1x1").is_chain
 

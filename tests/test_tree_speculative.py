@@ -88,7 +88,7 @@ def test_greedy_tree_on_the_fast_path_equals_transformers_generate(target, kind,
     reference = transformers_greedy(target, prompt, 30)
     cycles, summary = run(target, drafter, shape, DecodeSettings(max_new_tokens=30), prompt, FastDecoder(fast_target, VOCAB))
     assert list(summary.new_token_ids) == reference, f"{kind}, tree {shape}: the fast path parted from generate()"
-    assert all(len(cycle.token_ids) <= shape.n_nodes for cycle in cycles), f"a tree grew past {shape.n_nodes} nodes"
+    assert all(len(cycle.positions) <= shape.n_nodes for cycle in cycles), f"a tree grew past {shape.n_nodes} nodes"
     if kind == "same model":
         assert len(cycles[0].accepted_nodes) == len(shape.branching), "the draft is the target: a full path is accepted"
 
