@@ -248,3 +248,16 @@ def test_chain_or_tree_explains_its_own_measurements(bundled_pair):
         ), "counting the verify pass as one step never slows a cycle whose pass cost more"
     gain = tree.readings.tokens_per_cycle - chain.readings.tokens_per_cycle
     assert f"{abs(gain):.2f} {'more' if gain >= 0 else 'fewer'}" in text
+
+
+def test_after_a_plain_last_step_the_drawing_keeps_the_latest_tree(sampled):
+    from specviz.ui.tree_view import current_tree_html
+
+    last = sampled.cycles[-1]
+    assert not last.is_tree, "the tiny run ends at the token limit with a plain target step"
+    shown = Nodes(current_tree_html(sampled, len(sampled.cycles), decided=True))
+    latest = tree_cycles(sampled)[-1]
+    assert len(shown.nodes) == len(latest.positions) + 2 and f'data-cycle="{latest.index}"' in current_tree_html(
+        sampled, len(sampled.cycles), True
+    )
+    assert current_tree_html(sampled, 0, True) == "" and current_tree_html(record_tiny_trace(), 3, True) == ""

@@ -32,11 +32,12 @@ MAX_TEMPERATURE = 2.0
 MAX_TOP_K = 1_000_000  # beyond any vocabulary: the same as off
 CHAIN = "chain"  # the token tree field's word for no tree: γ drafts in a row
 TREE_CHOICES = (CHAIN, "3x2x1:2", "4x2x1x1:1", "2x2x1")  # the page's offer; any shape may be typed
-TREE_LABEL = (
-    f"Token tree: {CHAIN} (γ in a row), or children per depth such as 3x2x1:2, where :N lets only the N likeliest "
-    f"nodes of a depth branch (at most {MAX_TREE_NODES} nodes, {MAX_TREE_DEPTH} deep)"
+TREE_LABEL = f"Token tree: {CHAIN} (γ in a row), or children per depth (at most {MAX_TREE_NODES} nodes, {MAX_TREE_DEPTH} deep)"
+TREE_INFO = (
+    "3x2x1:2: 3 guesses at depth 1, 2 children per branching node at depth 2, 1 at depth 3; :2 lets only the 2 likeliest "
+    f"nodes of a depth branch. Trees take the {' or '.join(tree_drafter_keys())} drafter, exact or greedy."
 )
-TREE_CONTROL = dict(choices=TREE_CHOICES, label=TREE_LABEL, allow_custom_value=True)  # the page's Dropdown, but its value
+TREE_CONTROL = dict(choices=TREE_CHOICES, label=TREE_LABEL, info=TREE_INFO, allow_custom_value=True)  # the page's Dropdown
 _SHAPE = re.compile(r"\s*\d{1,3}(\s*[x×*]\s*\d{1,3})*\s*(:\s*\d{1,3})?\s*")
 
 

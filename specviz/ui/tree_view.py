@@ -169,18 +169,20 @@ def tree_html(trace: Trace, cycle_index: int, decided: bool) -> str:
         )
     root_text = last_committed_text(trace, cycle_index)
     nodes.append(
-        _placed(at(ROOT), token_span(root_text, "prompt", "the last committed token: every branch grows from here"), ROOT)
+        _placed(
+            at(ROOT), token_span(node_label(root_text), "prompt", "the last committed token: every branch grows from here"), ROOT
+        )
     )
     for node, position in enumerate(cycle.positions):
         if decided:
-            span = token_span(position.text, position.status, node_tip(cycle, node, greedy), cycle.index)
+            span = token_span(node_label(position.text), position.status, node_tip(cycle, node, greedy), cycle.index)
         else:
             tip = f"drafted {position.text!r} at depth {depth[node]}: q(x) = {number(position.q)}\nwaiting for the target"
-            span = token_span(position.text, "drafted", tip, cycle.index)
+            span = token_span(node_label(position.text), "drafted", tip, cycle.index)
         nodes.append(_placed(at(node), span, node, depth[node], branch_of(parents, node), node in on_path and decided))
     if decided:
         kind = "bonus" if cycle.bonus_token_id is not None else "resampled"
-        span = token_span(cycle.new_token_text, kind, target_token_tip(cycle, greedy), cycle.index)
+        span = token_span(node_label(cycle.new_token_text), kind, target_token_tip(cycle, greedy), cycle.index)
         nodes.append(_placed(at(len(cycle.positions)), span, "target", target_depth, 0, True))
     caption = (
         f"Cycle {cycle.index + 1} · {html.escape(shape_words(trace.started))}: {len(cycle.positions)} nodes and the pending token, "
@@ -193,6 +195,21 @@ def tree_html(trace: Trace, cycle_index: int, decided: bool) -> str:
         f'<svg class="sv-tree-edges" width="{width}" height="{height}" viewBox="0 0 {width} {height}" aria-hidden="true">'
         f"{''.join(edges)}</svg>{''.join(nodes)}</div></div>"
     )
+
+
+def current_tree_html(trace: Trace, shown: int, decided: bool) -> str:
+    """The drawing under the stream at `shown` cycles: the last one's tree, or, where it drafted none (a plain target
+    step at the token limit, a chain), the latest tree before it, decided; "" in a chain's run."""
+    for index in range(min(shown, len(trace.cycles)) - 1, -1, -1):
+        if trace.cycles[index].is_tree:
+            return tree_html(trace, index, decided or index < shown - 1)
+    return ""
+
+
+def node_label(text: str) -> str:
+    """A token as a node shows it: newlines and tabs as ↵ and →, a token of spaces alone as dots, so no box is empty."""
+    label = text.replace("\n", "↵").replace("\t", "→")
+    return label.replace(" ", "·") if label and not label.strip() else label
 
 
 def _placed(xy: tuple[float, float], span: str, node: int | str, depth: int = 0, branch: int = 0, on_path: bool = False) -> str:

@@ -12,7 +12,7 @@ from specviz.run.trace import Trace
 from specviz.ui import charts, texts
 from specviz.ui.deployment_view import deployment_figures, deployment_html, race_view, trace_report
 from specviz.ui.render import Phase, narration, race_html, stream_html
-from specviz.ui.tree_view import tree_html
+from specviz.ui.tree_view import current_tree_html
 
 
 @dataclass
@@ -71,7 +71,7 @@ def frame(
         summary=texts.summary_markdown(m, trace, shown),
         narration=narration(trace, shown - 1, phase) if shown else None,
         charts=figures,
-        tree=tree_html(trace, shown - 1, phase == "decide") if shown else "",
+        tree=current_tree_html(trace, shown, phase == "decide"),
     )
     finished = shown >= len(trace.cycles) and phase == "decide" and trace.summary is not None
     if (with_charts or finished) and trace.summary is not None and trace.baseline is not None:
