@@ -15,7 +15,7 @@ from specviz.engine.settings import SettingsError
 from specviz.engine.tree_shape import TreeShape
 from specviz.run.trace import Trace
 from specviz.serving import recorder
-from specviz.ui.lessons import Measured, lessons, speedup_if_verify_costs_one_step
+from specviz.ui.lessons import Measured, lessons
 from specviz.ui.render import narration, race_html, stream_html
 from specviz.ui.request import RunRequest
 from specviz.ui.tree_view import branch_of, children_of, rows_of, tree_html
@@ -238,10 +238,10 @@ def test_chain_or_tree_explains_its_own_measurements(bundled_pair):
     assert "Question" in text and "9 rows" in text
     assert "a token tree 4×2×1×1, top 1 branch" in text and "a chain of γ = 8" in text
     for m in (tree.readings, chain.readings):
-        for value in (m.tokens_per_cycle, m.verify_cost, m.measured_speedup, speedup_if_verify_costs_one_step(m)):
+        for value in (m.tokens_per_cycle, m.verify_cost, m.measured_speedup, m.speedup_if_verify_costs_one_step):
             assert f"{value:.2f}" in text, f"{value:.2f} measured in this lesson is missing from its text"
         assert (
-            speedup_if_verify_costs_one_step(m)
+            m.speedup_if_verify_costs_one_step
             >= m.tokens_per_cycle
             / ((m.tally.draft_s + m.tally.verify_s + m.tally.overhead_s) / m.tally.cycles / m.tau_denominator_s)
             or m.verify_cost < 1

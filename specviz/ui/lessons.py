@@ -329,15 +329,6 @@ def _rows(request: RunRequest) -> int:
     return (request.gamma if request.tree == CHAIN else TreeShape.parse(request.tree).n_nodes) + 1
 
 
-def speedup_if_verify_costs_one_step(m: Readings) -> float | None:
-    """Tokens per pass over a cycle's measured cost in target steps, its verify pass counted as one step instead of the
-    ν it took: what these very cycles would give where ν(k) stays flat to large k, as on a GPU."""
-    t = m.tally
-    if not t.cycles or not m.tau_denominator_s or m.tokens_per_cycle is None:
-        return None
-    return m.tokens_per_cycle / ((t.draft_s + t.overhead_s) / t.cycles / m.tau_denominator_s + 1)
-
-
 def _explain_tree(main: Measured, extra: list[Measured]) -> str:
     tree, chain = main, extra[0]
     rows = _rows(tree.request)
@@ -347,7 +338,7 @@ def _explain_tree(main: Measured, extra: list[Measured]) -> str:
         return (
             f"<tr><td>{html.escape(shape_words(r.trace.started))}</td><td>{_rows(r.request)}</td><td><b>{number(m.tokens_per_cycle, 2)}</b></td>"
             f"<td>{number(m.verify_cost, 2)}</td><td><b>{number(m.measured_speedup, 2)}×</b></td>"
-            f"<td>{number(speedup_if_verify_costs_one_step(m), 2)}×</td></tr>"
+            f"<td>{number(m.speedup_if_verify_costs_one_step, 2)}×</td></tr>"
         )
 
     t, c = tree.readings, chain.readings
