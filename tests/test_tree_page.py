@@ -261,3 +261,11 @@ def test_after_a_plain_last_step_the_drawing_keeps_the_latest_tree(sampled):
         sampled, len(sampled.cycles), True
     )
     assert current_tree_html(sampled, 0, True) == "" and current_tree_html(record_tiny_trace(), 3, True) == ""
+
+
+def test_a_trees_summary_and_verdict_quote_no_chain_prediction(greedy):
+    from specviz.ui.views import Recording, frame
+
+    last = frame(Recording.of(greedy), len(greedy.cycles), "decide", 1.0, True)
+    assert "predicted from α, τ, γ" not in last.summary and "predicts no tree" in last.summary
+    assert "token tree 3x2x1:2" in last.verdict and "suggests γ" not in last.verdict and "Predicted at γ" not in last.verdict

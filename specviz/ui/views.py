@@ -81,7 +81,9 @@ def frame(
         report = trace_report(trace, m, saved_batches)
         result.deployment = deployment_html(report)
         result.deployment_charts = deployment_figures(report)
-        result.verdict = texts.verdict_html(m, trace.pair.name, hardware_line, trace.pair)
+        result.verdict = texts.verdict_html(
+            m, trace.pair.name, hardware_line, trace.pair, trace.started.tree if trace.started else ""
+        )
         result.inspector = inspector_choices(trace.cycles)
     return result
 
