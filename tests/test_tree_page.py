@@ -269,3 +269,19 @@ def test_a_trees_summary_and_verdict_quote_no_chain_prediction(greedy):
     last = frame(Recording.of(greedy), len(greedy.cycles), "decide", 1.0, True)
     assert "predicted from α, τ, γ" not in last.summary and "predicts no tree" in last.summary
     assert "token tree 3x2x1:2" in last.verdict and "suggests γ" not in last.verdict and "Predicted at γ" not in last.verdict
+
+
+def test_chain_or_tree_runs_on_the_real_pairs_feature_head(real_pair):
+    lesson = next(
+        lesson for lesson in lessons("pycode-distilled", "pycode-plain", real_pair.name, 1) if lesson.key == "lesson-11"
+    )
+    runs = []
+    for label, request in (("tree", lesson.request), lesson.extra[0]):
+        request = replace(request, max_new_tokens=32)
+        trace = recorder.measure_run(real_pair, request.prompt, request.settings(), request.drafter, repeat_budget_s=0)
+        runs.append(Measured(label, request, trace, readings_of_trace(trace)))
+    tree, chain = runs
+    assert tree.trace.started.tree == "4x2x1x1:1" and tree_cycles(tree.trace), "the feature head grew trees"
+    assert tree.trace.summary.new_token_ids == tree.trace.baseline.new_token_ids, "greedy: the target's own text"
+    text = lesson.explain(tree, [chain])
+    assert f"{tree.readings.tokens_per_cycle:.2f}" in text and f"{chain.readings.verify_cost:.2f}" in text

@@ -136,7 +136,9 @@ class RunRequest:
         if not isinstance(values, Mapping):
             raise InputError("The request must name its fields.")
         defaults = {f.name: f.default for f in fields(cls) if f.name not in ("pair", "prompt")}
-        return cls(**checked(defaults | {name: values[name] for name in values if name in RUN_FIELDS}, RUN_FIELDS))
+        request = cls(**checked(defaults | {name: values[name] for name in values if name in RUN_FIELDS}, RUN_FIELDS))
+        request.settings()  # and the settings they make together (a tree with a chain-only drafter), answered at once
+        return request
 
     def settings(self) -> DecodeSettings:
         """The engine's settings, their fields checked first as a request's are (InputError with one sentence)."""
