@@ -285,3 +285,29 @@ def test_chain_or_tree_runs_on_the_real_pairs_feature_head(real_pair):
     assert tree.trace.summary.new_token_ids == tree.trace.baseline.new_token_ids, "greedy: the target's own text"
     text = lesson.explain(tree, [chain])
     assert f"{tree.readings.tokens_per_cycle:.2f}" in text and f"{chain.readings.verify_cost:.2f}" in text
+
+
+def test_a_shared_trees_strings_are_drawn_as_text(sampled):
+    """A trace is hostile until checked: its token texts and its shape reach the drawing, the walk and the race as text."""
+    import json
+
+    from specviz.ui.views import Recording, frame
+
+    markup = "<img src=x onerror=alert(1)> **b**"
+    raw = json.loads(sampled.to_json())
+    raw["started"]["tree"] = "<b>b</b>"
+    for cycle in raw["cycles"]:
+        cycle["new_token_text"] = markup
+        for position in cycle["positions"]:
+            position["text"] = markup
+    trace = Trace.from_json(json.dumps(raw))
+    recording = Recording.of(trace)
+    shown = []
+    for n in range(1, len(trace.cycles) + 1):
+        for phase in ("draft", "verify", "decide"):
+            now = frame(recording, n, phase, 1.0, False)
+            shown += [now.tree, now.narration, now.stream]
+    shown.append(frame(recording, len(trace.cycles), "decide", 1.0, False).race)
+    assert any("&lt;img" in view for view in shown), "the texts are there, escaped"
+    for view in shown:
+        assert "<img" not in view and "<b>b" not in view, f"markup from the file reached the page: {view[:300]!r}"

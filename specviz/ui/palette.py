@@ -110,6 +110,7 @@ CSS = """
 .sv-tree-mark { font-size: .7em; color: var(--sv-drafted); cursor: help; position: relative; vertical-align: super; }
 .sv-tree-mark[data-tip]:hover::after { content: attr(data-tip); position: absolute; left: 0; top: 1.9em; z-index: 50; white-space: pre;
              background: #111827; color: #f9fafb; padding: 6px 9px; border-radius: 6px; font-size: .78rem; }
+.sv-tree.sv-tree-wide { overflow-x: auto; }
 @media (max-width: 760px) { .sv-tree { overflow-x: auto; } }
 
 """

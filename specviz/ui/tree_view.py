@@ -19,6 +19,7 @@ from specviz.ui.tokens import token_span
 
 ROOT = -1  # the parent of depth 1: the last committed token
 COLUMN_PX, ROW_PX = 124, 34  # one depth, one leaf
+WIDE_PX = 740  # a drawing wider than the page's column scrolls sideways inside its box
 NODE_HEIGHT_PX, EDGE_START_PX = 24, 16  # a node's box (96 px wide at most, palette.CSS); where its edges leave it
 
 
@@ -190,7 +191,7 @@ def tree_html(trace: Trace, cycle_index: int, decided: bool) -> str:
         + (f"; the path the target kept is bold: {len(cycle.emitted_token_ids)} tokens." if decided else ".")
     )
     return (
-        f'<div class="sv-tree" data-cycle="{cycle.index}" data-decided="{int(decided)}"><div class="sv-tree-caption">{caption}</div>'
+        f'<div class="sv-tree{" sv-tree-wide" if width > WIDE_PX else ""}" data-cycle="{cycle.index}" data-decided="{int(decided)}"><div class="sv-tree-caption">{caption}</div>'
         f'<div class="sv-tree-area" style="width:{width}px;height:{height}px">'
         f'<svg class="sv-tree-edges" width="{width}" height="{height}" viewBox="0 0 {width} {height}" aria-hidden="true">'
         f"{''.join(edges)}</svg>{''.join(nodes)}</div></div>"
