@@ -122,7 +122,8 @@ def target_token_tip(cycle: Cycle, greedy: bool) -> str:
     """The hover of the target's own token in a tree's cycle: a bonus at a leaf, else what replaced the rejected branches."""
     last, depth = _end_of_path(cycle)
     text = cycle.new_token_text
-    p = next((prob for token, _, prob in cycle.bonus_top_p if token == (cycle.bonus_token_id or cycle.resampled_token_id)), None)
+    own = cycle.bonus_token_id if cycle.bonus_token_id is not None else cycle.resampled_token_id
+    p = next((prob for token, _, prob in cycle.bonus_top_p if token == own), None)
     if cycle.bonus_token_id is not None:
         return (
             f"bonus token {text!r}\nthe path reached a leaf ({cycle.n_accepted} accepted), so the target adds\n"
@@ -137,65 +138,71 @@ def target_token_tip(cycle: Cycle, greedy: bool) -> str:
 
 def tree_html(trace: Trace, cycle_index: int, decided: bool) -> str:
     """The drawing of one tree cycle ("" for a chain's): its nodes drafted, or, once `decided`, in their states."""
-    if not trace.cycles or cycle_index < 0 or cycle_index >= len(trace.cycles) or trace.started is None:
+    if trace.started is None or not 0 <= cycle_index < len(trace.cycles) or not trace.cycles[cycle_index].is_tree:
         return ""
     cycle = trace.cycles[cycle_index]
-    if not cycle.is_tree:
-        return ""
-    greedy = trace.started.temperature == 0
-    last, target_depth = _end_of_path(cycle)
+    last, _ = _end_of_path(cycle)
     parents = cycle.parents + ((last,) if decided else ())  # the target's own token: one more child of the path's end
     rows, n_rows = rows_of(parents)
-    on_path = set(cycle.accepted_nodes)
-    depth = {node: depth_of(parents, node) for node in range(len(parents))} | {ROOT: 0}
-    width = (max(depth.values()) + 1) * COLUMN_PX
-    height = n_rows * ROW_PX
-
-    def at(node: int) -> tuple[float, float]:
-        return depth[node] * COLUMN_PX, rows[node] * ROW_PX
-
-    edges, nodes = [], []
-    for node, parent in enumerate(parents):
-        (x0, y0), (x1, y1) = at(parent), at(node)
-        x0, y0, y1 = x0 + EDGE_START_PX, y0 + NODE_HEIGHT_PX / 2, y1 + NODE_HEIGHT_PX / 2  # from behind the parent's box
-        middle = (x0 + x1) / 2
-        if node == len(cycle.positions):
-            kind = "bonus" if cycle.bonus_token_id is not None else "resampled"
-        elif not decided:
-            kind = "drafted"
-        else:
-            kind = "path" if node in on_path else cycle.positions[node].status
-        edges.append(
-            f'<path class="sv-edge" data-kind="{kind}" d="M{x0:.0f},{y0:.0f} C{middle:.0f},{y0:.0f} {middle:.0f},{y1:.0f} {x1:.0f},{y1:.0f}"/>'
-        )
-    root_text = last_committed_text(trace, cycle_index)
-    nodes.append(
-        _placed(
-            at(ROOT), token_span(node_label(root_text), "prompt", "the last committed token: every branch grows from here"), ROOT
-        )
-    )
-    for node, position in enumerate(cycle.positions):
-        if decided:
-            span = token_span(node_label(position.text), position.status, node_tip(cycle, node, greedy), cycle.index)
-        else:
-            tip = f"drafted {position.text!r} at depth {depth[node]}: q(x) = {number(position.q)}\nwaiting for the target"
-            span = token_span(node_label(position.text), "drafted", tip, cycle.index)
-        nodes.append(_placed(at(node), span, node, depth[node], branch_of(parents, node), node in on_path and decided))
-    if decided:
-        kind = "bonus" if cycle.bonus_token_id is not None else "resampled"
-        span = token_span(node_label(cycle.new_token_text), kind, target_token_tip(cycle, greedy), cycle.index)
-        nodes.append(_placed(at(len(cycle.positions)), span, "target", target_depth, 0, True))
+    depths = {node: depth_of(parents, node) for node in range(len(parents))} | {ROOT: 0}
+    places = {node: (depths[node] * COLUMN_PX, rows[node] * ROW_PX) for node in depths}
+    width, height = (max(depths.values()) + 1) * COLUMN_PX, n_rows * ROW_PX
     caption = (
         f"Cycle {cycle.index + 1} · {html.escape(shape_words(trace.started))}: {len(cycle.positions)} nodes and the pending token, "
         f"verified in one pass of {cycle.n_rows} rows"
         + (f"; the path the target kept is bold: {len(cycle.emitted_token_ids)} tokens." if decided else ".")
     )
+    wide = " sv-tree-wide" if width > WIDE_PX else ""
     return (
-        f'<div class="sv-tree{" sv-tree-wide" if width > WIDE_PX else ""}" data-cycle="{cycle.index}" data-decided="{int(decided)}"><div class="sv-tree-caption">{caption}</div>'
-        f'<div class="sv-tree-area" style="width:{width}px;height:{height}px">'
+        f'<div class="sv-tree{wide}" data-cycle="{cycle.index}" data-decided="{int(decided)}">'
+        f'<div class="sv-tree-caption">{caption}</div><div class="sv-tree-area" style="width:{width}px;height:{height}px">'
         f'<svg class="sv-tree-edges" width="{width}" height="{height}" viewBox="0 0 {width} {height}" aria-hidden="true">'
-        f"{''.join(edges)}</svg>{''.join(nodes)}</div></div>"
+        f"{_edges(cycle, parents, places, decided)}</svg>{_nodes(trace, cycle, parents, places, decided)}</div></div>"
     )
+
+
+def _edge_kind(cycle: Cycle, node: int, decided: bool) -> str:
+    """How an edge into `node` is drawn (palette.CSS, .sv-edge[data-kind])."""
+    if node == len(cycle.positions):
+        return "bonus" if cycle.bonus_token_id is not None else "resampled"
+    if not decided:
+        return "drafted"
+    return "path" if node in cycle.accepted_nodes else cycle.positions[node].status
+
+
+def _edges(cycle: Cycle, parents: tuple[int, ...], places: dict[int, tuple[float, float]], decided: bool) -> str:
+    """One curve from each node's parent (leaving from behind the parent's box) to the node."""
+    edges = []
+    for node, parent in enumerate(parents):
+        (x0, y0), (x1, y1) = places[parent], places[node]
+        x0, y0, y1 = x0 + EDGE_START_PX, y0 + NODE_HEIGHT_PX / 2, y1 + NODE_HEIGHT_PX / 2
+        middle = (x0 + x1) / 2
+        curve = f"M{x0:.0f},{y0:.0f} C{middle:.0f},{y0:.0f} {middle:.0f},{y1:.0f} {x1:.0f},{y1:.0f}"
+        edges.append(f'<path class="sv-edge" data-kind="{_edge_kind(cycle, node, decided)}" d="{curve}"/>')
+    return "".join(edges)
+
+
+def _nodes(trace: Trace, cycle: Cycle, parents: tuple[int, ...], places: dict[int, tuple[float, float]], decided: bool) -> str:
+    """The root, every drafted node, and once decided the target's own token, each a token in its state with its hover."""
+    greedy = trace.started.temperature == 0
+    root = token_span(
+        node_label(last_committed_text(trace, cycle.index)), "prompt", "the last committed token: every branch grows from here"
+    )
+    nodes = [_placed(places[ROOT], root, ROOT)]
+    for node, position in enumerate(cycle.positions):
+        depth = depth_of(parents, node)
+        if decided:
+            span = token_span(node_label(position.text), position.status, node_tip(cycle, node, greedy), cycle.index)
+        else:
+            tip = f"drafted {position.text!r} at depth {depth}: q(x) = {number(position.q)}\nwaiting for the target"
+            span = token_span(node_label(position.text), "drafted", tip, cycle.index)
+        on_path = decided and node in cycle.accepted_nodes
+        nodes.append(_placed(places[node], span, node, depth, branch_of(parents, node), on_path))
+    if decided:
+        kind = "bonus" if cycle.bonus_token_id is not None else "resampled"
+        span = token_span(node_label(cycle.new_token_text), kind, target_token_tip(cycle, greedy), cycle.index)
+        nodes.append(_placed(places[len(cycle.positions)], span, "target", _end_of_path(cycle)[1], 0, True))
+    return "".join(nodes)
 
 
 def current_tree_html(trace: Trace, shown: int, decided: bool) -> str:
