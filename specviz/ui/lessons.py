@@ -344,8 +344,6 @@ def _explain_tree(main: Measured, extra: list[Measured]) -> str:
     t, c = tree.readings, chain.readings
     more = (t.tokens_per_cycle or 0) - (c.tokens_per_cycle or 0)
     gain = f"{abs(more):.2f} {'more' if more >= 0 else 'fewer'}"
-    fast = bool((chain.trace.pair.compile or {}).get("target"))  # the target ran on the fast path (engine/compiled.py)
-    chain_path = "the chain's through the pair's fast path (a static cache)" if fast else "as the chain's does on this pair"
     return (
         f"<p>The same pair and prompt, drafted two ways with the same {rows} rows in each verify pass, measured back to back. "
         "The chain spends its rows going deep on the draft's first guess; the tree spends them on second and third guesses "
@@ -354,9 +352,11 @@ def _explain_tree(main: Measured, extra: list[Measured]) -> str:
         f"<th>if ν were 1</th></tr>{row(chain)}{row(tree)}</table>"
         f"<p>The tree kept <b>{gain}</b> tokens per target pass than the chain. Its pass over {rows} rows cost "
         f"ν = {number(t.verify_cost, 2)} target steps (the chain's: {number(c.verify_cost, 2)}); the tree's pass runs through "
-        f"transformers' dynamic cache with a tree mask, {chain_path}. Measured: the tree {_speed(t)}, the chain "
+        f"transformers' dynamic cache with a tree mask, the chain's through the pair's fast path (a static cache) where "
+        f"the pair has one. Measured: the tree {_speed(t)}, the chain "
         f"{_speed(c)}. The last column divides the same tokens per pass by the same cycles' cost with the verify pass counted "
-        "as one target step, as a GPU pays up to large k: the weights are read once per pass, and a few more rows ride along.</p>"
+        "as one target step, as a GPU pays up to large k: there a pass is bound by reading the weights once, and its spare "
+        "arithmetic does the extra rows almost for free.</p>"
         f"<p><b>Question:</b> on this machine a pass over {rows} rows cost ν = {number(t.verify_cost, 2)} single steps; on a GPU "
         "it costs about one. Why does a CPU with two cores pay for every extra row, and which of the two would you ship on each?</p>"
     )
