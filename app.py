@@ -24,7 +24,7 @@ from specviz.ui.deployment_view import deployment_html
 from specviz.ui.handlers import Handlers, on_gpu
 from specviz.ui.palette import CSS
 from specviz.ui.render import legend_html, stream_html
-from specviz.ui.request import DEFAULT_PLAYBACK, MAX_NEW_TOKENS, MAX_TEMPERATURE, PLAYBACK
+from specviz.ui.request import DEFAULT_PLAYBACK, MAX_NEW_TOKENS, MAX_TEMPERATURE, PLAYBACK, TREE_CONTROL
 from specviz.ui.score_panel import SCORE_CSS
 from specviz.ui.score_tab import score_tab
 from specviz.ui.sessions import Sessions
@@ -36,8 +36,7 @@ def build_page() -> gr.Blocks:
     LESSONS = catalogue_lessons(default_pair)
     default_request = LESSONS[0].request  # the app opens on the first lesson's scenario
     with gr.Blocks(title="specviz: speculative decoding, run for real") as demo:
-        trace_state = gr.State(None)
-        cursor_state = gr.State((0, "decide"))
+        trace_state, cursor_state = gr.State(None), gr.State((0, "decide"))
 
         gr.Markdown(
             "# specviz · speculative decoding, run for real\n"
@@ -65,6 +64,7 @@ def build_page() -> gr.Blocks:
                     gamma = gr.Slider(
                         1, MAX_GAMMA, value=default_request.gamma, step=1, label="γ: drafts per cycle", elem_id="gamma"
                     )
+                    tree = gr.Dropdown(value=default_request.tree, elem_id="tree-shape", **TREE_CONTROL)
                     verification = gr.Radio(
                         ["exact", "greedy", "lenient"],
                         value="exact",
@@ -113,6 +113,7 @@ def build_page() -> gr.Blocks:
                 lesson_chart = gr.Plot(visible=False, elem_id="lesson-chart", show_label=False)
                 gr.HTML(legend_html(), elem_id="legend")
                 stream = gr.HTML(stream_html(Trace()), elem_id="stream")
+                tree_drawing = gr.HTML("", elem_id="tree")  # the current cycle's token tree (a chain's is the stream)
                 narration_box = gr.Markdown("", elem_id="narration", elem_classes=["sv-narration"])
                 summary = gr.Markdown("", elem_id="summary")
                 with gr.Column(elem_id="race"):  # the race, on the main view: arrivals as they are played back
@@ -156,6 +157,7 @@ def build_page() -> gr.Blocks:
             "pair": pair_box,
             "prompt": prompt,
             "gamma": gamma,
+            "tree": tree,
             "temperature": temperature,
             "top_k": top_k,
             "top_p": top_p,
@@ -174,6 +176,7 @@ def build_page() -> gr.Blocks:
             "cursor": cursor_state,
             "lesson": lesson_box,
             "stream": stream,
+            "tree": tree_drawing,
             "summary": summary,
             "narration": narration_box,
             "race_chart": race_chart,

@@ -181,6 +181,42 @@ def test_step_mode_walks_the_run_on_screen(app_url, browser):
     page.close()
 
 
+def pick_tree(page, shape: str) -> None:
+    """Choose a shape the Token tree box offers."""
+    page.locator("#tree-shape input").click()
+    page.get_by_role("option", name=shape, exact=True).click()
+
+
+def test_a_token_tree_is_drawn_and_step_walks_it(app_url, browser):
+    page = open_app(browser, app_url)
+    assert page.locator("#tree .sv-tree").count() == 0, "no tree is drawn for a chain"
+    pick_tree(page, "3x2x1:2")
+    assert page.locator("#tree-shape input").input_value() == "3x2x1:2"
+    done = run_prompt(page, "def fibonacci(n):\n", playback="real pace")
+    assert float(done["tokensPerCycle"]) > 1, "the tree's run kept more than one token per target pass"
+    page.wait_for_selector("#tree .sv-tree[data-decided='1']", timeout=60_000)
+    nodes = page.locator("#tree .sv-node > .sv-tok").evaluate_all("els => els.map(e => e.dataset.status)")
+    assert set(nodes) <= TOKEN_STATES and len(nodes) >= 4, (
+        f"the root, nodes and the target's token, in the stream's states: {nodes}"
+    )
+    assert nodes[-1] in ("bonus", "resampled") and page.locator("#tree .sv-node[data-path='1']").count() >= 2
+    stream = page.locator("#stream [data-status]").evaluate_all("els => els.map(e => e.dataset.status)")
+    assert not {"rejected", "unverified"} & set(stream), "the stream shows a tree's emitted text only"
+    path_node = page.locator("#tree .sv-node[data-path='1'] .sv-tok").first
+    path_node.hover()
+    tip = path_node.get_attribute("data-tip")
+    assert "p(x)" in tip and "q(x)" in tip and "greedy test" in tip, f"hovering a node shows its test, got {tip!r}"
+    page.locator("#tree").screenshot(path=str(SHOTS / "tree.png"))
+    for phase in ("draft", "verify", "decide"):
+        page.click("#step")
+        page.wait_for_selector(f"#status :text('cycle 1 of'):has-text('{phase}')", timeout=120_000)
+    page.wait_for_selector("#narration :text('depth 1: branch')", timeout=60_000)
+    assert "for one target forward" in page.locator("#narration").inner_text()
+    assert page.locator("#tree .sv-tree[data-cycle='0'][data-decided='1']").count() == 1, "Step draws the cycle it walks"
+    page.screenshot(path=str(SHOTS / "tree-step.png"), full_page=True)
+    page.close()
+
+
 def test_bad_input_is_explained_at_once_and_the_app_keeps_serving(app_url, browser):
     busy, page = open_app(browser, app_url), open_app(browser, app_url)
     busy.click("#run")  # another session is measuring

@@ -83,6 +83,16 @@ class Readings:
     def speed_verdict(self) -> SpeedVerdict | None:
         return speed_verdict(self.measured_speedup)
 
+    @property
+    def speedup_if_verify_costs_one_step(self) -> float | None:
+        """Tokens per pass over a cycle's measured cost in target steps, its verify pass counted as one step instead of
+        the ν it took: what these cycles would give where ν(k) stays flat to large k, as on a GPU (lesson "Chain or tree?")."""
+        t = self.tally
+        if not t.cycles or not self.tau_denominator_s or self.tokens_per_cycle is None:
+            return None
+        drafting_steps = (t.draft_s + t.overhead_s) / t.cycles / self.tau_denominator_s  # drafting and bookkeeping per cycle
+        return self.tokens_per_cycle / (drafting_steps + 1)
+
     def cycle_tau(self, cycle: CycleCounts) -> float | None:
         """One cycle's τ: its mean draft step over the same target step the run's τ uses."""
         if not cycle.positions or not self.tau_denominator_s:

@@ -123,7 +123,11 @@ class Handlers:
         """A runs.Update as {component: value}: its parts by name (shows), the live charts by key; parts left None are not sent."""
         page, frame = self.page, update.frame
         parts = vars(update) | (vars(frame) if frame is not None else {})
-        out = {page.stream: MEASURING_STREAM, page.narration_box: "", page.summary: ""} if update.clear else {}
+        out = (
+            {page.stream: MEASURING_STREAM, page.narration_box: "", page.summary: "", page.shows["tree"]: ""}
+            if update.clear
+            else {}
+        )
         out |= {component: parts[name] for name, component in page.shows.items() if parts.get(name) is not None}
         if update.lesson_chart is not None:
             out[page.lesson_chart] = gr.update(value=update.lesson_chart, visible=True)

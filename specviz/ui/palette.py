@@ -89,5 +89,28 @@ CSS = """
            background: var(--block-background-fill); border-radius: 6px; }
 .sv-diff del { background: #fde0d2; color: #8a2c00; text-decoration: line-through; }
 .sv-diff ins { background: #d2f0e6; color: #00573f; text-decoration: underline; }
+.sv-tree { margin: 6px 0 4px; padding: 8px 12px 12px; border-radius: 10px; background: var(--block-background-fill);
+           border: 1px solid var(--border-color-primary); }
+.sv-tree-caption { font-size: .85rem; color: var(--body-text-color-subdued); margin-bottom: 8px; }
+.sv-tree-area { position: relative; font-family: ui-monospace, 'JetBrains Mono', Menlo, Consolas, monospace; font-size: .9rem; }
+.sv-tree-edges { position: absolute; left: 0; top: 0; overflow: visible; }
+.sv-edge { fill: none; stroke: var(--sv-drafted); stroke-width: 1.3; }
+.sv-edge[data-kind=path] { stroke: var(--sv-accepted); stroke-width: 3.5; }
+.sv-edge[data-kind=rejected] { stroke: var(--sv-rejected); }
+.sv-edge[data-kind=unverified] { stroke: var(--sv-unverified); stroke-dasharray: 2 3; }
+.sv-edge[data-kind=drafted] { stroke-dasharray: 5 3; }
+.sv-edge[data-kind=resampled] { stroke: var(--sv-resampled); stroke-width: 3.5; stroke-dasharray: 6 3; }
+.sv-edge[data-kind=bonus] { stroke: var(--sv-bonus); stroke-width: 3.5; stroke-dasharray: 6 3; }
+.sv-node { position: absolute; width: 96px; height: 24px; display: flex; align-items: center; white-space: nowrap; }
+.sv-node .sv-tok .sv-txt { display: inline-block; max-width: 88px; overflow: hidden; text-overflow: ellipsis; vertical-align: middle;
+           white-space: pre; line-height: 1.35; }
+.sv-node .sv-txt { background: var(--block-background-fill); }  /* edges leave from behind the box */
+.sv-node.sv-on-path .sv-txt { font-weight: 800; box-shadow: 0 0 0 2px var(--body-text-color); }
+.sv-node[data-node="-1"] .sv-txt { border: 1px solid var(--border-color-primary); padding: 1px 4px; }
+.sv-tree-mark { font-size: .7em; color: var(--sv-drafted); cursor: help; position: relative; vertical-align: super; }
+.sv-tree-mark[data-tip]:hover::after { content: attr(data-tip); position: absolute; left: 0; top: 1.9em; z-index: 50; white-space: pre;
+             background: #111827; color: #f9fafb; padding: 6px 9px; border-radius: 6px; font-size: .78rem; }
+.sv-tree.sv-tree-wide { overflow-x: auto; }
+@media (max-width: 760px) { .sv-tree { overflow-x: auto; } }
 
 """

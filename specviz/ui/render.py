@@ -9,48 +9,13 @@ from specviz.analysis.readings import Readings
 from specviz.engine.events import Cycle, DraftPosition
 from specviz.numbers import number
 from specviz.run.trace import Trace
+from specviz.ui import tree_view
 from specviz.ui.as_text import markdown_repr, markdown_text
 from specviz.ui.palette import LEGEND
+from specviz.ui.tokens import token_span
 
 Phase = Literal["draft", "verify", "decide"]
 PHASES: tuple[Phase, ...] = ("draft", "verify", "decide")
-
-
-SPECIAL_LABELS = {"<|im_end|>": "end of turn", "<|endoftext|>": "end of text", "<|eot_id|>": "end of turn"}
-PARTIAL = '<span class="sv-txt sv-partial" title="the first bytes of a character: the next token completes it">⋯</span>'
-
-
-def _parts(text: str, show_newlines: bool = True) -> str:
-    """Code as code: a newline ends the line (a small ↵ marks it), indentation stays spaces drawn thin, the rest is the coloured box.
-
-    A token that only starts a character (its piece is empty) shows ⋯; a special token such as <|im_end|>
-    shows a small label, not chat-template markup.
-    """
-    if not text:
-        return PARTIAL
-    if text.startswith("<|") and text.endswith("|>") and "\n" not in text:
-        label = SPECIAL_LABELS.get(text, text.strip("<|>"))
-        return f'<span class="sv-txt sv-special" title="{html.escape(text, quote=True)}">{html.escape(label)}</span>'
-    parts = []
-    for i, line in enumerate(text.split("\n")):
-        if i:
-            parts.append('<span class="sv-nl">↵</span>\n' if show_newlines else "\n")
-        body = line.lstrip(" \t")
-        indent = line[: len(line) - len(body)]
-        if indent:
-            parts.append(f'<span class="sv-ws">{html.escape(indent)}</span>')
-        if body:
-            parts.append(f'<span class="sv-txt">{html.escape(body)}</span>')
-    return "".join(parts)
-
-
-def _token(text: str, status: str, tip: str = "", cycle: int | None = None, extra_class: str = "") -> str:
-    attributes = f' data-status="{status}"'
-    if cycle is not None:
-        attributes += f' data-cycle="{cycle}"'
-    if tip:
-        attributes += f' data-tip="{html.escape(tip, quote=True)}" aria-label="{html.escape(tip, quote=True)}"'
-    return f'<span class="sv-tok {extra_class}"{attributes}>{_parts(text, status != "prompt")}</span>'
 
 
 def position_tip(cycle: Cycle, index: int, position: DraftPosition, greedy: bool) -> str:
@@ -94,32 +59,35 @@ def stream_html(trace: Trace, shown_cycles: int | None = None, phase: Phase = "d
     if trace.pair.chat_template and trace.prompt:  # the user's message, not the template's markup
         parts = [f'<div class="sv-user" title="wrapped in the target\'s chat template">{html.escape(trace.prompt)}</div>']
     else:
-        parts = [_token(text, "prompt") for text in trace.started.prompt_texts]
+        parts = [token_span(text, "prompt") for text in trace.started.prompt_texts]
     cycles = trace.cycles if shown_cycles is None else trace.cycles[:shown_cycles]
     for n, cycle in enumerate(cycles):
         last = n == len(cycles) - 1
         current_phase = phase if last else "decide"
         parts.append(f'<span class="sv-sep" data-label="{cycle.index + 1}"></span>')
+        if cycle.is_tree:  # only its emitted text: the tree itself is drawn under the stream (tree_view.tree_html)
+            parts += tree_view.stream_tokens(cycle, greedy, current_phase == "decide", "sv-current" if last else "")
+            continue
         for i, position in enumerate(cycle.positions):
             if current_phase == "decide":
                 status, tip = position.status, position_tip(cycle, i, position, greedy)
             else:
                 status, tip = "drafted", f"drafted {position.text!r}: q(x) = {number(position.q)}\nwaiting for the target"
-            parts.append(_token(position.text, status, tip, cycle.index, "sv-current" if last else ""))
+            parts.append(token_span(position.text, status, tip, cycle.index, "sv-current" if last else ""))
         if cycle.draft_stop and cycle.draft_stop != "window full":  # a dynamic or lookup drafter stopped early: say why
             reason = html.escape(f"the draft stopped here: {cycle.draft_stop}", quote=True)
             parts.append(f'<span class="sv-stop" data-tip="{reason}" aria-label="{reason}">⏸</span>')
         if current_phase == "decide":
             kind = "bonus" if cycle.bonus_token_id is not None else "resampled"
             parts.append(
-                _token(cycle.new_token_text, kind, new_token_tip(cycle, greedy), cycle.index, "sv-current" if last else "")
+                token_span(cycle.new_token_text, kind, new_token_tip(cycle, greedy), cycle.index, "sv-current" if last else "")
             )
     return f'<div class="sv-stream">{"".join(parts)}</div>'
 
 
 def legend_html() -> str:
     items = "".join(
-        f"<span>{_token(label.split(' ')[0], status)} {html.escape(label)} <small>({cue})</small></span>"
+        f"<span>{token_span(label.split(' ')[0], status)} {html.escape(label)} <small>({cue})</small></span>"
         for status, label, cue in LEGEND
     )
     return f'<div class="sv-legend">{items}</div>'
@@ -133,6 +101,10 @@ def narration(trace: Trace, cycle_index: int, phase: Phase) -> str:
     head = f"**Cycle {cycle.index + 1}** · "
     stop = cycle.draft_stop
     why_stopped = f" The draft stopped there: {markdown_text(stop)}." if stop and stop != "window full" else ""
+    if cycle.is_tree and k:
+        if phase == "draft":
+            return head + tree_view.drafted_sentence(cycle, trace.started)
+        return head + (tree_view.verified_sentence(cycle) if phase == "verify" else tree_view.decided_sentence(cycle, greedy))
     if phase == "draft":
         if k == 0:
             return (
@@ -194,7 +166,7 @@ def race_html(trace: Trace, m: Readings | None, slowdown: float) -> str:
     spec_times, spec_texts, t = [], [], trace.summary.prefill_s
     for cycle in trace.cycles:
         t += cycle.draft_s + cycle.verify_s + cycle.overhead_s
-        texts = [p.text for p in cycle.positions[: cycle.n_accepted]] + [cycle.new_token_text]
+        texts = [cycle.positions[node].text for node in cycle.path] + [cycle.new_token_text]
         spec_times += [t] * len(cycle.emitted_token_ids)
         spec_texts += texts[: len(cycle.emitted_token_ids)]
     base_times, t = [], trace.baseline.prefill_s
@@ -226,11 +198,12 @@ def race_html(trace: Trace, m: Readings | None, slowdown: float) -> str:
 
     pace = "real pace" if slowdown == 1 else f"{slowdown:g}× slower than real"
     spec_lane = lane(
-        "Speculative: draft + target",
+        f"Speculative: draft + target, {html.escape(tree_view.shape_words(trace.started))}",
         spec_times,
         spec_texts,
         trace.summary,
         m.tokens_per_s,
+        f" · {number(m.tokens_per_cycle, 2)} tokens per target pass · ν = {number(m.verify_cost, 2)}"
         f" · <b>{m.measured_speedup:.2f}× the speed</b>",
         "var(--sv-accepted)",
     )

@@ -9,13 +9,15 @@ callers that are not a request (CLI, library).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
-from specviz.checked import Check, InputError, choice, number, text, whole
-from specviz.drafting.registry import STRATEGIES
+from specviz.checked import Check, InputError, choice, fail, number, text, whole
+from specviz.drafting.registry import STRATEGIES, tree_drafter_keys
 from specviz.engine.settings import MAX_GAMMA, MAX_SEED, DecodeSettings, SamplingSettings
+from specviz.engine.tree_shape import MAX_TREE_DEPTH, MAX_TREE_NODES, TreeShape
 from specviz.run.runner import MAX_PROMPT_CHARS
 from specviz.serving.pair_cache import catalogue
 
@@ -28,6 +30,15 @@ AcceptanceRule = Literal["exact", "greedy", "lenient"]  # the page's "Verificati
 MAX_NEW_TOKENS = 256  # the page's slider and any request: what one run may ask for (its time budget)
 MAX_TEMPERATURE = 2.0
 MAX_TOP_K = 1_000_000  # beyond any vocabulary: the same as off
+CHAIN = "chain"  # the token tree field's word for no tree: γ drafts in a row
+TREE_CHOICES = (CHAIN, "3x2x1:2", "4x2x1x1:1", "2x2x1")  # the page's offer; any shape may be typed
+TREE_LABEL = f"Token tree: {CHAIN} (γ in a row), or children per depth (at most {MAX_TREE_NODES} nodes, {MAX_TREE_DEPTH} deep)"
+TREE_INFO = (
+    "3x2x1:2: 3 guesses at depth 1, 2 children per branching node at depth 2, 1 at depth 3; :2 lets only the 2 likeliest "
+    f"nodes of a depth branch. Trees take the {' or '.join(tree_drafter_keys())} drafter, exact or greedy."
+)
+TREE_CONTROL = dict(choices=TREE_CHOICES, label=TREE_LABEL, info=TREE_INFO, allow_custom_value=True)  # the page's Dropdown
+_SHAPE = re.compile(r"\s*\d{1,3}(\s*[x×*]\s*\d{1,3})*\s*(:\s*\d{1,3})?\s*")
 
 
 @dataclass(frozen=True)
@@ -48,10 +59,26 @@ def pair_names() -> list[str]:
     return list(catalogue().pairs)
 
 
+def tree_shape(value: Any, name: str) -> str:
+    """ "chain", or a token tree's shape in its own spelling ("4x2x1:2"): the sentence for a wrong one never repeats it."""
+    allowed = (
+        f"{CHAIN!r} or children per depth such as 3x2x1, optionally :N (at most {MAX_TREE_NODES} nodes, {MAX_TREE_DEPTH} deep)"
+    )
+    if isinstance(value, str) and value.strip().lower() in ("", CHAIN):
+        return CHAIN
+    if not isinstance(value, str) or len(value) > 80 or not _SHAPE.fullmatch(value):
+        raise fail(name, allowed, value)
+    try:
+        return TreeShape.parse(value).text
+    except ValueError as error:  # its numbers only: the text matched the pattern
+        raise InputError(f"{name} must be {allowed}: {error}.") from None
+
+
 RUN_FIELDS = {
     "pair": Field("Pair", choice(pair_names)),
     "prompt": Field("Prompt", text(MAX_PROMPT_CHARS)),
     "gamma": Field("γ (drafts per cycle)", whole(1, MAX_GAMMA)),
+    "tree": Field("Token tree", tree_shape, when_empty=CHAIN),
     "temperature": Field("Temperature", number(0, MAX_TEMPERATURE)),
     "top_k": Field("top-k", whole(0, MAX_TOP_K), when_empty=0),
     "top_p": Field("top-p", number(0, 1, above_low=True)),
@@ -88,6 +115,7 @@ class RunRequest:
     pair: str
     prompt: str
     gamma: int = 4
+    tree: str = CHAIN  # or a token tree's shape, "3x2x1:2"
     temperature: float = 0.0
     top_k: int = 0
     top_p: float = 1.0
@@ -108,11 +136,18 @@ class RunRequest:
         if not isinstance(values, Mapping):
             raise InputError("The request must name its fields.")
         defaults = {f.name: f.default for f in fields(cls) if f.name not in ("pair", "prompt")}
-        return cls(**checked(defaults | {name: values[name] for name in values if name in RUN_FIELDS}, RUN_FIELDS))
+        request = cls(**checked(defaults | {name: values[name] for name in values if name in RUN_FIELDS}, RUN_FIELDS))
+        request.settings()  # and the settings they make together (a tree with a chain-only drafter), answered at once
+        return request
 
     def settings(self) -> DecodeSettings:
         """The engine's settings, their fields checked first as a request's are (InputError with one sentence)."""
         request = replace(self, **checked(vars(self), SETTING_FIELDS))
+        tree = None if request.tree == CHAIN else TreeShape.parse(request.tree)
+        if tree is not None and request.drafter not in tree_drafter_keys():
+            raise InputError(
+                f"Token tree: the {request.drafter} drafter drafts chains only; a tree needs one of {', '.join(tree_drafter_keys())}."
+            )
         return DecodeSettings(
             max_new_tokens=request.max_new_tokens,
             gamma=request.gamma,
@@ -123,6 +158,7 @@ class RunRequest:
             ),
             seed=request.seed,
             lenience=request.lenience if request.verification == "lenient" else 1.0,
+            tree=tree,
         ).validate()
 
 

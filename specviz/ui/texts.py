@@ -45,8 +45,11 @@ CLAIMS = f"""
 """
 
 
-def verdict_html(m: Readings | None, pair_name: str = "", hardware_line: str | None = None, info: PairInfo | None = None) -> str:
-    """Is speculative decoding worth it for this pair and prompt? Measured speedup first, then why, from α, τ and ν."""
+def verdict_html(
+    m: Readings | None, pair_name: str = "", hardware_line: str | None = None, info: PairInfo | None = None, tree: str = ""
+) -> str:
+    """Is speculative decoding worth it for this pair and prompt? Measured speedup first, then why, from α, τ and ν;
+    the chain's predictions only for a chain (a token tree's run names its shape, `tree`, instead)."""
     if m is None or m.alpha is None or m.tau is None:
         return '<div class="sv-verdict">Run a prompt to get a verdict for your pair from what it measures.</div>'
     why = f"α = {m.alpha:.2f} against τ = {m.tau:.3f}"
@@ -68,7 +71,12 @@ def verdict_html(m: Readings | None, pair_name: str = "", hardware_line: str | N
     else:
         head, css = f"<b>Not worth it here</b>: measured <b>{m.measured_speedup:.2f}×</b>, a slowdown", " sv-no"
     predicted = ""
-    if m.predicted_with_verify_cost is not None:
+    if tree:
+        predicted, advice = (
+            f" Drafted as the token tree {html.escape(tree)}: Leviathan's formula is a chain's and predicts no tree.",
+            "",
+        )
+    elif m.predicted_with_verify_cost is not None:
         predicted = f" Predicted at γ = {m.gamma}: {m.predicted_speedup:.2f}× (Leviathan), {m.predicted_with_verify_cost:.2f}× with the measured ν."
     hardware = f"<br><small>{html.escape(hardware_line)}</small>" if hardware_line else ""
     name = f" for {html.escape(pair_name)}" if pair_name else ""
@@ -244,7 +252,12 @@ def summary_markdown(m: Readings, trace, shown: int | None = None) -> str:
         f"α = **{number(m.alpha)}** (analytic Σ min(p, q): {number(m.alpha_analytic)}; accepted/drafted, biased low: {number(m.alpha_naive)})",
         f"τ = **{number(m.tau)}** ({m.tau_source})",
     ]
-    if m.measured_speedup is not None:
+    if m.measured_speedup is not None and trace.started is not None and trace.started.tree:
+        parts.append(
+            f"speedup measured **{m.measured_speedup:.2f}×**, a verify pass over the tree's rows taking ν = "
+            f"{number(m.verify_cost, 2)} target steps (Leviathan's formula is a chain's: it predicts no tree)"
+        )
+    elif m.measured_speedup is not None:
         parts.append(
             f"speedup measured **{m.measured_speedup:.2f}×**; predicted from α, τ, γ: {number(m.predicted_speedup, 2)}× "
             f"(Leviathan), {number(m.predicted_with_verify_cost, 2)}× counting the verify pass as the ν = {number(m.verify_cost, 2)} "

@@ -12,6 +12,7 @@ from specviz.run.trace import Trace
 from specviz.ui import charts, texts
 from specviz.ui.deployment_view import deployment_figures, deployment_html, race_view, trace_report
 from specviz.ui.render import Phase, narration, race_html, stream_html
+from specviz.ui.tree_view import current_tree_html
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Frame:
     summary: str
     narration: str | None
     charts: dict[str, Any] | None  # {live chart key: figure} for every chart in charts.LIVE_CHARTS; None: leave them as they are
+    tree: str = ""  # the current cycle's token tree, drawn ("" for a chain's cycle)
     race: str | None = None  # the race's text lanes, verdict and inspector choices come with the last frame
     verdict: str | None = None
     inspector: list[tuple[str, str]] | None = None
@@ -69,6 +71,7 @@ def frame(
         summary=texts.summary_markdown(m, trace, shown),
         narration=narration(trace, shown - 1, phase) if shown else None,
         charts=figures,
+        tree=current_tree_html(trace, shown, phase == "decide"),
     )
     finished = shown >= len(trace.cycles) and phase == "decide" and trace.summary is not None
     if (with_charts or finished) and trace.summary is not None and trace.baseline is not None:
@@ -78,7 +81,9 @@ def frame(
         report = trace_report(trace, m, saved_batches)
         result.deployment = deployment_html(report)
         result.deployment_charts = deployment_figures(report)
-        result.verdict = texts.verdict_html(m, trace.pair.name, hardware_line, trace.pair)
+        result.verdict = texts.verdict_html(
+            m, trace.pair.name, hardware_line, trace.pair, trace.started.tree if trace.started else ""
+        )
         result.inspector = inspector_choices(trace.cycles)
     return result
 
@@ -87,6 +92,11 @@ def inspector_choices(cycles: list[Cycle]) -> list[tuple[str, str]]:
     """(label, "cycle:position") for every drafted token and every target token of the trace."""
     choices = []
     for cycle in cycles:
+        if cycle.is_tree:  # a tree's nodes show their p, q and u on hover; the target's distribution is here
+            kind = "bonus" if cycle.bonus_token_id is not None else "resampled"
+            label = f"cycle {cycle.index + 1} · target's {cycle.new_token_text!r} ({kind}, after the tree's path)"
+            choices.append((label, f"{cycle.index}:{len(cycle.positions)}"))
+            continue
         for i, position in enumerate(cycle.positions):
             choices.append(
                 (f"cycle {cycle.index + 1} · draft {i + 1} {position.text!r} ({position.status})", f"{cycle.index}:{i}")
