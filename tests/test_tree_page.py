@@ -191,10 +191,12 @@ def test_the_tree_field_reads_chain_or_a_shape(typed, read):
     [
         (
             "<img src=x>",
-            "Token tree must be 'chain' or children per depth such as 3x2x1, optionally :N (at most 64 nodes, 16 deep) (got text).",
+            "Token tree must be 'chain', children per depth such as 3x2x1 (optionally :N), or nodes=16,depth=5 "
+            "(at most 64 nodes, 16 deep) (got text).",
         ),
-        ("9x9", "at most 64 nodes (9x9 is 2 deep with 90 nodes)"),
-        ("2x0", "≥ 1 child"),
+        ("9x9", "at most 64 nodes ('9x9' is 2 deep with 90 nodes)"),
+        ("2x0", "has a depth with no children"),
+        ("nodes=8", "needs both nodes= and depth="),
         (3, "(got 3)"),
     ],
 )
@@ -207,8 +209,8 @@ def test_a_wrong_tree_is_one_sentence_naming_the_field(typed, said):
 
 def test_a_tree_with_a_chain_only_drafter_or_lenient_acceptance_is_refused():
     tree = RunRequest(pair="pycode-distilled", prompt="x", tree="2x2")
-    with pytest.raises(InputError, match="lookup drafter drafts chains only; a tree needs one of model, feature"):
-        replace(tree, drafter="lookup").settings()
+    with pytest.raises(InputError, match="dynamic drafter drafts chains only; a tree needs one of model, feature, lookup"):
+        replace(tree, drafter="dynamic").settings()
     with pytest.raises(SettingsError, match="chains only"):
         replace(tree, verification="lenient").settings()
 

@@ -38,7 +38,10 @@ TREE_INFO = (
     f"nodes of a depth branch. Trees take the {' or '.join(tree_drafter_keys())} drafter, exact or greedy."
 )
 TREE_CONTROL = dict(choices=TREE_CHOICES, label=TREE_LABEL, info=TREE_INFO, allow_custom_value=True)  # the page's Dropdown
-_SHAPE = re.compile(r"\s*\d{1,3}(\s*[x×*]\s*\d{1,3})*\s*(:\s*\d{1,3})?\s*")
+_SHAPE = re.compile(
+    r"\s*\d{1,3}(\s*[x×*]\s*\d{1,3})*\s*(:\s*\d{1,3})?\s*"  # widths per depth: 4x2x1, 4x2x1:2
+    r"|\s*(nodes|depth|width)\s*=\s*\d{1,3}(\s*,\s*(nodes|depth|width)\s*=\s*\d{1,3}){0,2}\s*"  # nodes=16,depth=5
+)
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,8 @@ def pair_names() -> list[str]:
 def tree_shape(value: Any, name: str) -> str:
     """ "chain", or a token tree's shape in its own spelling ("4x2x1:2"): the sentence for a wrong one never repeats it."""
     allowed = (
-        f"{CHAIN!r} or children per depth such as 3x2x1, optionally :N (at most {MAX_TREE_NODES} nodes, {MAX_TREE_DEPTH} deep)"
+        f"{CHAIN!r}, children per depth such as 3x2x1 (optionally :N), or nodes=16,depth=5 "
+        f"(at most {MAX_TREE_NODES} nodes, {MAX_TREE_DEPTH} deep)"
     )
     if isinstance(value, str) and value.strip().lower() in ("", CHAIN):
         return CHAIN
