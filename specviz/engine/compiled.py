@@ -84,7 +84,7 @@ class FastModel:
         self.dtype = self.forward.embed_tokens.weight.dtype
         self.lm_head = model.get_output_embeddings()
         self.positions = torch.arange(self.context, device=self.device)
-        self._free: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._free: list[list[torch.Tensor]] = []
         self._lock = threading.Lock()
         missing = compiler_missing(self.device) if compile_step else None
         if missing:
@@ -99,39 +99,38 @@ class FastModel:
         elif not compile_step:
             self.report.reason = "compiling is off (opt in with $SPECVIZ_COMPILE=1)"
 
-    def cache_pair(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values for `length` positions: a pooled pair if one is long enough, else a new one."""
+    def new_cache(self, length: int) -> list[torch.Tensor]:
+        """A cache for `length` positions (one tensor per layer): a pooled one if long enough, else a new one."""
         with self._lock:
-            for i, (keys, _values) in enumerate(self._free):
-                if keys.shape[2] >= length:
+            for i, cache in enumerate(self._free):
+                if cache[0].shape[1] >= length:
                     return self._free.pop(i)
-        shape = self.forward.cache_shape(length)
-        return torch.empty(shape, dtype=self.dtype, device=self.device), torch.empty(shape, dtype=self.dtype, device=self.device)
+        return self.forward.new_cache(length, self.dtype)
 
-    def release(self, cache: tuple[torch.Tensor, torch.Tensor]) -> None:
+    def release(self, cache: list[torch.Tensor]) -> None:
         with self._lock:
             self._free.append(cache)
 
-    def release_all(self, held: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    def release_all(self, held: list[list[torch.Tensor]]) -> None:
         """Return a decoder's caches to the pool (emptying its list, so none is returned twice)."""
         with self._lock:
             self._free.extend(held)
             held.clear()
 
-    def step(self, token_ids: torch.Tensor, start: int, keys: torch.Tensor, values: torch.Tensor) -> list[torch.Tensor]:
+    def step(self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
         """Feed rows at positions start…; the hidden states of every layer (transformers' order)."""
         rows = token_ids.shape[0]
         positions = self.positions[start : start + rows]
         visible = self.positions[: start + rows]
         name = "decode" if rows == 1 else "verify"
         if self.report.compiled and name not in self.report.seconds:
-            return self._first_call(name, token_ids, positions, visible, keys, values)
-        return self._step(token_ids, positions, visible, keys, values)
+            return self._first_call(name, token_ids, positions, visible, cache)
+        return self._step(token_ids, positions, visible, cache)
 
-    def eager_step(self, token_ids: torch.Tensor, start: int, keys: torch.Tensor, values: torch.Tensor) -> list[torch.Tensor]:
+    def eager_step(self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
         """`step` without the compiler: what a request runs while the graphs compile in the background."""
         rows = token_ids.shape[0]
-        return self.forward(token_ids, self.positions[start : start + rows], self.positions[: start + rows], keys, values)
+        return self.forward(token_ids, self.positions[start : start + rows], self.positions[: start + rows], cache)
 
     def step_for_a_new_request(self):
         """The step a request starting now runs from start to end (a request never switches paths halfway)."""
@@ -155,12 +154,12 @@ class FastModel:
 
     def warm_up(self) -> CompileReport:
         """Compile (or load) both graphs now, on a throwaway cache: a request then never waits for the compiler."""
-        keys, values = self.cache_pair(min(CACHE_CHUNK, self.context))
+        cache = self.new_cache(min(CACHE_CHUNK, self.context))
         with torch.inference_mode():
             for rows in (3, 1, 1, 2):  # the verify graph at two sizes (so it is the symbolic one), then decode
                 tokens = torch.zeros(rows, dtype=torch.long, device=self.device)
-                self.step(tokens, 0 if rows == 3 else 3, keys, values)
-        self.release((keys, values))
+                self.step(tokens, 0 if rows == 3 else 3, cache)
+        self.release(cache)
         return self.report
 
 
@@ -193,9 +192,14 @@ class FastDecoder(Decoder):
         self.device = fast.device
         self.cached_length = 0
         self._step = fast.step_for_a_new_request()
-        self.keys, self.values = fast.cache_pair(min(CACHE_CHUNK, fast.context))
-        self._held = [(self.keys, self.values)]  # returned to the pool when this decoder is dropped
+        self.cache = fast.new_cache(min(CACHE_CHUNK, fast.context))
+        self._held = [self.cache]  # returned to the pool when this decoder is dropped
         weakref.finalize(self, fast.release_all, self._held)
+
+    @property
+    def capacity(self) -> int:
+        """Positions the cache holds before it must grow."""
+        return self.cache[0].shape[1]
 
     def reset(self) -> None:
         self.cached_length = 0
@@ -209,9 +213,9 @@ class FastDecoder(Decoder):
             token_ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
         token_ids = token_ids.view(-1)
         end = self.cached_length + token_ids.shape[0]
-        if end > self.keys.shape[2]:
+        if end > self.capacity:
             self._grow(end)
-        states = self._step(token_ids, self.cached_length, self.keys, self.values)
+        states = self._step(token_ids, self.cached_length, self.cache)
         self.cached_length = end
         logits = self.fast.lm_head(states[-1][-keep_last:])[:, : self.vocab_size].float()  # (keep_last, vocab)
         if not layers:
@@ -223,12 +227,12 @@ class FastDecoder(Decoder):
         if length > self.fast.context:
             raise ValueError(f"{length} positions exceed the model's context of {self.fast.context}")
         size = min(self.fast.context, -(-length // CACHE_CHUNK) * CACHE_CHUNK)
-        keys, values = self.fast.cache_pair(size)
-        keys[:, :, : self.cached_length] = self.keys[:, :, : self.cached_length]
-        values[:, :, : self.cached_length] = self.values[:, :, : self.cached_length]
+        cache = self.fast.new_cache(size)
+        for new, old in zip(cache, self.cache):
+            new[:, : self.cached_length] = old[:, : self.cached_length]
         self.fast.release_all(self._held)
-        self.keys, self.values = keys, values
-        self._held.append((keys, values))
+        self.cache = cache
+        self._held.append(cache)
 
 
 def fast_models(pair) -> dict[str, FastModel]:

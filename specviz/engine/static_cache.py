@@ -22,6 +22,8 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
+from specviz.engine.fused_projections import fuse
+
 
 def is_supported(model: PreTrainedModel) -> bool:
     """A decoder-only model laid out as transformers' Llama (Llama, SmolLM, Qwen2 without biases, Mistral…)."""
@@ -58,60 +60,80 @@ class StaticLlama(nn.Module):
         self.n_kv_heads = config.num_key_value_heads
         self.scaling = attention.scaling
         self.max_length = max_length
+        # q/k/v and gate/up each in one weight-only call where that is bit-identical (engine/fused_projections.py)
+        self.qkv = nn.ModuleList(
+            fuse([layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj]) or nn.Identity()
+            for layer in self.layers
+        )
+        self.gate_up = nn.ModuleList(fuse([layer.mlp.gate_proj, layer.mlp.up_proj]) or nn.Identity() for layer in self.layers)
         device = self.embed_tokens.weight.device
         positions = torch.arange(max_length, device=device)[None]
         cos, sin = inner.rotary_emb(self.embed_tokens.weight[:1], positions)  # transformers' own tables, in its dtype
         self.register_buffer("cos", cos[0], persistent=False)  # (max_length, head_dim)
         self.register_buffer("sin", sin[0], persistent=False)
 
-    def cache_shape(self, length: int) -> tuple[int, int, int, int]:
-        return (self.n_layers, self.n_kv_heads, length, self.head_dim)
+    def new_cache(self, length: int, dtype: torch.dtype) -> list[torch.Tensor]:
+        """One tensor per layer, (2 · kv_heads, length, head_dim): the keys' heads, then the values' heads. Separate
+        tensors, so a compiled step writes each in place (one stacked tensor made Inductor copy it whole per layer)."""
+        device = self.embed_tokens.weight.device
+        shape = (2 * self.n_kv_heads, length, self.head_dim)
+        return [torch.empty(shape, dtype=dtype, device=device) for _ in range(self.n_layers)]
 
     def forward(
-        self, token_ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+        self, token_ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, cache: list[torch.Tensor]
     ) -> list[torch.Tensor]:
-        """Rows `token_ids` at `positions` (consecutive): their keys and values are written into `keys`/`values` at those
+        """Rows `token_ids` at `positions` (consecutive): their keys and values are written into `cache` at those
         positions, and each row attends over the first `visible.shape[0]` positions it may see.
 
         Returns transformers' hidden_states: the embeddings, each layer's input after that, and the final normed
-        state last (index −1)."""  # (n,), (n,), (visible,), 2 × (layers, kv_heads, length, head_dim) → [(n, hidden)] × (layers + 1)
+        state last (index −1)."""  # (n,), (n,), (visible,), [(2 · kv_heads, length, head_dim)] × layers → [(n, hidden)] × (layers + 1)
         x = self.embed_tokens(token_ids)  # (n, hidden)
-        mask = visible[None, :] <= positions[:, None]  # (n, visible): causal, over what is filled
+        length = visible.shape[0]
+        unseen = None  # one row sees every visible position: nothing to mask
+        if token_ids.shape[0] > 1:
+            unseen = visible[None, :] > positions[:, None]  # (n, visible): causal, over what is filled
         cos, sin = self.cos[positions][None], self.sin[positions][None]  # (1, n, head_dim)
         states = [x]
         for index, layer in enumerate(self.layers):
-            attended = self.attention(
-                layer.self_attn, layer.input_layernorm(x), positions, mask, cos, sin, keys[index], values[index]
-            )
+            normed = layer.input_layernorm(x)
+            attended = self.attention(index, layer.self_attn, normed, positions, length, unseen, cos, sin, cache[index])
             x = x + attended
-            x = x + self.mlp(layer.mlp, layer.post_attention_layernorm(x))
+            x = x + self.mlp(index, layer.mlp, layer.post_attention_layernorm(x))
             states.append(x)
         states[-1] = self.norm(x)
         return states
 
-    def attention(self, module, x, positions, mask, cos, sin, layer_keys, layer_values):
-        rows = x.shape[0]
-        q = module.q_proj(x).view(rows, self.n_heads, self.head_dim).transpose(0, 1)  # (heads, n, head_dim)
-        k = module.k_proj(x).view(rows, self.n_kv_heads, self.head_dim).transpose(0, 1)  # (kv_heads, n, head_dim)
-        v = module.v_proj(x).view(rows, self.n_kv_heads, self.head_dim).transpose(0, 1)
-        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-        layer_keys.index_copy_(1, positions, k)  # write this step's rows at their positions
-        layer_values.index_copy_(1, positions, v)
-        length = mask.shape[1]
-        keys = layer_keys[:, :length]  # (kv_heads, visible, head_dim): only the filled part is read
-        values = layer_values[:, :length]
-        group = self.n_heads // self.n_kv_heads
-        keys = keys[:, None].expand(-1, group, -1, -1).reshape(self.n_heads, length, self.head_dim)  # repeat_kv
-        values = values[:, None].expand(-1, group, -1, -1).reshape(self.n_heads, length, self.head_dim)
+    def attention(self, index, module, x, positions, length, unseen, cos, sin, layer_cache):
+        rows, heads, kv_heads = x.shape[0], self.n_heads, self.n_kv_heads
+        qkv = self.project(self.qkv[index], (module.q_proj, module.k_proj, module.v_proj), x)  # (n, (heads + 2 kv) · hd)
+        qkv = qkv.view(rows, heads + 2 * kv_heads, self.head_dim).transpose(0, 1)  # (heads + 2 kv, n, head_dim)
+        qk, v = qkv[: heads + kv_heads], qkv[heads + kv_heads :]
+        qk = qk * cos + rotate_half(qk) * sin  # rotary on q and k at once: elementwise, so the same bits
+        q = qk[:heads]
+        layer_cache.index_copy_(1, positions, torch.cat([qk[heads:], v]))  # write this step's keys and values
+        keys = layer_cache[:kv_heads, :length]  # (kv_heads, visible, head_dim): only the filled part is read
+        values = layer_cache[kv_heads:, :length]
+        group = heads // kv_heads
+        keys = keys[:, None].expand(-1, group, -1, -1).reshape(heads, length, self.head_dim)  # repeat_kv
+        values = values[:, None].expand(-1, group, -1, -1).reshape(heads, length, self.head_dim)
         scores = torch.matmul(q, keys.transpose(1, 2)) * self.scaling  # (heads, n, visible)
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        if unseen is not None:
+            scores = scores.masked_fill(unseen, torch.finfo(scores.dtype).min)
         weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-        out = torch.matmul(weights, values).transpose(0, 1).reshape(rows, self.n_heads * self.head_dim)
+        out = torch.matmul(weights, values).transpose(0, 1).reshape(rows, heads * self.head_dim)
         return module.o_proj(out)
 
+    def mlp(self, index, module, x):
+        gate_up = self.project(self.gate_up[index], (module.gate_proj, module.up_proj), x)  # (n, 2 · intermediate)
+        gate, up = gate_up.chunk(2, dim=-1)
+        return module.down_proj(module.act_fn(gate) * up)
+
     @staticmethod
-    def mlp(module, x):
-        return module.down_proj(module.act_fn(module.gate_proj(x)) * module.up_proj(x))
+    def project(fused: nn.Module, parts: tuple[nn.Module, ...], x: torch.Tensor) -> torch.Tensor:
+        """The parts' outputs side by side: one call where they were fused, else one call each."""
+        if isinstance(fused, nn.Identity):
+            return torch.cat([part(x) for part in parts], dim=-1)
+        return fused(x)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
