@@ -189,7 +189,7 @@ def test_a_failing_compiler_falls_back_to_eager_with_one_line(target, monkeypatc
     def broken(*inputs):
         raise RuntimeError("C++ compile error: no compiler")
 
-    fast._step = broken
+    fast._layer = broken
     decoder = FastDecoder(fast, VOCAB)
     logits = decoder.feed(PROMPT)
     torch.testing.assert_close(logits, CachedDecoder(target, VOCAB).feed(PROMPT), rtol=0, atol=1e-4)

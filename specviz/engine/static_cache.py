@@ -18,6 +18,8 @@ modules: int4/int8 weight-only, bf16 or float32, whatever form the pair was load
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from transformers import PreTrainedModel
@@ -59,6 +61,7 @@ class StaticLlama(nn.Module):
         self.n_heads = config.num_attention_heads
         self.n_kv_heads = config.num_key_value_heads
         self.scaling = attention.scaling
+        self.shape = Shape(self.n_heads, self.n_kv_heads, self.head_dim, self.scaling)
         self.max_length = max_length
         # q/k/v and gate/up each in one weight-only call where that is bit-identical (engine/fused_projections.py)
         self.qkv = nn.ModuleList(
@@ -77,10 +80,16 @@ class StaticLlama(nn.Module):
         tensors, so a compiled step writes each in place (one stacked tensor made Inductor copy it whole per layer)."""
         device = self.embed_tokens.weight.device
         shape = (2 * self.n_kv_heads, length, self.head_dim)
-        return [torch.empty(shape, dtype=dtype, device=device) for _ in range(self.n_layers)]
+        with torch.inference_mode():  # what every step runs in: a compiled step then sees one kind of tensor
+            return [torch.empty(shape, dtype=dtype, device=device) for _ in range(self.n_layers)]
 
     def forward(
-        self, token_ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, cache: list[torch.Tensor]
+        self,
+        token_ids: torch.Tensor,
+        positions: torch.Tensor,
+        visible: torch.Tensor,
+        cache: list[torch.Tensor],
+        layer_step=None,  # decoder_layer, or its compiled form (engine/compiled.py)
     ) -> list[torch.Tensor]:
         """Rows `token_ids` at `positions` (consecutive): their keys and values are written into `cache` at those
         positions, and each row attends over the first `visible.shape[0]` positions it may see.
@@ -88,52 +97,82 @@ class StaticLlama(nn.Module):
         Returns transformers' hidden_states: the embeddings, each layer's input after that, and the final normed
         state last (index −1)."""  # (n,), (n,), (visible,), [(2 · kv_heads, length, head_dim)] × layers → [(n, hidden)] × (layers + 1)
         x = self.embed_tokens(token_ids)  # (n, hidden)
-        length = visible.shape[0]
         unseen = None  # one row sees every visible position: nothing to mask
         if token_ids.shape[0] > 1:
             unseen = visible[None, :] > positions[:, None]  # (n, visible): causal, over what is filled
         cos, sin = self.cos[positions][None], self.sin[positions][None]  # (1, n, head_dim)
         states = [x]
-        for index, layer in enumerate(self.layers):
-            normed = layer.input_layernorm(x)
-            attended = self.attention(index, layer.self_attn, normed, positions, length, unseen, cos, sin, cache[index])
-            x = x + attended
-            x = x + self.mlp(index, layer.mlp, layer.post_attention_layernorm(x))
+        layer_step = layer_step or decoder_layer
+        for layer, qkv, gate_up, layer_cache in zip(self.layers, self.qkv, self.gate_up, cache):
+            x = layer_step(self.shape, layer, qkv, gate_up, x, positions, visible, unseen, cos, sin, layer_cache)
             states.append(x)
         states[-1] = self.norm(x)
         return states
 
-    def attention(self, index, module, x, positions, length, unseen, cos, sin, layer_cache):
-        rows, heads, kv_heads = x.shape[0], self.n_heads, self.n_kv_heads
-        qkv = self.project(self.qkv[index], (module.q_proj, module.k_proj, module.v_proj), x)  # (n, (heads + 2 kv) · hd)
-        qkv = qkv.view(rows, heads + 2 * kv_heads, self.head_dim).transpose(0, 1)  # (heads + 2 kv, n, head_dim)
-        qk, v = qkv[: heads + kv_heads], qkv[heads + kv_heads :]
-        qk = qk * cos + rotate_half(qk) * sin  # rotary on q and k at once: elementwise, so the same bits
-        q = qk[:heads]
-        layer_cache.index_copy_(1, positions, torch.cat([qk[heads:], v]))  # write this step's keys and values
-        keys = layer_cache[:kv_heads, :length]  # (kv_heads, visible, head_dim): only the filled part is read
-        values = layer_cache[kv_heads:, :length]
-        group = heads // kv_heads
-        keys = keys[:, None].expand(-1, group, -1, -1).reshape(heads, length, self.head_dim)  # repeat_kv
-        values = values[:, None].expand(-1, group, -1, -1).reshape(heads, length, self.head_dim)
-        scores = torch.matmul(q, keys.transpose(1, 2)) * self.scaling  # (heads, n, visible)
-        if unseen is not None:
-            scores = scores.masked_fill(unseen, torch.finfo(scores.dtype).min)
-        weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-        out = torch.matmul(weights, values).transpose(0, 1).reshape(rows, heads * self.head_dim)
-        return module.o_proj(out)
 
-    def mlp(self, index, module, x):
-        gate_up = self.project(self.gate_up[index], (module.gate_proj, module.up_proj), x)  # (n, 2 · intermediate)
-        gate, up = gate_up.chunk(2, dim=-1)
-        return module.down_proj(module.act_fn(gate) * up)
+@dataclass(frozen=True)
+class Shape:
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    scaling: float
 
-    @staticmethod
-    def project(fused: nn.Module, parts: tuple[nn.Module, ...], x: torch.Tensor) -> torch.Tensor:
-        """The parts' outputs side by side: one call where they were fused, else one call each."""
-        if isinstance(fused, nn.Identity):
-            return torch.cat([part(x) for part in parts], dim=-1)
-        return fused(x)
+
+def decoder_layer(shape, layer, qkv, gate_up, x, positions, visible, unseen, cos, sin, layer_cache):
+    """One decoder layer over the static cache: transformers' LlamaDecoderLayer, operation for operation.
+
+    A free function of the layer's modules, so that torch.compile makes one graph for all layers (engine/compiled.py):
+    the layers differ only in their weights, which the graph takes as inputs."""
+    x = x + attention(shape, layer.self_attn, qkv, layer.input_layernorm(x), positions, visible, unseen, cos, sin, layer_cache)
+    return x + mlp(layer.mlp, gate_up, layer.post_attention_layernorm(x))
+
+
+def attention(shape, module, qkv, x, positions, visible, unseen, cos, sin, layer_cache):
+    rows, heads, kv_heads, head_dim = x.shape[0], shape.n_heads, shape.n_kv_heads, shape.head_dim
+    qkv = project(qkv, (module.q_proj, module.k_proj, module.v_proj), x)  # (n, (heads + 2 kv) · head_dim)
+    qkv = qkv.view(rows, heads + 2 * kv_heads, head_dim).transpose(0, 1)  # (heads + 2 kv, n, head_dim)
+    qk, v = qkv[: heads + kv_heads], qkv[heads + kv_heads :]
+    qk = qk * cos + rotate_half(qk) * sin  # rotary on q and k at once: elementwise, so the same bits
+    q = qk[:heads]
+    layer_cache.index_copy_(1, positions, torch.cat([qk[heads:], v]))  # write this step's keys and values
+    length = visible.shape[0]
+    keys = layer_cache[:kv_heads, :length]  # (kv_heads, visible, head_dim): only the filled part is read
+    values = layer_cache[kv_heads:, :length]
+    group = heads // kv_heads
+    keys = keys[:, None].expand(-1, group, -1, -1).reshape(heads, length, head_dim)  # repeat_kv
+    values = values[:, None].expand(-1, group, -1, -1).reshape(heads, length, head_dim)
+    matmul = batched_product if torch.compiler.is_compiling() else torch.matmul
+    scores = matmul(q, keys.transpose(1, 2)) * shape.scaling  # (heads, n, visible)
+    if unseen is not None:
+        scores = scores.masked_fill(unseen, torch.finfo(scores.dtype).min)
+    weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    out = matmul(weights, values).transpose(0, 1).reshape(rows, heads * head_dim)
+    return module.o_proj(out)
+
+
+@torch.library.custom_op("specviz::batched_product", mutates_args=())
+def batched_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """torch.bmm, opaque to the compiler. Inductor turns a one-row bmm (a decode step's attention) into its own
+    multiply-and-sum, which rounds every bf16 product before adding (eager's kernel adds exact products) and, on
+    this CPU, ran 20× slower than the kernel (240 µs a layer): the compiled step calls eager's kernel instead."""
+    return torch.bmm(a, b)
+
+
+@batched_product.register_fake
+def _(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a.new_empty(a.shape[0], a.shape[1], b.shape[2])
+
+
+def mlp(module, gate_up, x):
+    gate, up = project(gate_up, (module.gate_proj, module.up_proj), x).chunk(2, dim=-1)  # (n, intermediate) × 2
+    return module.down_proj(module.act_fn(gate) * up)
+
+
+def project(fused: nn.Module, parts: tuple[nn.Module, ...], x: torch.Tensor) -> torch.Tensor:
+    """The parts' outputs side by side: one call where they were fused, else one call each."""
+    if isinstance(fused, nn.Identity):
+        return torch.cat([part(x) for part in parts], dim=-1)
+    return fused(x)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
