@@ -26,7 +26,7 @@ import torch.fx.experimental._config
 from transformers import PreTrainedModel
 
 from specviz.engine.kv_cache import Decoder
-from specviz.engine.static_cache import StaticLlama, decoder_layer, is_supported
+from specviz.engine.static_cache import StaticLlama, compiled_layer, is_supported
 
 log = logging.getLogger("specviz")
 
@@ -91,14 +91,14 @@ class FastModel:
         if missing:
             print(f"specviz: {missing}.")
         self.report = CompileReport(compiled=compile_step and missing is None, reason=missing)
-        self._layer = decoder_layer  # the step's decoder layer: eager, or compiled below
+        self._layer = None  # the compiled decoder layer, if compiling
         self.compiling = False  # True while compile_in_background works: new requests run eager meanwhile
         if self.report.compiled:
             torch._inductor.config.emulate_precision_casts = True  # round bf16 between fused ops as eager does
             mode = "reduce-overhead" if self.device.type == "cuda" else None
             # one layer compiled, called for every layer (they differ only in weights, which are the graph's inputs):
             # a thirtieth of the whole stack's compile time; two graphs, one row and ≥ 2 rows
-            self._layer = torch.compile(decoder_layer, mode=mode)  # sizes that vary are marked in _first_call
+            self._layer = torch.compile(compiled_layer, mode=mode)  # sizes that vary are marked in _compile_layer
             # a prefill sees as many positions as it has rows; left to duck sizing, that equality would make it a
             # graph of its own beside the verify passes'
             torch.fx.experimental._config.use_duck_shape = False
@@ -161,20 +161,20 @@ class FastModel:
             )
             print(f"specviz: {reason}.")
             self.report.compiled, self.report.reason = False, reason
-            self._layer = decoder_layer
+            self._layer = None
             return self.forward(*inputs)
         self.report.seconds[name] = time.perf_counter() - started
         return states
 
     def _compile_layer(self, *inputs) -> torch.Tensor:
-        """The compiled layer, told first which sizes vary (rows, the visible length, the cache's length), so that it
-        compiles once for all of them and keeps the model's own sizes (heads, head_dim) as constants."""
-        _shape, _layer, _qkv, _gate_up, x, positions, visible, unseen, cos, sin, layer_cache = inputs
-        dynamic = [(visible, 0), (layer_cache, 1)]
-        if x.shape[0] > 1:
-            dynamic += [(x, 0), (positions, 0), (unseen, 0), (unseen, 1), (cos, 1), (sin, 1)]
-        for tensor, dim in dynamic:
-            torch._dynamo.mark_dynamic(tensor, dim)
+        """The compiled layer, told first which sizes vary, so that it compiles once for all of them and keeps the
+        model's own sizes (heads, head_dim) as constants. The rows' count is unbacked: the compiler may not
+        specialise it, not even for one row, so decode steps and verify passes run the same kernels."""
+        _shape, _layer, _qkv, _gate_up, x, positions, visible, _cos, _sin, layer_cache = inputs
+        for tensor in (x, positions):
+            torch._dynamo.decorators.mark_unbacked(tensor, 0)
+        torch._dynamo.mark_dynamic(visible, 0)
+        torch._dynamo.mark_dynamic(layer_cache, 1)
         return self._layer(*inputs)
 
     def warm_up(self) -> CompileReport:

@@ -89,7 +89,7 @@ class StaticLlama(nn.Module):
         positions: torch.Tensor,
         visible: torch.Tensor,
         cache: list[torch.Tensor],
-        layer_step=None,  # decoder_layer, or its compiled form (engine/compiled.py)
+        layer_step=None,  # compiled_layer's compiled form (engine/compiled.py); None: decoder_layer, eager
     ) -> list[torch.Tensor]:
         """Rows `token_ids` at `positions` (consecutive): their keys and values are written into `cache` at those
         positions, and each row attends over the first `visible.shape[0]` positions it may see.
@@ -102,9 +102,11 @@ class StaticLlama(nn.Module):
             unseen = visible[None, :] > positions[:, None]  # (n, visible): causal, over what is filled
         cos, sin = self.cos[positions][None], self.sin[positions][None]  # (1, n, head_dim)
         states = [x]
-        layer_step = layer_step or decoder_layer
         for layer, qkv, gate_up, layer_cache in zip(self.layers, self.qkv, self.gate_up, cache):
-            x = layer_step(self.shape, layer, qkv, gate_up, x, positions, visible, unseen, cos, sin, layer_cache)
+            if layer_step is None:
+                x = decoder_layer(self.shape, layer, qkv, gate_up, x, positions, visible, unseen, cos, sin, layer_cache)
+            else:
+                x = layer_step(self.shape, layer, qkv, gate_up, x, positions, visible, self.cos, self.sin, layer_cache)
             states.append(x)
         states[-1] = self.norm(x)
         return states
@@ -116,6 +118,16 @@ class Shape:
     n_kv_heads: int
     head_dim: int
     scaling: float
+
+
+def compiled_layer(shape, layer, qkv, gate_up, x, positions, visible, cos_table, sin_table, layer_cache):
+    """decoder_layer as torch.compile takes it (engine/compiled.py): one graph for every number of rows, one included,
+    so a token's arithmetic is the same alone (a decode step) and inside a verify pass. Its mask and rotary angles
+    are made inside from the positions, and the mask is applied even to one row (where it hides nothing)."""
+    torch._check(x.shape[0] == positions.shape[0])  # the rows' count is one symbol for every input
+    unseen = visible[None, :] > positions[:, None]  # (n, visible)
+    cos, sin = cos_table[positions][None], sin_table[positions][None]  # (1, n, head_dim)
+    return decoder_layer(shape, layer, qkv, gate_up, x, positions, visible, unseen, cos, sin, layer_cache)
 
 
 def decoder_layer(shape, layer, qkv, gate_up, x, positions, visible, unseen, cos, sin, layer_cache):
