@@ -1,9 +1,11 @@
-"""The fast path: a model's step over a static KV cache, compiled once per process with torch.compile.
+"""The fast path: a model's step over a static KV cache, its decoder layer compiled once per process with torch.compile.
 
-gpt-fast's design. Two graphs per model: the decode step (one new row, fixed shapes) and the verify step (any number
-of rows ≥ 2, which also serves the prefill); the attended length is symbolic, so neither recompiles as a request grows.
-On CUDA the same code compiles with CUDA graphs ("reduce-overhead"). Inductor's caches live in specviz's cache
-folder, so a restart recompiles nothing: it only re-traces (seconds).
+gpt-fast's design, compiled by region: the layers differ only in their weights, so one compiled graph of a decoder
+layer serves all of them (a thirtieth of the whole stack's compile time), and it serves every row count, one
+included (the rows' count is unbacked, so the compiler cannot specialise it): a decode step and a verify pass run the
+same kernels, and a token's logits are bit-identical alone and inside a pass. The attended length and the cache's
+length are symbolic, so nothing recompiles as a request grows. On CUDA the same code compiles with CUDA graphs
+("reduce-overhead"). Inductor's caches live in specviz's cache folder, so a restart only re-traces one layer.
 
 `FastDecoder` is `CachedDecoder` with the same methods, so the engine, the drafters and the rollback helper do not
 know which one they hold. Where compiling cannot work (no C++ compiler on a CPU machine, or the compiler fails), the
@@ -67,10 +69,11 @@ def compiler_missing(device: torch.device) -> str | None:
 
 
 def compile_wanted() -> bool:
-    """Compiling is opt-in ($SPECVIZ_COMPILE=1) until it is exact: in bf16 weight-only forms the compiled verify graph
-    (rows ≥ 2) and decode graph (one row) round differently (tests/test_fast_path.py, |Δ logit| up to 0.16 on a tiny
-    int8 model), so greedy speculation could part from plain decoding at near-ties. The static-cache forward runs
-    eager by default: bit-identical to transformers' eager forward, rows independent."""
+    """Compiling is opt-in ($SPECVIZ_COMPILE=1): the compiled step keeps speculation exact (rows bit-identical alone
+    and in a pass), but Inductor's reductions (RMSNorm's mean, softmax's sums) add in their own order, so its logits
+    are not transformers' own to the bit (up to 0.66 apart on the real pair in int4), and greedy decoding could part
+    from transformers' generate() at a near-tie. The static-cache forward runs eager by default: bit-identical to
+    transformers' eager forward."""
     return os.environ.get("SPECVIZ_COMPILE", "0").lower() in ("1", "true", "yes")
 
 

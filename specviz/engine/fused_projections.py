@@ -4,7 +4,7 @@ A step of SmolLM2-135M makes 211 int4 matrix products of a few dozen microsecond
 call and gate and up into another makes it 121. It changes nothing in the arithmetic: the weight-only kernels give
 every output channel its own dot product over the input (int4: groups of 32 along the input, each with its own scale
 and offset; int8: one scale per channel), so the channels of a fused call are the separate calls' channels, bit for
-bit (tests/test_fast_path.py checks it on every form, the real pair in tests/test_real_fast_path.py). Float weights
+bit (tests/test_fast_path.py checks it in int8 and int4, tests/test_real_feature_head.py on the real pair). Float weights
 are not fused: a float GEMM may block its work by the number of output channels, so there fusing could round
 differently; they keep one call per projection.
 

@@ -1,14 +1,15 @@
 """A Llama-family decoder over a static KV cache: gpt-fast's forward, reading the weights of a loaded transformers model.
 
-The cache is preallocated once per model (layers, key/value heads, context, head dim) and rolled back by moving a
-length, never by copying. A forward writes its rows' keys and values at their positions and attends over the first
+The cache is preallocated per request (one tensor per layer: key and value heads, length, head dim) and rolled back by
+moving a length, never by copying. A forward writes its rows' keys and values at their positions and attends over the first
 `visible` positions only (a cheap slice), so a short request reads a short cache. Every shape but `visible` and the
-number of new rows is fixed, which is what lets torch.compile turn the ~600 eager operations of a step into a few
-fused kernels (specviz/engine/compiled.py).
+number of new rows is fixed, which is what lets torch.compile turn a layer's ~45 eager operations into a few fused
+kernels (specviz/engine/compiled.py). q/k/v and gate/up each take one weight-only call where that changes no bit
+(engine/fused_projections.py).
 
 Why our own forward and not transformers' StaticCache + compile: docs/performance.md gives the numbers. In short,
 transformers' step still runs its generic masking, cache-update and output machinery, and its static cache attends
-over the whole preallocated length every step; this one is ~60 lines, attends over what is filled, and hands back
+over the whole preallocated length every step; this one is ~100 lines, attends over what is filled, and hands back
 the hidden states a feature head reads without materialising transformers' output objects.
 
 The arithmetic is transformers' Llama, operation for operation (RMSNorm in float32 then back, rotary tables from the
