@@ -98,10 +98,11 @@ class StaticLlama(nn.Module):
         Returns transformers' hidden_states: the embeddings, each layer's input after that, and the final normed
         state last (index −1)."""  # (n,), (n,), (visible,), [(2 · kv_heads, length, head_dim)] × layers → [(n, hidden)] × (layers + 1)
         x = self.embed_tokens(token_ids)  # (n, hidden)
-        unseen = None  # one row sees every visible position: nothing to mask
-        if token_ids.shape[0] > 1:
-            unseen = visible[None, :] > positions[:, None]  # (n, visible): causal, over what is filled
-        cos, sin = self.cos[positions][None], self.sin[positions][None]  # (1, n, head_dim)
+        if layer_step is None:
+            unseen = None  # one row sees every visible position: nothing to mask
+            if token_ids.shape[0] > 1:
+                unseen = visible[None, :] > positions[:, None]  # (n, visible): causal, over what is filled
+            cos, sin = self.cos[positions][None], self.sin[positions][None]  # (1, n, head_dim)
         states = [x]
         for layer, qkv, gate_up, layer_cache in zip(self.layers, self.qkv, self.gate_up, cache):
             if layer_step is None:
@@ -115,6 +116,8 @@ class StaticLlama(nn.Module):
 
 @dataclass(frozen=True)
 class Shape:
+    """The attention's sizes, constants to the compiler."""
+
     n_heads: int
     n_kv_heads: int
     head_dim: int
