@@ -8,6 +8,7 @@ Rows, in the order they run:
   2. ours, eager: plain decoding through transformers' dynamic cache (the engine before the fast path);
   3. ours, fast: plain decoding over the static cache with the compiled step (specviz/engine/compiled.py);
   4. ours, fast speculative: the pair's drafter at γ on the fast path;
+     then both again uncompiled (the static-cache forward run eager: the default without $SPECVIZ_COMPILE=1);
   5. transformers' generate() (greedy) on the same loaded target;
   6. llama.cpp after (the machine may have changed speed: compare each of ours with both).
 Ours are decoding rates (tokens after the prompt over the time spent decoding them, the prompt's prefill left out, as
@@ -129,6 +130,20 @@ def ours(pair, prompts: list[str], settings: DecodeSettings, mode: str, drafter:
     return tokens / (wall - prefill), tokens / wall
 
 
+def uncompiled(pair, measure):
+    """`measure()` with the fast path's static-cache forward run eager (the default without $SPECVIZ_COMPILE=1)."""
+    from specviz.engine.compiled import fast_models
+
+    models = fast_models(pair).values()
+    for fast in models:
+        fast.compiling = True  # what a request sees while the graphs compile: the eager static-cache step
+    try:
+        return measure()
+    finally:
+        for fast in models:
+            fast.compiling = False
+
+
 def ours_eager(pair, prompts: list[str], settings: DecodeSettings) -> tuple[float, float]:
     """Plain decoding through transformers' dynamic cache: the engine as it ran before the fast path."""
     tokens, wall, prefill = 0, 0.0, 0.0
@@ -231,6 +246,14 @@ def main() -> None:
             ("ours eager plain", lambda: ours_eager(pair, prompts, settings)),
             ("ours fast plain", lambda: ours(pair, prompts, settings, "autoregressive", drafter)),
             ("ours fast speculative", lambda: ours(pair, prompts, settings, "speculative", drafter)),
+            (
+                "ours fast plain, uncompiled",
+                lambda: uncompiled(pair, lambda: ours(pair, prompts, settings, "autoregressive", drafter)),
+            ),
+            (
+                "ours fast speculative, uncompiled",
+                lambda: uncompiled(pair, lambda: ours(pair, prompts, settings, "speculative", drafter)),
+            ),
             ("transformers generate()", lambda: (transformers_generate(pair, prompts, settings), None)),
         ):
             decode, end_to_end = measure()
@@ -240,7 +263,7 @@ def main() -> None:
     rows["llama.cpp after"] = [llama_cpp_tokens_per_s(binary, gguf, args.threads, args.max_new_tokens, args.repeats)]
 
     llama = statistics.mean(rows["llama.cpp before"] + rows["llama.cpp after"])
-    print(f"\n{'':32}{'tokens/s':>10}{'÷ llama.cpp':>13}")
+    print(f"\n{'':36}{'tokens/s':>10}{'÷ llama.cpp':>13}")
     table = {}
     for name, values in rows.items():
         values = [v for v in values if v is not None]
@@ -248,7 +271,7 @@ def main() -> None:
             continue
         median = statistics.median(values)
         table[name] = median
-        print(f"{name:32}{median:10.1f}{median / llama:12.2f}x")
+        print(f"{name:36}{median:10.1f}{median / llama:12.2f}x")
     print(
         f"\ngoals: ours fast plain ÷ llama.cpp = {table['ours fast plain'] / llama:.2f} (goal ≥ 0.8); "
         f"ours fast speculative ÷ llama.cpp = {table['ours fast speculative'] / llama:.2f} (goal ≥ 1.0)"

@@ -50,3 +50,23 @@ def test_feature_head_greedy_equals_plain_decoding_in_int4(real_pair, int4_targe
     plain = list(autoregressive_decode(CachedDecoder(int4_target, vocab), prompt, settings, real_pair.vocabulary))
     assert spec[-1].new_token_ids == plain[-1].new_token_ids, "greedy speculation parted from plain decoding in int4"
     assert spec[-1].tally.accepted > 0, "the feature head should have some drafts accepted"
+
+
+def test_the_fast_path_gives_transformers_own_int4_logits_bit_for_bit(real_pair, int4_target):
+    """The static-cache forward, eager (the default), with q/k/v and gate/up fused into one int4 call each: every
+    token's logits are transformers' own, exactly, through a prefill, steps, a verify pass and a rollback."""
+    from specviz.engine.compiled import FastDecoder, FastModel
+    from specviz.engine.fused_projections import FusedProjections
+
+    fast = FastModel(int4_target, compile_step=False)
+    assert all(isinstance(module, FusedProjections) for module in [*fast.forward.qkv, *fast.forward.gate_up])
+    vocab = real_pair.shared_vocab_size
+    reference, decoder = CachedDecoder(int4_target, vocab), FastDecoder(fast, vocab)
+    prompt = encode_prompt(real_pair, CHAT_HELDOUT[0], 64, 3)
+    for tokens in (prompt, [504], [28, 3458, 314, 260], "rollback", [1107, 30], [42]):
+        if tokens == "rollback":
+            reference.truncate(len(prompt) + 2)
+            decoder.truncate(len(prompt) + 2)
+            continue
+        expected, got = reference.feed(tokens, keep_last=len(tokens)), decoder.feed(tokens, keep_last=len(tokens))
+        assert torch.equal(got, expected), f"after {tokens[:4]}: max |Δ logit| {(got - expected).abs().max():.2e}"

@@ -1,9 +1,11 @@
-"""The fast path: a model's step over a static KV cache, compiled once per process with torch.compile.
+"""The fast path: a model's step over a static KV cache, its decoder layer compiled once per process with torch.compile.
 
-gpt-fast's design. Two graphs per model: the decode step (one new row, fixed shapes) and the verify step (any number
-of rows ≥ 2, which also serves the prefill); the attended length is symbolic, so neither recompiles as a request grows.
-On CUDA the same code compiles with CUDA graphs ("reduce-overhead"). Inductor's caches live in specviz's cache
-folder, so a restart recompiles nothing: it only re-traces (seconds).
+gpt-fast's design, compiled by region: the layers differ only in their weights, so one compiled graph of a decoder
+layer serves all of them (a thirtieth of the whole stack's compile time), and it serves every row count, one
+included (the rows' count is unbacked, so the compiler cannot specialise it): a decode step and a verify pass run the
+same kernels, and a token's logits are bit-identical alone and inside a pass. The attended length and the cache's
+length are symbolic, so nothing recompiles as a request grows. On CUDA the same code compiles with CUDA graphs
+("reduce-overhead"). Inductor's caches live in specviz's cache folder, so a restart only re-traces one layer.
 
 `FastDecoder` is `CachedDecoder` with the same methods, so the engine, the drafters and the rollback helper do not
 know which one they hold. Where compiling cannot work (no C++ compiler on a CPU machine, or the compiler fails), the
@@ -22,10 +24,11 @@ from dataclasses import dataclass, field
 
 import torch
 import torch._inductor.config
+import torch.fx.experimental._config
 from transformers import PreTrainedModel
 
 from specviz.engine.kv_cache import Decoder
-from specviz.engine.static_cache import StaticLlama, TreeKeys, is_supported
+from specviz.engine.static_cache import StaticLlama, TreeKeys, compiled_layer, is_supported
 from specviz.engine.tree_rows import TreeRows
 
 log = logging.getLogger("specviz")
@@ -67,10 +70,11 @@ def compiler_missing(device: torch.device) -> str | None:
 
 
 def compile_wanted() -> bool:
-    """Compiling is opt-in ($SPECVIZ_COMPILE=1) until it is exact: in bf16 weight-only forms the compiled verify graph
-    (rows ≥ 2) and decode graph (one row) round differently (tests/test_fast_path.py, |Δ logit| up to 0.16 on a tiny
-    int8 model), so greedy speculation could part from plain decoding at near-ties. The static-cache forward runs
-    eager by default: bit-identical to transformers' eager forward, rows independent."""
+    """Compiling is opt-in ($SPECVIZ_COMPILE=1): the compiled step keeps speculation exact (rows bit-identical alone
+    and in a pass), but Inductor's reductions (RMSNorm's mean, softmax's sums) add in their own order, so its logits
+    are not transformers' own to the bit (up to 0.66 apart on the real pair in int4), and greedy decoding could part
+    from transformers' generate() at a near-tie. The static-cache forward runs eager by default: bit-identical to
+    transformers' eager forward."""
     return os.environ.get("SPECVIZ_COMPILE", "0").lower() in ("1", "true", "yes")
 
 
@@ -85,56 +89,68 @@ class FastModel:
         self.dtype = self.forward.embed_tokens.weight.dtype
         self.lm_head = model.get_output_embeddings()
         self.positions = torch.arange(self.context, device=self.device)
-        self._free: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._free: list[list[torch.Tensor]] = []
         self._lock = threading.Lock()
         missing = compiler_missing(self.device) if compile_step else None
         if missing:
             print(f"specviz: {missing}.")
         self.report = CompileReport(compiled=compile_step and missing is None, reason=missing)
-        self._step = self.forward
+        self._layer = None  # the compiled decoder layer, if compiling
         self.compiling = False  # True while compile_in_background works: new requests run eager meanwhile
         if self.report.compiled:
             torch._inductor.config.emulate_precision_casts = True  # round bf16 between fused ops as eager does
             mode = "reduce-overhead" if self.device.type == "cuda" else None
-            self._step = torch.compile(self.forward, dynamic=True, mode=mode)  # one row and ≥ 2 rows: two graphs
+            # one layer compiled, called for every layer (they differ only in weights, which are the graph's inputs):
+            # a thirtieth of the whole stack's compile time; two graphs, one row and ≥ 2 rows
+            self._layer = torch.compile(compiled_layer, mode=mode)  # sizes that vary are marked in _compile_layer
+            # a prefill sees as many positions as it has rows; left to duck sizing, that equality would make it a
+            # graph of its own beside the verify passes'
+            torch.fx.experimental._config.use_duck_shape = False
         elif not compile_step:
             self.report.reason = "compiling is off (opt in with $SPECVIZ_COMPILE=1)"
 
-    def cache_pair(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values for `length` positions: a pooled pair if one is long enough, else a new one."""
+    def new_cache(self, length: int) -> list[torch.Tensor]:
+        """A cache for `length` positions (one tensor per layer): a pooled one if long enough, else a new one."""
         with self._lock:
-            for i, (keys, _values) in enumerate(self._free):
-                if keys.shape[2] >= length:
+            for i, cache in enumerate(self._free):
+                if cache[0].shape[1] >= length:
                     return self._free.pop(i)
-        shape = self.forward.cache_shape(length)
-        return torch.empty(shape, dtype=self.dtype, device=self.device), torch.empty(shape, dtype=self.dtype, device=self.device)
+        return self.forward.new_cache(length, self.dtype)
 
-    def release(self, cache: tuple[torch.Tensor, torch.Tensor]) -> None:
+    def release(self, cache: list[torch.Tensor]) -> None:
         with self._lock:
             self._free.append(cache)
 
-    def release_all(self, held: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    def release_all(self, held: list[list[torch.Tensor]]) -> None:
         """Return a decoder's caches to the pool (emptying its list, so none is returned twice)."""
         with self._lock:
             self._free.extend(held)
             held.clear()
 
-    def step(self, token_ids: torch.Tensor, start: int, keys: torch.Tensor, values: torch.Tensor) -> list[torch.Tensor]:
+    def step(self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
         """Feed rows at positions start…; the hidden states of every layer (transformers' order)."""
         rows = token_ids.shape[0]
-        positions = self.positions[start : start + rows]
+        if start + rows == 1:  # a lone first token (seeing one position) would make the compiler specialise a graph
+            return self.eager_step(token_ids, start, cache)
+        positions = torch.arange(start, start + rows, device=self.device)  # not a view: no guard on its offset
         visible = self.positions[: start + rows]
         name = "decode" if rows == 1 else "verify"
         if self.report.compiled and name not in self.report.seconds:
-            return self._first_call(name, token_ids, positions, visible, keys, values)
-        return self._step(token_ids, positions, visible, keys, values)
+            return self._first_call(name, token_ids, positions, visible, cache)
+        if not self.report.compiled:
+            return self.forward(token_ids, positions, visible, cache)
+        # both graphs are built and nothing about the inputs changes but their sizes, which the graphs take as
+        # symbols: checking only what tells the decode graph from the verify graph saves Dynamo's full guard check
+        # on every layer (235 µs a layer, measured on the loaded machine)
+        with torch.compiler.set_stance(skip_guard_eval_unsafe=len(self.report.seconds) == 2):
+            return self.forward(token_ids, positions, visible, cache, self._layer)
 
-    def eager_step(self, token_ids: torch.Tensor, start: int, keys: torch.Tensor, values: torch.Tensor) -> list[torch.Tensor]:
+    def eager_step(self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
         """`step` without the compiler: what a request runs while the graphs compile in the background."""
         rows = token_ids.shape[0]
-        return self.forward(token_ids, self.positions[start : start + rows], self.positions[: start + rows], keys, values)
+        return self.forward(token_ids, self.positions[start : start + rows], self.positions[: start + rows], cache)
 
-    def tree_step(self, token_ids: torch.Tensor, rows: TreeRows, start: int, keys: torch.Tensor, values: torch.Tensor):
+    def tree_step(self, token_ids: torch.Tensor, rows: TreeRows, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
         """A token tree's rows written at slots start…, each at its depth's position seeing only its keys: always eager
         (the compiled graphs are a chain's; compiling is not exact yet, docs/performance.md)."""
         device = self.device
@@ -144,7 +160,7 @@ class FastModel:
         ]
         slots = self.positions[start : start + token_ids.shape[0]]
         tree = TreeKeys(slots, groups, rows.n_keys)
-        return self.forward(token_ids, rows.positions.to(self.device), self.positions[: rows.n_keys], keys, values, tree)
+        return self.forward(token_ids, rows.positions.to(device), self.positions[: rows.n_keys], cache, tree=tree)
 
     def step_for_a_new_request(self):
         """The step a request starting now runs from start to end (a request never switches paths halfway)."""
@@ -154,26 +170,37 @@ class FastModel:
         """The first call of a graph compiles it (or loads it from Inductor's cache): timed; on failure, eager."""
         started = time.perf_counter()
         try:
-            states = self._step(*inputs)
+            states = self.forward(*inputs, self._compile_layer)
         except Exception as error:  # a broken toolchain must not stop decoding: say so once, run eager
             reason = (
                 f"compiling the {name} step failed ({type(error).__name__}: {str(error).splitlines()[0][:160]}), so it runs eager"
             )
             print(f"specviz: {reason}.")
             self.report.compiled, self.report.reason = False, reason
-            self._step = self.forward
+            self._layer = None
             return self.forward(*inputs)
         self.report.seconds[name] = time.perf_counter() - started
         return states
 
+    def _compile_layer(self, *inputs) -> torch.Tensor:
+        """The compiled layer, told first which sizes vary, so that it compiles once for all of them and keeps the
+        model's own sizes (heads, head_dim) as constants. The rows' count is unbacked: the compiler may not
+        specialise it, not even for one row, so decode steps and verify passes run the same kernels."""
+        _shape, _layer, _qkv, _gate_up, x, positions, visible, _cos, _sin, layer_cache = inputs
+        for tensor in (x, positions):
+            torch._dynamo.decorators.mark_unbacked(tensor, 0)
+        torch._dynamo.mark_dynamic(visible, 0)
+        torch._dynamo.mark_dynamic(layer_cache, 1)
+        return self._layer(*inputs)
+
     def warm_up(self) -> CompileReport:
         """Compile (or load) both graphs now, on a throwaway cache: a request then never waits for the compiler."""
-        keys, values = self.cache_pair(min(CACHE_CHUNK, self.context))
+        cache = self.new_cache(min(CACHE_CHUNK, self.context))
         with torch.inference_mode():
             for rows in (3, 1, 1, 2):  # the verify graph at two sizes (so it is the symbolic one), then decode
                 tokens = torch.zeros(rows, dtype=torch.long, device=self.device)
-                self.step(tokens, 0 if rows == 3 else 3, keys, values)
-        self.release((keys, values))
+                self.step(tokens, 0 if rows == 3 else 3, cache)
+        self.release(cache)
         return self.report
 
 
@@ -206,9 +233,14 @@ class FastDecoder(Decoder):
         self.device = fast.device
         self.cached_length = 0
         self._step = fast.step_for_a_new_request()
-        self.keys, self.values = fast.cache_pair(min(CACHE_CHUNK, fast.context))
-        self._held = [(self.keys, self.values)]  # returned to the pool when this decoder is dropped
+        self.cache = fast.new_cache(min(CACHE_CHUNK, fast.context))
+        self._held = [self.cache]  # returned to the pool when this decoder is dropped
         weakref.finalize(self, fast.release_all, self._held)
+
+    @property
+    def capacity(self) -> int:
+        """Positions the cache holds before it must grow."""
+        return self.cache[0].shape[1]
 
     def reset(self) -> None:
         self.cached_length = 0
@@ -222,12 +254,12 @@ class FastDecoder(Decoder):
             token_ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
         token_ids = token_ids.view(-1)
         end = self.cached_length + token_ids.shape[0]
-        if end > self.keys.shape[2]:
+        if end > self.capacity:
             self._grow(end)
         if rows is None:
-            states = self._step(token_ids, self.cached_length, self.keys, self.values)
+            states = self._step(token_ids, self.cached_length, self.cache)
         else:
-            states = self.fast.tree_step(token_ids, rows, self.cached_length, self.keys, self.values)
+            states = self.fast.tree_step(token_ids, rows, self.cached_length, self.cache)
         self.cached_length = end
         logits = self.fast.lm_head(states[-1][-keep_last:])[:, : self.vocab_size].float()  # (keep_last, vocab)
         if not layers:
@@ -241,20 +273,20 @@ class FastDecoder(Decoder):
     def move_positions(self, slots: torch.Tensor, destination: int) -> None:
         """Copy the entries at `slots` to destination, destination + 1, …: only those entries move, in every layer."""
         end = destination + len(slots)
-        self.keys[:, :, destination:end] = self.keys.index_select(2, slots)
-        self.values[:, :, destination:end] = self.values.index_select(2, slots)
+        for layer_cache in self.cache:  # (2 · kv_heads, length, head_dim): keys, then values
+            layer_cache[:, destination:end] = layer_cache.index_select(1, slots)
 
     def _grow(self, length: int) -> None:
         """A longer cache (rare: a long prompt or answer); the filled positions move over once."""
         if length > self.fast.context:
             raise ValueError(f"{length} positions exceed the model's context of {self.fast.context}")
         size = min(self.fast.context, -(-length // CACHE_CHUNK) * CACHE_CHUNK)
-        keys, values = self.fast.cache_pair(size)
-        keys[:, :, : self.cached_length] = self.keys[:, :, : self.cached_length]
-        values[:, :, : self.cached_length] = self.values[:, :, : self.cached_length]
+        cache = self.fast.new_cache(size)
+        for new, old in zip(cache, self.cache):
+            new[:, : self.cached_length] = old[:, : self.cached_length]
         self.fast.release_all(self._held)
-        self.keys, self.values = keys, values
-        self._held.append((keys, values))
+        self.cache = cache
+        self._held.append(cache)
 
 
 def fast_models(pair) -> dict[str, FastModel]:
