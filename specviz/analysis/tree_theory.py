@@ -164,11 +164,11 @@ class TreeOption:
 
     @property
     def depth(self) -> int:
-        return len(self.branching)
+        return self.shape.depth
 
     @property
     def is_chain(self) -> bool:
-        return all(width == 1 for width in self.branching)
+        return self.shape.is_chain
 
     @property
     def text(self) -> str:

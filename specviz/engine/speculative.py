@@ -16,7 +16,7 @@ One cycle (`speculative_cycle`, numbered as below):
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import torch
@@ -51,6 +51,22 @@ def speculative_decode(
     started = run_started("speculative", prompt_ids, settings, vocabulary, drafter.name, prefill_s)
     yield replace(started, adaptive_gamma=isinstance(drafter, AdaptiveGamma))
 
+    def next_cycle(committed: list[int], remaining: int, index: int, clock_s: float) -> Cycle:
+        return speculative_cycle(target, drafter, committed, remaining, settings, vocabulary, generator, index, clock_s)
+
+    yield from cycles_then_summary(next_cycle, prompt_ids, prefill_s, settings, vocabulary, should_stop)
+
+
+def cycles_then_summary(
+    next_cycle: Callable[[list[int], int, int, float], Cycle],  # (committed, remaining, index, clock_s) → one cycle
+    prompt_ids: list[int],
+    prefill_s: float,
+    settings: DecodeSettings,
+    vocabulary: Vocabulary,
+    should_stop: StopCheck,
+) -> Iterator[Cycle | Summary]:
+    """The loop a chain and a token tree share: cycles until the token limit, an end-of-turn token or Stop, then the
+    Summary. `next_cycle` grows `committed` by the tokens it emits."""
     committed, tally, stop_reason = list(prompt_ids), Tally(), "max_new_tokens"
     while tally.emitted < settings.max_new_tokens:
         if should_stop():
@@ -58,7 +74,7 @@ def speculative_decode(
             break
         remaining = settings.max_new_tokens - tally.emitted
         clock_s = prefill_s + tally.draft_s + tally.verify_s + tally.overhead_s  # the request's engine time so far
-        cycle = speculative_cycle(target, drafter, committed, remaining, settings, vocabulary, generator, tally.cycles, clock_s)
+        cycle = next_cycle(committed, remaining, tally.cycles, clock_s)
         tally = tally.add(cycle)
         yield cycle
         if vocabulary.ends_run(cycle.emitted_token_ids) is not None:

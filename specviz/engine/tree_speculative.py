@@ -17,12 +17,12 @@ from dataclasses import replace
 
 import torch
 
-from specviz.engine.events import Cycle, DraftPosition, Event, Summary
+from specviz.engine.events import Cycle, DraftPosition, Event
 from specviz.engine.kv_cache import CachedDecoder, compact_to_path, rollback_to_accepted, synchronize
 from specviz.engine.sampling import display_probs
 from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
+from specviz.engine.speculative import cycles_then_summary
 from specviz.engine.start import prefill, run_started
-from specviz.engine.tally import Tally
 from specviz.engine.tree import ROOT, TokenTree, verify_tree
 from specviz.engine.tree_acceptance import Siblings, explain_tree_verdict, judge_tree
 from specviz.engine.tree_drafter import TreeDrafter, TreeShape
@@ -54,32 +54,10 @@ def tree_speculative_decode(
     started = run_started("speculative", prompt_ids, settings, vocabulary, drafter.name, prefill_s)
     yield replace(started, gamma=shape.depth, tree=shape.text)
 
-    committed, tally, stop_reason = list(prompt_ids), Tally(), "max_new_tokens"
-    while tally.emitted < settings.max_new_tokens:
-        if should_stop():
-            stop_reason = "stopped"
-            break
-        remaining = settings.max_new_tokens - tally.emitted
-        clock_s = prefill_s + tally.draft_s + tally.verify_s + tally.overhead_s
-        cycle = tree_cycle(
-            target, drafter, committed, remaining, settings, shape, siblings, vocabulary, generator, tally.cycles, clock_s
-        )
-        tally = tally.add(cycle)
-        yield cycle
-        if vocabulary.ends_run(cycle.emitted_token_ids) is not None:
-            stop_reason = "eos"
-            break
+    def next_cycle(committed: list[int], remaining: int, index: int, clock_s: float) -> Cycle:
+        return tree_cycle(target, drafter, committed, remaining, settings, shape, siblings, vocabulary, generator, index, clock_s)
 
-    new_ids = committed[len(prompt_ids) :]
-    yield Summary(
-        mode="speculative",
-        new_token_ids=tuple(new_ids),
-        text=vocabulary.text(new_ids),
-        wall_s=prefill_s + tally.draft_s + tally.verify_s + tally.overhead_s,
-        prefill_s=prefill_s,
-        stop_reason=stop_reason,
-        tally=tally,
-    )
+    yield from cycles_then_summary(next_cycle, prompt_ids, prefill_s, settings, vocabulary, should_stop)
 
 
 def tree_cycle(
