@@ -57,7 +57,12 @@ def test_a_pair_may_name_its_token_tree(tmp_path, line, shape):
 
 @pytest.mark.parametrize(
     "tree,complaint",
-    [("4x0", "≥ 1 child"), ("wide", "children per depth"), ("8x8x8", "at most 64 nodes"), ("[2, 1]", "valid string")],
+    [
+        ("4x0", "has a depth with no children"),
+        ("wide", "widths per depth"),
+        ("8x8x8", "at most 64 nodes"),
+        ("[2, 1]", "valid string"),
+    ],
 )
 def test_a_bad_tree_is_one_sentence_naming_the_pair(tmp_path, tree, complaint):
     text = "default: x\npairs:\n  x:\n" + GOOD_PAIR + "  y:\n" + GOOD_PAIR + f"    tree: {tree}\n"
