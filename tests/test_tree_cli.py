@@ -55,6 +55,11 @@ def test_bench_json_puts_tree_rows_beside_the_chain(tmp_path):
         assert row["mean_acceptance_length"] == pytest.approx(1 + accepted / sum(histogram))
     assert max(k for k, n in enumerate(wide["acceptance_histogram"]) if n) <= 1, "a tree one deep accepts one token at most"
     assert tree["predicted_speedup"] is None and tree["alpha"] is not None, "Leviathan's prediction is a chain's"
+    assert chain["predicted_tokens_per_cycle"] is None
+    # the theory's E from the run's own acceptance by depth and rank, beside the measured E (which the 16-token limit
+    # cuts short on the last cycle: the deep tree's measured value sits below its prediction)
+    assert 1 < tree["predicted_tokens_per_cycle"] <= own.depth + 1
+    assert wide["predicted_tokens_per_cycle"] == pytest.approx(wide["tokens_per_cycle"], abs=0.3)
 
 
 @pytest.mark.parametrize(

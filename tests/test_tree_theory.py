@@ -22,6 +22,7 @@ from specviz.analysis.tree_theory import (
     expected_tokens_per_pass,
     family,
     flat_verify_costs,
+    measured_rank_acceptance,
     path_acceptance,
     price,
     rows_of,
@@ -256,3 +257,13 @@ def test_the_tree_choice_loads_no_torch():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.splitlines()[-1] == "[]", result.stdout[-300:] + result.stderr
+
+
+def test_the_acceptance_a_run_measured_by_depth_and_rank_predicts_its_own_tokens_per_pass():
+    """Three cycles of the tree 2×1: node 1 (the draft's 2nd choice) accepted, its child rejected; node 0 then its
+    child accepted (a leaf: the bonus); nothing accepted. Measured: (2 + 3 + 1) / 3 = 2 tokens per pass."""
+    parents = (-1, -1, 0, 1)
+    acceptance = measured_rank_acceptance([(parents, (1,)), (parents, (0, 2)), (parents, ())])
+    assert acceptance.by_depth == ((1 / 3, 1 / 3), (1 / 2, 0.0))
+    assert expected_tokens_of_shape((2, 1), None, acceptance) == pytest.approx(2.0)
+    assert measured_rank_acceptance([]) is None

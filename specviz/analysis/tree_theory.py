@@ -24,7 +24,7 @@ costs what one over a single node does: small drafts are dominated by per-forwar
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from specviz.engine.tree_shape import TreeShape
@@ -103,6 +103,32 @@ class RankAcceptance:
     def alpha(self) -> float:
         """The chain's α: the first choice's rate at depth 1."""
         return self.rate(1, 1)
+
+
+def measured_rank_acceptance(outcomes: Iterable[tuple[Sequence[int], Sequence[int]]]) -> RankAcceptance | None:
+    """a_r per depth as a run measured them, from each tree cycle's (parents, accepted path): of the cycles whose path
+    reached a node with children at depth d − 1, the share that accepted its r-th child (the draft's r-th choice).
+    None where no tree cycle tested anything."""
+    tested: dict[int, int] = {}
+    accepted: dict[tuple[int, int], int] = {}
+    for parents, path in outcomes:
+        parent, depth = ROOT, 1
+        while children := [node for node, above in enumerate(parents) if above == parent]:
+            tested[depth] = tested.get(depth, 0) + 1
+            if depth > len(path):
+                break
+            rank = children.index(path[depth - 1]) + 1
+            accepted[depth, rank] = accepted.get((depth, rank), 0) + 1
+            parent, depth = path[depth - 1], depth + 1
+    if not tested:
+        return None
+    ranks = max((rank for _, rank in accepted), default=1)
+    return RankAcceptance(
+        tuple(
+            tuple(accepted.get((depth, rank), 0) / tested[depth] for rank in range(1, ranks + 1))
+            for depth in range(1, max(tested) + 1)
+        )
+    )
 
 
 def shape_tree(branching: Sequence[int], expanded: int | None, acceptance: RankAcceptance) -> tuple[list[int], list[float]]:

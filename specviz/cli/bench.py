@@ -36,6 +36,7 @@ def format_table(rows: list[dict]) -> str:
         ("verify_cost", "{:.2f}"),
         ("predicted_with_verify_cost", "{:.2f}x"),
         ("tokens_per_cycle", "{:.2f}"),
+        ("predicted_tokens_per_cycle", "{:.2f}"),
         ("rows_per_pass", "{:.2f}"),
         ("drafts_per_cycle", "{:.2f}"),
         ("draft_ms_per_cycle", "{:.2f}"),

@@ -19,6 +19,7 @@ import torch
 
 from specviz.analysis.prompt_set import PromptSetSummary, TimedRequest
 from specviz.analysis.readings import readings_of
+from specviz.analysis.tree_theory import expected_tokens_of_shape, measured_rank_acceptance
 from specviz.deployment.latency import LatencyStats, latency_tail
 from specviz.drafting.registry import Twin, strategy
 from specviz.engine import DecodeSettings, Summary, Tally
@@ -44,6 +45,9 @@ class MethodResult:
     outputs: list[list[int]] = field(default_factory=list)  # first repeat, per prompt
     summaries: list[Summary] = field(default_factory=list)  # every repeat, per prompt
     latencies: list[LatencyStats] = field(default_factory=list)  # every request (repeat × prompt), from its events
+    tree_outcomes: list[tuple[tuple[int, ...], tuple[int, ...]]] = field(
+        default_factory=list
+    )  # a tree's (parents, path) per cycle
 
     @property
     def tally(self) -> Tally:
@@ -53,6 +57,7 @@ class MethodResult:
     def add(self, events: list) -> Summary:
         """One request's events: its latency and summary kept; the summary returned."""
         summary: Summary = events[-1]
+        self.tree_outcomes += [(e.parents, e.accepted_nodes) for e in events if getattr(e, "is_tree", False)]
         self.latencies.append(LatencyStats.of_events(events))
         self.summaries.append(summary)
         self.timed.append(TimedRequest.of(summary))
@@ -167,6 +172,7 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float,
         "decode_speedup": m.decode_speedup,
         "measured_over_predicted": m.measured_over_predicted,
         "tokens_per_cycle": m.tokens_per_cycle,
+        "predicted_tokens_per_cycle": predicted_tokens_per_pass(result),
         "rows_per_pass": tally.rows_per_pass,
         "drafts_per_cycle": tally.drafts_per_cycle,
         "mean_acceptance_length": tally.mean_acceptance_length,
@@ -180,6 +186,19 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float,
         "same_as_target": same,
         **latency_tail(result.latencies).to_json(),
     }
+
+
+def predicted_tokens_per_pass(result: MethodResult) -> float | None:
+    """A static tree's expected tokens per pass (analysis/tree_theory.py) from the acceptance this run measured per
+    depth and per rank of the draft's choice: the theory beside the measured value. None for chains (their
+    prediction is Leviathan's, in predicted_speedup) and for dynamic trees (their shape changes every cycle)."""
+    if result.tree is None:
+        return None
+    shape = TreeShape.parse(result.tree)
+    acceptance = measured_rank_acceptance(result.tree_outcomes)
+    if shape.budget is not None or acceptance is None:
+        return None
+    return expected_tokens_of_shape(shape.branching, shape.expanded, acceptance)
 
 
 def transformers_row(result: MethodResult, baseline: MethodResult, same: bool | None = None) -> dict:
