@@ -47,9 +47,9 @@ WRONG_RUNS = [  # (change to a good run, what the answer must say)
     ({"pair": "<img src=x>"}, "Pair must be one of 'pycode-distilled'"),
     ({"drafter": None}, "Drafting strategy must be one of 'model'"),
     ({"lenience": "abc"}, "Lenience must be a number above 0 and at most 1 (got text)."),
-    ({"tree": "<img src=x>"}, "Token tree must be 'chain' or children per depth such as 3x2x1"),
-    ({"tree": "9x9"}, "at most 64 nodes (9x9 is 2 deep with 90 nodes)"),
-    ({"tree": "2x2", "drafter": "lookup"}, "the lookup drafter drafts chains only"),
+    ({"tree": "<img src=x>"}, "Token tree must be 'chain', children per depth such as 3x2x1"),
+    ({"tree": "9x9"}, "at most 64 nodes ('9x9' is 2 deep with 90 nodes)"),
+    ({"tree": "2x2", "drafter": "dynamic"}, "the dynamic drafter drafts chains only"),
 ]
 
 
