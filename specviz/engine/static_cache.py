@@ -170,8 +170,8 @@ def attention(shape, module, qkv, x, positions, visible, unseen, cos, sin, layer
     values = layer_cache[kv_heads:, : visible.shape[0]]
     if isinstance(unseen, TreeKeys):
         out = tree_attention(shape, q, keys, values, unseen)
-    elif torch.compiler.is_compiling():  # Inductor cannot fold an unbacked row count into the grouped rows' dimension
-        out = repeated_kv_attention(shape, q, keys, values, unseen)
+    elif torch.compiler.is_compiling():  # the compiler's own reductions, the same loop for any number of rows
+        out = reduced_attention(shape, q, keys, values, unseen)
     else:
         out = grouped_attention(shape, q, keys, values, unseen)
     return module.o_proj(out.transpose(0, 1).reshape(rows, heads * head_dim))
@@ -192,18 +192,25 @@ def grouped_attention(shape, q, keys, values, unseen):
     return torch.matmul(weights, values).view(heads, rows, head_dim)
 
 
-def repeated_kv_attention(shape, q, keys, values, unseen):
-    """transformers' eager attention as it is written (repeat_kv, then one product per query head), for the compiler;
-    the products go to eager's bmm (batched_product)."""  # (heads, n, head_dim) → same
-    heads, length, head_dim = q.shape[0], keys.shape[1], q.shape[2]
-    group = heads // keys.shape[0]
-    keys = keys[:, None].expand(-1, group, -1, -1).reshape(heads, length, head_dim)  # repeat_kv
-    values = values[:, None].expand(-1, group, -1, -1).reshape(heads, length, head_dim)
-    scores = batched_product(q, keys.transpose(1, 2)) * shape.scaling  # (heads, n, visible)
+def reduced_attention(shape, q, keys, values, unseen):
+    """transformers' eager attention for the compiler: each key/value head broadcast over its group of query heads,
+    and both products written as multiply-and-sum in float32, rounded to bf16 where eager's bmm rounds its output.
+
+    Inductor fuses them into its own reduction loops, which reduce every row the same way whatever the rows' count
+    (the count is one unbacked symbol, engine/compiled.py), so a token's attention is bit-identical alone and inside
+    a verify pass. In float32 a product of two bf16 numbers is exact, so only the order of the sums differs from
+    eager's kernel. Eager's bf16 bmm through an opaque op cost ~40 µs a call (two a layer, 2.5 ms of a 13.5 ms step
+    on 2 threads); the fused loops replaced it and the layer's own kernels got no slower (docs/performance.md)."""  # (heads, n, head_dim) → same
+    heads, rows, head_dim = q.shape
+    kv_heads = keys.shape[0]
+    group = heads // kv_heads
+    grouped = q.view(kv_heads, group, rows, 1, head_dim).float()
+    scores = (grouped * keys[:, None, None].float()).sum(-1).to(q.dtype) * shape.scaling  # (kv_heads, group, n, visible)
     if unseen is not None:
         scores = scores.masked_fill(unseen, torch.finfo(scores.dtype).min)
     weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-    return batched_product(weights, values)
+    out = (weights.float()[..., None] * values[:, None, None].float()).sum(-2).to(q.dtype)  # (kv_heads, group, n, head_dim)
+    return out.view(heads, rows, head_dim)
 
 
 def tree_attention(shape, q, keys, values, tree: TreeKeys):
@@ -240,19 +247,6 @@ def attend_by_path(scores: torch.Tensor, layer_values: torch.Tensor, groups) -> 
         attended = torch.matmul(weights, values)  # (kv_heads, n_rows, group, head_dim)
         out.index_copy_(1, row_index, attended.transpose(1, 2).reshape(heads, n_rows, head_dim))
     return out
-
-
-@torch.library.custom_op("specviz::batched_product", mutates_args=())
-def batched_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """torch.bmm, opaque to the compiler. Inductor turns a one-row bmm (a decode step's attention) into its own
-    multiply-and-sum, which rounds every bf16 product before adding (eager's kernel adds exact products) and, on
-    this CPU, ran 20× slower than the kernel (240 µs a layer): the compiled step calls eager's kernel instead."""
-    return torch.bmm(a, b)
-
-
-@batched_product.register_fake
-def _(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return a.new_empty(a.shape[0], a.shape[1], b.shape[2])
 
 
 def mlp(module, gate_up, x):
