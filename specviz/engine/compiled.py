@@ -1,11 +1,10 @@
-"""The fast path: a model's step over a static KV cache, its decoder layer compiled once per process with torch.compile.
+"""The fast path: a model's step over a static KV cache, compiled ahead of time into one C++ function per model.
 
-gpt-fast's design, compiled by region: the layers differ only in their weights, so one compiled graph of a decoder
-layer serves all of them (a thirtieth of the whole stack's compile time), and it serves every row count, one
-included (the rows' count is unbacked, so the compiler cannot specialise it): a decode step and a verify pass run the
-same kernels, and a token's logits are bit-identical alone and inside a pass. The attended length and the cache's
-length are symbolic, so nothing recompiles as a request grows. On CUDA the same code compiles with CUDA graphs
-("reduce-overhead"). Inductor's caches live in specviz's cache folder, so a restart only re-traces one layer.
+gpt-fast's design, with AOTInductor instead of torch.compile's Python wrapper (engine/aot_step.py): the whole stack,
+embedding to final norm, is exported once with its sizes symbolic and compiled into a package that serves every row
+count, one included, so a decode step and a verify pass run the same kernels and a token's logits are bit-identical
+alone and inside a pass. The attended length and the cache's length are symbolic too, so nothing recompiles as a
+request grows. Packages are kept in specviz's cache folder: a restart loads one in about a second.
 
 `FastDecoder` is `CachedDecoder` with the same methods, so the engine, the drafters and the rollback helper do not
 know which one they hold. Where compiling cannot work (no C++ compiler on a CPU machine, or the compiler fails), the
@@ -23,12 +22,11 @@ import weakref
 from dataclasses import dataclass, field
 
 import torch
-import torch._inductor.config
-import torch.fx.experimental._config
 from transformers import PreTrainedModel
 
+from specviz.engine.aot_step import CompiledStack, load_or_compile
 from specviz.engine.kv_cache import Decoder
-from specviz.engine.static_cache import StaticLlama, TreeKeys, compiled_layer, is_supported
+from specviz.engine.static_cache import StaticLlama, TreeKeys, is_supported
 from specviz.engine.tree_rows import TreeRows
 
 log = logging.getLogger("specviz")
@@ -39,10 +37,10 @@ CACHE_CHUNK = 512  # the static cache grows in steps of this many positions (a r
 
 @dataclass
 class CompileReport:
-    """What compiling cost this process: seconds per graph (first call, tracing included) and why it is eager if so."""
+    """What compiling cost this process (compiling the package cold, or loading it from the cache), or why it is eager."""
 
     compiled: bool
-    seconds: dict[str, float] = field(default_factory=dict)  # "decode", "verify": the first call's wall time
+    seconds: dict[str, float] = field(default_factory=dict)  # "compile" (export and compile, cold) or "load" (cached)
     reason: str | None = None  # why the step runs eager
 
     @property
@@ -99,18 +97,10 @@ class FastModel:
         if missing:
             print(f"specviz: {missing}.")
         self.report = CompileReport(compiled=compile_step and missing is None, reason=missing)
-        self._layer = None  # the compiled decoder layer, if compiling
+        self._compiled: CompiledStack | None = None  # the model's package (engine/aot_step.py), once compiled or loaded
+        self._building = threading.Lock()
         self.compiling = False  # True while compile_in_background works: new requests run eager meanwhile
-        if self.report.compiled:
-            torch._inductor.config.emulate_precision_casts = True  # round bf16 between fused ops as eager does
-            mode = "reduce-overhead" if self.device.type == "cuda" else None
-            # one layer compiled, called for every layer (they differ only in weights, which are the graph's inputs):
-            # a thirtieth of the whole stack's compile time; two graphs, one row and ≥ 2 rows
-            self._layer = torch.compile(compiled_layer, mode=mode)  # sizes that vary are marked in _compile_layer
-            # a prefill sees as many positions as it has rows; left to duck sizing, that equality would make it a
-            # graph of its own beside the verify passes'
-            torch.fx.experimental._config.use_duck_shape = False
-        elif not compile_step:
+        if not compile_step:
             self.report.reason = "compiling is off (opt in with $SPECVIZ_COMPILE=1)"
 
     def new_cache(self, length: int) -> list[torch.Tensor]:
@@ -134,20 +124,13 @@ class FastModel:
     def step(self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
         """Feed rows at positions start…; the hidden states of every layer (transformers' order)."""
         rows = token_ids.shape[0]
-        if start + rows == 1:  # a lone first token (seeing one position) would make the compiler specialise a graph
+        if not self.report.compiled or start + rows == 1:  # a lone first token sees one position: the export's floor is 2
             return self.eager_step(token_ids, start, cache)
-        positions = torch.arange(start, start + rows, device=self.device)  # not a view: no guard on its offset
-        visible = self.positions[: start + rows]
-        name = "decode" if rows == 1 else "verify"
-        if self.report.compiled and name not in self.report.seconds:
-            return self._first_call(name, token_ids, positions, visible, cache)
-        if not self.report.compiled:
-            return self.forward(token_ids, positions, visible, cache)
-        # both graphs are built and nothing about the inputs changes but their sizes, which the graphs take as
-        # symbols: checking only what tells the decode graph from the verify graph saves Dynamo's full guard check
-        # on every layer (235 µs a layer, measured on the loaded machine)
-        with torch.compiler.set_stance(skip_guard_eval_unsafe=len(self.report.seconds) == 2):
-            return self.forward(token_ids, positions, visible, cache, self._layer)
+        compiled = self._compiled or self.build()
+        if compiled is None or start + rows > compiled.max_visible:
+            return self.eager_step(token_ids, start, cache)
+        positions = torch.arange(start, start + rows, device=self.device)
+        return compiled(token_ids, positions, self.positions[: start + rows], cache)
 
     def eager_step(self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
         """`step` without the compiler: what a request runs while the graphs compile in the background."""
@@ -170,41 +153,29 @@ class FastModel:
         """The step a request starting now runs from start to end (a request never switches paths halfway)."""
         return self.eager_step if self.compiling else self.step
 
-    def _first_call(self, name, *inputs) -> list[torch.Tensor]:
-        """The first call of a graph compiles it (or loads it from Inductor's cache): timed; on failure, eager."""
-        started = time.perf_counter()
-        try:
-            states = self.forward(*inputs, self._compile_layer)
-        except Exception as error:  # a broken toolchain must not stop decoding: say so once, run eager
-            reason = (
-                f"compiling the {name} step failed ({type(error).__name__}: {str(error).splitlines()[0][:160]}), so it runs eager"
-            )
-            print(f"specviz: {reason}.")
-            self.report.compiled, self.report.reason = False, reason
-            self._layer = None
-            return self.forward(*inputs)
-        self.report.seconds[name] = time.perf_counter() - started
-        return states
-
-    def _compile_layer(self, *inputs) -> torch.Tensor:
-        """The compiled layer, told first which sizes vary, so that it compiles once for all of them and keeps the
-        model's own sizes (heads, head_dim) as constants. The rows' count is unbacked: the compiler may not
-        specialise it, not even for one row, so decode steps and verify passes run the same kernels."""
-        _shape, _layer, _qkv, _gate_up, x, positions, visible, _cos, _sin, layer_cache = inputs
-        for tensor in (x, positions):
-            torch._dynamo.decorators.mark_unbacked(tensor, 0)
-        torch._dynamo.mark_dynamic(visible, 0)
-        torch._dynamo.mark_dynamic(layer_cache, 1)
-        return self._layer(*inputs)
+    def build(self) -> CompiledStack | None:
+        """Load the model's package from the cache, or export and compile it (timed); on failure, eager from then on."""
+        with self._building:
+            if self._compiled is not None or not self.report.compiled:
+                return self._compiled
+            started = time.perf_counter()
+            try:
+                compiled, how = load_or_compile(self.forward, lambda length: self.forward.new_cache(length, self.dtype))
+            except Exception as error:  # a broken toolchain must not stop decoding: say so once, run eager
+                reason = (
+                    f"compiling the step failed ({type(error).__name__}: {str(error).splitlines()[0][:160]}), so it runs eager"
+                )
+                print(f"specviz: {reason}.")
+                self.report.compiled, self.report.reason = False, reason
+                return None
+            self.report.seconds["compile" if how == "compiled" else "load"] = time.perf_counter() - started
+            self._compiled = compiled
+            return compiled
 
     def warm_up(self) -> CompileReport:
-        """Compile (or load) both graphs now, on a throwaway cache: a request then never waits for the compiler."""
-        cache = self.new_cache(min(CACHE_CHUNK, self.context))
-        with torch.inference_mode():
-            for rows in (3, 1, 1, 2):  # the verify graph at two sizes (so it is the symbolic one), then decode
-                tokens = torch.zeros(rows, dtype=torch.long, device=self.device)
-                self.step(tokens, 0 if rows == 3 else 3, cache)
-        self.release(cache)
+        """Compile (or load) the package now: a request then never waits for the compiler."""
+        if self.report.compiled:
+            self.build()
         return self.report
 
 

@@ -100,29 +100,25 @@ class StaticLlama(nn.Module):
         positions: torch.Tensor,
         visible: torch.Tensor,
         cache: list[torch.Tensor],
-        layer_step=None,  # compiled_layer's compiled form (engine/compiled.py); None: decoder_layer, eager
         tree: TreeKeys | None = None,
     ) -> list[torch.Tensor]:
-        """Rows `token_ids` at `positions` (consecutive): their keys and values are written into `cache` at those
-        positions, and each row attends over the first `visible.shape[0]` positions it may see. A token tree's rows
-        (`tree`, always eager) sit at positions by depth instead, are written at `tree.slots`, and each sees only its keys.
+        """Rows `token_ids` at `positions` (consecutive), eager: their keys and values are written into `cache` at
+        those positions, and each row attends over the first `visible.shape[0]` positions it may see. A token tree's
+        rows (`tree`) sit at positions by depth instead, are written at `tree.slots`, and each sees only its keys.
+        (The compiled step is engine/aot_step.py's export of compiled_layer over the same modules.)
 
         Returns transformers' hidden_states: the embeddings, each layer's input after that, and the final normed
         state last (index −1)."""  # (n,), (n,), (visible,), [(2 · kv_heads, length, head_dim)] × layers → [(n, hidden)] × (layers + 1)
         x = self.embed_tokens(token_ids)  # (n, hidden)
-        if layer_step is None:
-            unseen = None  # one row sees every visible position: nothing to mask
-            if tree is not None:
-                unseen = tree  # each row sees its own keys (attention reads the tree's groups)
-            elif token_ids.shape[0] > 1:
-                unseen = visible[None, :] > positions[:, None]  # (n, visible): causal, over what is filled
-            cos, sin = self.cos[positions][None], self.sin[positions][None]  # (1, n, head_dim)
+        unseen = None  # one row sees every visible position: nothing to mask
+        if tree is not None:
+            unseen = tree  # each row sees its own keys (attention reads the tree's groups)
+        elif token_ids.shape[0] > 1:
+            unseen = visible[None, :] > positions[:, None]  # (n, visible): causal, over what is filled
+        cos, sin = self.cos[positions][None], self.sin[positions][None]  # (1, n, head_dim)
         states = [x]
         for layer, qkv, gate_up, layer_cache in zip(self.layers, self.qkv, self.gate_up, cache):
-            if layer_step is None:
-                x = decoder_layer(self.shape, layer, qkv, gate_up, x, positions, visible, unseen, cos, sin, layer_cache)
-            else:
-                x = layer_step(self.shape, layer, qkv, gate_up, x, positions, visible, self.cos, self.sin, layer_cache)
+            x = decoder_layer(self.shape, layer, qkv, gate_up, x, positions, visible, unseen, cos, sin, layer_cache)
             states.append(x)
         states[-1] = self.norm(x)
         return states
@@ -139,7 +135,7 @@ class Shape:
 
 
 def compiled_layer(shape, layer, qkv, gate_up, x, positions, visible, cos_table, sin_table, layer_cache):
-    """decoder_layer as torch.compile takes it (engine/compiled.py): one graph for every number of rows, one included,
+    """decoder_layer as the compiler takes it (engine/aot_step.py): one graph for every number of rows, one included,
     so a token's arithmetic is the same alone (a decode step) and inside a verify pass. Its mask and rotary angles
     are made inside from the positions, and the mask is applied even to one row (where it hides nothing)."""
     torch._check(x.shape[0] == positions.shape[0])  # the rows' count is one symbol for every input
@@ -151,8 +147,7 @@ def compiled_layer(shape, layer, qkv, gate_up, x, positions, visible, cos_table,
 def decoder_layer(shape, layer, qkv, gate_up, x, positions, visible, unseen, cos, sin, layer_cache):
     """One decoder layer over the static cache: transformers' LlamaDecoderLayer, operation for operation.
 
-    A free function of the layer's modules, so that torch.compile makes one graph for all layers (engine/compiled.py):
-    the layers differ only in their weights, which the graph takes as inputs."""
+    A free function of the layer's modules, called for every layer by the eager forward and the compiled export alike."""
     x = x + attention(shape, layer.self_attn, qkv, layer.input_layernorm(x), positions, visible, unseen, cos, sin, layer_cache)
     return x + mlp(layer.mlp, gate_up, layer.post_attention_layernorm(x))
 

@@ -146,7 +146,7 @@ LOAD_TIMES = record({"cold_s": SECONDS, "warm_s": SECONDS}, required=["cold_s", 
 PAIR_LOAD_TIMES = record({"target": LOAD_TIMES, "draft": LOAD_TIMES, "cold_source": NAME}, required=["target", "draft"])
 MEGABYTES = number(0, 2**40)
 COMPILE_REPORT = record(  # engine/compiled.py's CompileReport of one model
-    {"compiled": flag, "seconds": record(dict.fromkeys(["decode", "verify"], SECONDS)), "reason": optional(NAME)},
+    {"compiled": flag, "seconds": record(dict.fromkeys(["compile", "load"], SECONDS)), "reason": optional(NAME)},
     required=["compiled"],
 )
 PAIR = record(  # what the run-details panel shows (models.pair_cache.pair_info); every key optional, unknown ones dropped
