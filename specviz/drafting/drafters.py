@@ -17,6 +17,7 @@ from specviz.engine.drafter import WINDOW_FULL, Drafter, Feedback, Proposal
 from specviz.engine.kv_cache import CachedDecoder, rollback_to_accepted
 from specviz.engine.sampling import SamplingSettings, display_probs, draw
 from specviz.models.feature_head import FeatureCache
+from specviz.models.head_fast_path import fast_head
 
 
 class ModelDrafter(Drafter):
@@ -74,16 +75,17 @@ class FeatureDrafter(Drafter):
     name = "feature"
     wants_target_hidden_states = True
 
-    def __init__(self, head, vocab_size: int) -> None:
+    def __init__(self, head, vocab_size: int, compiled: bool = True) -> None:
         self.head = head
         self.vocab_size = vocab_size
+        self.fast = fast_head(head) if compiled else None  # the head's compiled draft step, where it has one
         self.target_hidden_layers = head.shape.feature_layers  # the last layer first, then any lower ones it fuses
         self.cache = None
         self.features: torch.Tensor | None = None  # (known, hidden): the target's feature after each committed token
         self.true_length = 0  # head positions fed with true features (the rest of the cache is this cycle's drafts)
 
     def start(self, prompt_ids: list[int], prompt_hidden_states: torch.Tensor | None = None) -> None:
-        self.cache = FeatureCache()
+        self.cache = self.fast.new_cache() if self.fast else FeatureCache()
         width = self.head.shape.feature_width
         device = self.head.kept_ids.device
         self.features = prompt_hidden_states if prompt_hidden_states is not None else torch.zeros(0, width, device=device)
@@ -99,19 +101,26 @@ class FeatureDrafter(Drafter):
             return Proposal([], None, None, 0, "no target feature yet")
         device = self.features.device
         token_ids = torch.tensor(committed[first : last + 1], dtype=torch.long, device=device)
-        predicted = self.head.step(token_ids, self.features[first - 1 : last], self.cache)[-1:]  # (1, hidden)
+        predicted, logits = self._step(token_ids, self.features[first - 1 : last])  # (1, hidden), (1, vocab)
         self.true_length = last
         # 2. draft: read out a token, feed back (f̂, x̂), γ times
         tokens, probs_rows, logits_rows = [], [], []
         for step in range(gamma):
-            logits = self.head.logits(predicted)[:, : self.vocab_size].float()  # (1, vocab)
+            logits = logits[:, : self.vocab_size].float()
             token, probs = draw(logits, settings, generator)  # (1,)
             tokens.append(token)
             probs_rows.append(probs)
             logits_rows.append(logits)
             if step + 1 < gamma:  # the prediction stands in for the last layer; lower layers are unknown (zeros)
-                predicted = self.head.step(token, self.head.fed_back(predicted), self.cache)
+                predicted, logits = self._step(token, self.head.fed_back(predicted))
         return Proposal(torch.cat(tokens).tolist(), _stacked(probs_rows), torch.cat(logits_rows), len(tokens), WINDOW_FULL)
+
+    def _step(self, token_ids: torch.Tensor, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Feed positions after the head's cache: f̂ at the last one (1, hidden) and its full-width logits (1, vocab)."""
+        if self.fast is not None:
+            return self.fast.draft_step(token_ids, features, self.cache)  # one compiled call (models/head_fast_path.py)
+        predicted = self.head.step(token_ids, features, self.cache)[-1:]
+        return predicted, self.head.logits(predicted)
 
     def rollback(self, committed: list[int]) -> None:
         self.cache.truncate(self.true_length)  # the drafts' positions go; the true-input ones stay

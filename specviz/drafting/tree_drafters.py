@@ -78,7 +78,9 @@ class FeatureTreeDrafter(TreeDrafter):
     name = "feature tree"
 
     def __init__(self, head, vocab_size: int) -> None:
-        self.chain = FeatureDrafter(head, vocab_size)  # its state: the head's cache and the target's known features
+        self.chain = FeatureDrafter(
+            head, vocab_size, compiled=False
+        )  # eager (head_step_in_tree appends to its cache); its state: the head's cache and the target's known features
         self.head, self.vocab_size = head, vocab_size
         self.wanted_hidden_layers = head.shape.feature_layers
 

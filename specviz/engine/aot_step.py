@@ -52,32 +52,71 @@ class WholeStack(nn.Module):
         return tuple(states)
 
 
-class CompiledStack:
-    """A loaded package: `(token_ids, positions, visible, cache)` → the hidden states, as StaticLlama.forward returns."""
+class CompiledModule:
+    """A loaded package: called with the export's input tensors in order, returns its outputs as a list."""
 
-    def __init__(self, package, constants: dict[str, torch.Tensor], max_visible: int) -> None:
+    def __init__(self, package, constants: dict[str, torch.Tensor]) -> None:
         self._constants = constants  # the package reads these tensors in place: kept alive here
         self._loader = package.loader
+
+    def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
+        return self._loader.boxed_run(list(tensors))
+
+
+class CompiledStack:
+    """A model's compiled stack: `(token_ids, positions, visible, cache)` → the hidden states, as StaticLlama.forward."""
+
+    def __init__(self, compiled: CompiledModule, max_visible: int) -> None:
+        self.compiled = compiled
         self.max_visible = max_visible  # the export's range: longer requests step eager
 
     def __call__(self, token_ids, positions, visible, cache) -> list[torch.Tensor]:
-        return self._loader.boxed_run([token_ids, positions, visible, *cache])
+        return self.compiled(token_ids, positions, visible, *cache)
 
 
-def package_key(forward: StaticLlama, threads: int) -> str:
+def load_or_compile(forward: StaticLlama, new_cache) -> tuple[CompiledStack, str]:
+    """The model's compiled stack and how it was had ("loaded" from the cache, or "compiled" now and saved).
+
+    `new_cache(length)` makes a throwaway cache for the export's example inputs."""
+    context = forward.max_length
+    rows = torch.export.Dim("rows", min=1, max=context)
+    seen = torch.export.Dim("seen", min=2, max=context - 1)  # a lone first token (one position seen) steps eager
+    length = torch.export.Dim("length", min=3, max=context)
+    cache = new_cache(8)
+    device = forward.embed_tokens.weight.device
+    example = (torch.arange(3, device=device), torch.arange(3, 6, device=device), torch.arange(6, device=device), cache)
+    shapes = ({0: rows}, {0: rows}, {0: seen}, [{1: length}] * len(cache))
+    described = {"max_length": context, "device": device.type}
+    compiled, how = load_or_compile_module(WholeStack(forward), example, shapes, described, (static_cache, fused_projections))
+    return CompiledStack(compiled, max_visible=context - 1), how
+
+
+def load_or_compile_module(module: nn.Module, example: tuple, shapes: tuple, described: dict, sources: tuple):
+    """`module`'s package and how it was had: "loaded" from the cache, or "compiled" now (exported with `example`
+    and the symbolic `shapes`) and saved. Its key is everything the code depends on: `described`, the modules of
+    `sources`, this file, torch, the CPU's kernels, the thread count, and the module's tensors' names, shapes and
+    dtypes (not their values, which are read live)."""
+    path = package_folder() / f"{package_key(module, described, sources)}.pt2"
+    how = "loaded"
+    if not path.is_file():
+        compile_package(module, example, shapes, path)
+        how = "compiled"
+    return load(module, path), how
+
+
+def package_key(module: nn.Module, described: dict, sources: tuple) -> str:
     """Everything a package's code depends on, hashed: not the weights' values, which are loaded live."""
-    tensors = [(name, tuple(t.shape), str(t.dtype)) for name, t in _named_tensors(WholeStack(forward)).items()]
-    sources = [inspect.getsource(module) for module in (static_cache, fused_projections)]
+    texts = [inspect.getsource(source) for source in sources]
     with open(__file__, encoding="utf-8") as handle:
-        sources.append(handle.read())
+        texts.append(handle.read())
     described = {
+        **described,
+        "module": type(module).__qualname__,
         "torch": torch.__version__,
         "capability": torch.backends.cpu.get_cpu_capability(),
-        "threads": threads,
-        "device": str(forward.embed_tokens.weight.device.type),
-        "max_length": forward.max_length,
-        "tensors": tensors,
-        "sources": [hashlib.sha256(text.encode()).hexdigest() for text in sources],
+        "threads": torch.get_num_threads(),  # Inductor writes the thread count into its parallel loops
+        "tensors": [(name, tuple(t.shape), str(t.dtype)) for name, t in _named_tensors(module).items()],
+        "sources": [hashlib.sha256(text.encode()).hexdigest() for text in texts],
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:24]
 
@@ -88,55 +127,36 @@ def package_folder() -> Path:
     return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()) / FOLDER_NAME
 
 
-def load_or_compile(forward: StaticLlama, new_cache) -> tuple[CompiledStack, str]:
-    """The model's compiled stack and how it was had ("loaded" from the cache, or "compiled" now and saved).
-
-    `new_cache(length)` makes a throwaway cache for the export's example inputs."""
-    threads = torch.get_num_threads()
-    path = package_folder() / f"{package_key(forward, threads)}.pt2"
-    how = "loaded"
-    if not path.is_file():
-        compile_package(forward, new_cache, path)
-        how = "compiled"
-    return load(forward, path), how
-
-
-def compile_package(forward: StaticLlama, new_cache, path: Path) -> None:
-    """Export the stack with its sizes symbolic, compile it to C++ and save the package (weights left out)."""
-    whole = WholeStack(forward)
-    context = forward.max_length
-    rows = torch.export.Dim("rows", min=1, max=context)
-    seen = torch.export.Dim("seen", min=2, max=context - 1)  # a lone first token (one position seen) steps eager
-    length = torch.export.Dim("length", min=3, max=context)
-    cache = new_cache(8)
-    device = forward.embed_tokens.weight.device
-    example = (torch.arange(3, device=device), torch.arange(3, 6, device=device), torch.arange(6, device=device), cache)
-    shapes = ({0: rows}, {0: rows}, {0: seen}, [{1: length}] * len(cache))
+def compile_package(module: nn.Module, example: tuple, shapes: tuple, path: Path) -> None:
+    """Export the module with its sizes symbolic, compile it to C++ and save the package."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    configs = {"emulate_precision_casts": True}
+    configs = {
+        "emulate_precision_casts": True,  # round to bf16 between fused operations where eager rounds
+        "aot_inductor.force_mmap_weights": True,  # the package's own copy of the weights is mapped, never read (load)
+    }
     with tempfile.TemporaryDirectory(dir=path.parent) as scratch, torch.inference_mode():  # the caches' mode
-        exported = torch.export.export(whole, example, dynamic_shapes=shapes, strict=False)
+        exported = torch.export.export(module, example, dynamic_shapes=shapes, strict=False)
         made = torch._inductor.aoti_compile_and_package(
             exported, package_path=str(Path(scratch) / path.name), inductor_configs=configs
         )
         os.replace(made, path)  # whole or not at all: another process never loads half a package
 
 
-def load(forward: StaticLlama, path: Path) -> CompiledStack:
-    """The package at `path`, reading the model's own weights in place.
+def load(module: nn.Module, path: Path) -> CompiledModule:
+    """The package at `path`, reading the module's own weights in place.
 
     A package carries the weights it was exported with (AOTInductor cannot leave out the small constants it makes
-    itself, such as the int4 kernels' group size), but every weight it names is swapped for the model's own tensor
+    itself, such as the int4 kernels' group size), but every weight it names is swapped for the module's own tensor
     before the first call: what runs is always the loaded model."""
     package = torch._inductor.aoti_load_package(str(path))
-    tensors = _named_tensors(WholeStack(forward))
+    tensors = _named_tensors(module)
     names = package.get_constant_fqns()
     unknown = [name for name in names if name not in tensors and not re.fullmatch(r"constant\d+", name)]
     if unknown:
         raise RuntimeError(f"the compiled package names weights this model lacks: {unknown[:3]}")
     constants = {name: tensors[name] for name in names if name in tensors}
     package.load_constants(constants, check_full_update=False, user_managed=True)
-    return CompiledStack(package, constants, max_visible=forward.max_length - 1)
+    return CompiledModule(package, constants)
 
 
 def _named_tensors(module: nn.Module) -> dict[str, torch.Tensor]:

@@ -71,13 +71,28 @@ def compiler_missing(device: torch.device) -> str | None:
     return None
 
 
-def compile_wanted() -> bool:
-    """Compiling is opt-in ($SPECVIZ_COMPILE=1): the compiled step keeps speculation exact (rows bit-identical alone
-    and in a pass), but Inductor's reductions (RMSNorm's mean, softmax's sums) add in their own order, so its logits
-    are not transformers' own to the bit (up to 0.66 apart on the real pair in int4), and greedy decoding could part
-    from transformers' generate() at a near-tie. The static-cache forward runs eager by default: bit-identical to
-    transformers' eager forward."""
-    return os.environ.get("SPECVIZ_COMPILE", "0").lower() in ("1", "true", "yes")
+COMPILE_BY_DEFAULT_BYTES = 2**30  # above this, compiling waits for $SPECVIZ_COMPILE=1 (the package's own weights)
+
+
+def compile_wanted(model: PreTrainedModel | None = None) -> tuple[bool, str | None]:
+    """Whether to compile the model's step, and why not when not. $SPECVIZ_COMPILE=1 or 0 decides; unset, models
+    up to 1 GiB of weights compile. A loaded package keeps a copy of the weights it was exported with beside the
+    model's own (engine/aot_step.load: measured +0.5 GB resident on SmolLM2-135M's three packages), so a large model
+    compiles only when asked. Compiled logits are not transformers' own to the bit (Inductor sums in its own order:
+    up to 0.6 apart in bf16 on the real pair), but a token's logits are the same alone and inside a verify pass, so
+    speculation stays exactly the compiled target's greedy output; in float32 they agree to rounding."""
+    chosen = os.environ.get("SPECVIZ_COMPILE", "").strip().lower()
+    if chosen in ("1", "true", "yes"):
+        return True, None
+    if chosen in ("0", "false", "no"):
+        return False, "compiling is off ($SPECVIZ_COMPILE=0)"
+    size = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()]) if model is not None else 0
+    if size > COMPILE_BY_DEFAULT_BYTES:
+        return (
+            False,
+            f"the model's weights ({size / 2**30:.1f} GiB) are over 1 GiB: compiling keeps a second copy, so it waits for $SPECVIZ_COMPILE=1",
+        )
+    return True, None
 
 
 class FastModel:
@@ -100,8 +115,8 @@ class FastModel:
         self._compiled: CompiledStack | None = None  # the model's package (engine/aot_step.py), once compiled or loaded
         self._building = threading.Lock()
         self.compiling = False  # True while compile_in_background works: new requests run eager meanwhile
-        if not compile_step:
-            self.report.reason = "compiling is off (opt in with $SPECVIZ_COMPILE=1)"
+        if not compile_step and self.report.reason is None:
+            self.report.reason = "compiling is off"
 
     def new_cache(self, length: int) -> list[torch.Tensor]:
         """A cache for `length` positions (one tensor per layer): a pooled one if long enough, else a new one."""
@@ -193,7 +208,12 @@ def enable(model: PreTrainedModel, compile_step: bool | None = None) -> FastMode
         return None
     if getattr(model.config, "_attn_implementation", None) == "specviz_row_exact":
         return None  # AVX2: verify rows must attend one at a time to stay exact (weight_forms.py); that path stays
-    fast = FastModel(model, compile_wanted() if compile_step is None else compile_step)
+    reason = None
+    if compile_step is None:
+        compile_step, reason = compile_wanted(model)
+    fast = FastModel(model, compile_step)
+    if reason:
+        fast.report.reason = reason
     object.__setattr__(model, ATTRIBUTE, fast)  # not a submodule: the model's state dict stays as it was
     return fast
 
@@ -265,9 +285,11 @@ class FastDecoder(Decoder):
 
 
 def fast_models(pair) -> dict[str, FastModel]:
-    """The pair's models that run on the fast path, by role."""
-    parts = (("target", pair.target), ("draft", pair.draft))
-    found = {role: fast_model(getattr(part, "model", None)) for role, part in parts if part is not None}
+    """The pair's models (and feature head) that run on the fast path, by role."""
+    parts = (("target", pair.target), ("draft", pair.draft), ("feature head", getattr(pair, "feature_head", None)))
+    found = {
+        role: fast_model(getattr(part, "model", None) or getattr(part, "head", None)) for role, part in parts if part is not None
+    }
     return {role: fast for role, fast in found.items() if fast is not None}
 
 

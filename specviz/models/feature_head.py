@@ -142,7 +142,10 @@ class FeatureHead(nn.Module):
 
     def logits(self, predicted: torch.Tensor) -> torch.Tensor:
         """Full-width logits: −∞ outside the kept ids, so q is 0 there (exactness is kept)."""  # (n, hidden) → (n, vocab)
-        kept_logits = self.kept_logits(predicted)
+        return self.widen(self.kept_logits(predicted))
+
+    def widen(self, kept_logits: torch.Tensor) -> torch.Tensor:
+        """Logits over the kept ids → full width, −∞ elsewhere."""  # (n, kept) → (n, vocab)
         full = kept_logits.new_full((*kept_logits.shape[:-1], self.shape.vocab_size), float("-inf"))
         return full.index_copy_(-1, self.kept_ids, kept_logits)
 

@@ -284,9 +284,15 @@ def enable_fast_path(pair: LoadedPair) -> None:
     from specviz.engine.compiled import enable, use_inductor_cache
 
     use_inductor_cache(str(cache_root() / "inductor"))  # specviz's cache folder: a restart reuses the compiled graphs
+    fast_target = None
     for part in (pair.target, pair.draft):
         if part is not None:
-            enable(part.model)
+            fast = enable(part.model)
+            fast_target = fast_target or (fast if part is pair.target else None)
+    if pair.feature_head is not None and fast_target is not None and fast_target.report.compiled:
+        from specviz.models.head_fast_path import enable_fast_head
+
+        enable_fast_head(pair.feature_head.head)  # its draft step compiled like the target's (models/head_fast_path.py)
 
 
 def in_form(loaded: LoadedModel, form: str) -> LoadedModel:
