@@ -105,7 +105,16 @@ def command(args: argparse.Namespace) -> int:
     else:
         print(format_table(result["rows"]))
         if result["greedy_identical"] is not None:
-            print(f"greedy outputs identical across methods: {result['greedy_identical']}")
+            print(f"greedy: speculative output identical to the target alone: {result['greedy_identical']}")
+        if result.get("transformers_identical") is not None:
+            print(
+                f"greedy: transformers' assisted generation identical to our target alone: {result['transformers_identical']}"
+                + (
+                    ""
+                    if result["transformers_identical"]
+                    else " (transformers runs its own forward; the two can part where two logits tie within rounding)"
+                )
+            )
         if others.result.other_cores is not None:
             warning = " (busy: these timings are slowed; run again on a quiet machine)" if others.result.busy else ""
             print(f"other programs used {others.result.other_cores:.2f} cores while this ran{warning}")

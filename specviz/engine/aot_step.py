@@ -78,6 +78,18 @@ def load_or_compile(forward: StaticLlama, new_cache) -> tuple[CompiledStack, str
     """The model's compiled stack and how it was had ("loaded" from the cache, or "compiled" now and saved).
 
     `new_cache(length)` makes a throwaway cache for the export's example inputs."""
+    compiled, how = load_or_compile_module(*_stack_export(forward, new_cache))
+    return CompiledStack(compiled, max_visible=forward.max_length - 1), how
+
+
+def stack_is_cached(forward: StaticLlama, new_cache) -> bool:
+    """Whether the model's package is in the cache (loading it takes about a second; compiling it, a minute or more)."""
+    module, _example, _shapes, described, sources = _stack_export(forward, new_cache)
+    return package_path(module, described, sources).is_file()
+
+
+def _stack_export(forward: StaticLlama, new_cache):
+    """What exporting the stack takes: the module, example inputs, their symbolic sizes, and what its key describes."""
     context = forward.max_length
     rows = torch.export.Dim("rows", min=1, max=context)
     seen = torch.export.Dim("seen", min=2, max=context - 1)  # a lone first token (one position seen) steps eager
@@ -87,8 +99,7 @@ def load_or_compile(forward: StaticLlama, new_cache) -> tuple[CompiledStack, str
     example = (torch.arange(3, device=device), torch.arange(3, 6, device=device), torch.arange(6, device=device), cache)
     shapes = ({0: rows}, {0: rows}, {0: seen}, [{1: length}] * len(cache))
     described = {"max_length": context, "device": device.type}
-    compiled, how = load_or_compile_module(WholeStack(forward), example, shapes, described, (static_cache, fused_projections))
-    return CompiledStack(compiled, max_visible=context - 1), how
+    return WholeStack(forward), example, shapes, described, (static_cache, fused_projections)
 
 
 def load_or_compile_module(module: nn.Module, example: tuple, shapes: tuple, described: dict, sources: tuple):
@@ -96,12 +107,16 @@ def load_or_compile_module(module: nn.Module, example: tuple, shapes: tuple, des
     and the symbolic `shapes`) and saved. Its key is everything the code depends on: `described`, the modules of
     `sources`, this file, torch, the CPU's kernels, the thread count, and the module's tensors' names, shapes and
     dtypes (not their values, which are read live)."""
-    path = package_folder() / f"{package_key(module, described, sources)}.pt2"
+    path = package_path(module, described, sources)
     how = "loaded"
     if not path.is_file():
         compile_package(module, example, shapes, path)
         how = "compiled"
     return load(module, path), how
+
+
+def package_path(module: nn.Module, described: dict, sources: tuple) -> Path:
+    return package_folder() / f"{package_key(module, described, sources)}.pt2"
 
 
 def package_key(module: nn.Module, described: dict, sources: tuple) -> str:

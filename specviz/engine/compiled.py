@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel
 
-from specviz.engine.aot_step import CompiledStack, load_or_compile
+from specviz.engine.aot_step import CompiledStack, load_or_compile, stack_is_cached
 from specviz.engine.kv_cache import Decoder
 from specviz.engine.static_cache import StaticLlama, TreeKeys, is_supported
 from specviz.engine.tree_rows import TreeRows
@@ -187,6 +187,10 @@ class FastModel:
             self._compiled = compiled
             return compiled
 
+    def is_cached(self) -> bool:
+        """Whether building means loading a cached package (about a second), not compiling one."""
+        return stack_is_cached(self.forward, lambda length: self.forward.new_cache(length, self.dtype))
+
     def warm_up(self) -> CompileReport:
         """Compile (or load) the package now: a request then never waits for the compiler."""
         if self.report.compiled:
@@ -299,10 +303,16 @@ def warm_up_pair(pair) -> dict[str, CompileReport]:
 
 
 def compile_pair_in_background(pair, done=lambda reports: None) -> threading.Thread | None:
-    """Compile the pair's graphs one model after the other in a thread; requests meanwhile run eager (each model's
-    `compiling` says so), then compiled. None when there is nothing to compile."""
+    """Load the pair's cached packages now (about a second each), and compile the others one after the other in a
+    thread; requests meanwhile run eager (each model's `compiling` says so), then compiled. None when nothing is
+    left to compile (`done` has then been called already)."""
     waiting = {role: fast for role, fast in fast_models(pair).items() if fast.report.compiled}
+    for role, fast in list(waiting.items()):
+        if fast.is_cached():  # a restart: loading takes about a second, so the first request already runs compiled
+            fast.warm_up()
+            del waiting[role]
     if not waiting:
+        done({role: fast.report for role, fast in fast_models(pair).items()})
         return None
     for fast in waiting.values():
         fast.compiling = True

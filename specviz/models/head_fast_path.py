@@ -18,7 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from specviz.engine import static_cache
-from specviz.engine.aot_step import CompiledModule, load_or_compile_module
+from specviz.engine.aot_step import CompiledModule, load_or_compile_module, package_path
 from specviz.engine.compiled import ATTRIBUTE, CACHE_CHUNK, CompileReport, compiler_missing
 from specviz.engine.static_cache import Shape, reduced_attention
 from specviz.models import feature_head
@@ -120,7 +120,7 @@ class FastHead:
                 return self._compiled
             started = time.perf_counter()
             try:
-                self._compiled, how = _load_or_compile(self.step_module)
+                self._compiled, how = load_or_compile_module(*_step_export(self.step_module))
             except Exception as error:  # a broken toolchain must not stop drafting: say so once, run eager
                 reason = f"compiling the head's step failed ({type(error).__name__}: {str(error).splitlines()[0][:160]}), so it runs eager"
                 print(f"specviz: {reason}.")
@@ -128,6 +128,11 @@ class FastHead:
                 return None
             self.report.seconds["compile" if how == "compiled" else "load"] = time.perf_counter() - started
             return self._compiled
+
+    def is_cached(self) -> bool:
+        """Whether building means loading a cached package, not compiling one."""
+        module, _example, _shapes, described, sources = _step_export(self.step_module)
+        return package_path(module, described, sources).is_file()
 
     def warm_up(self) -> CompileReport:
         self.build()
@@ -150,7 +155,8 @@ def fast_head(head: FeatureHead) -> FastHead | None:
     return getattr(head, ATTRIBUTE, None)
 
 
-def _load_or_compile(step: DraftStep) -> tuple[CompiledModule, str]:
+def _step_export(step: DraftStep):
+    """What exporting the draft step takes: the module, example inputs, their symbolic sizes, what its key describes."""
     head = step.head
     device = head.embedding.device
     rows = torch.export.Dim("rows", min=1, max=4096)
@@ -165,7 +171,7 @@ def _load_or_compile(step: DraftStep) -> tuple[CompiledModule, str]:
     )
     shapes = ({0: rows}, {0: rows}, {0: rows}, {0: seen}, {1: length})
     described = {"device": device.type, "form": head.form, "shape": repr(head.shape)}
-    return load_or_compile_module(step, example, shapes, described, (static_cache, feature_head))
+    return step, example, shapes, described, (static_cache, feature_head)
 
 
 def _new_cache(head: FeatureHead, capacity: int) -> torch.Tensor:
