@@ -44,7 +44,9 @@ def main() -> None:
         cells = []
         for m in rows:
             x = torch.randn(m, in_features, dtype=torch.bfloat16)
-            seconds = timed(lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, GROUP, scales))
+            seconds = timed(
+                lambda x=x, packed=packed, scales=scales: torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, GROUP, scales)
+            )
             cells.append(f"{1e6 * seconds:8.1f} µs {megabytes / seconds / 1e3:5.1f} GB/s")
         print(f"{name:>8} {f'{out_features} × {in_features}':>12} " + " ".join(f"{c:>22}" for c in cells))
 
