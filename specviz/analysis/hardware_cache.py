@@ -50,6 +50,7 @@ def hardware_sentence(pair_name: str, path: Path | None = None, device: str | No
     try:
         sizes = f"{_short(e['draft'])} ({_size(e['draft_parameters'])}) → {_short(e['target'])} ({_size(e['target_parameters'])})"
         threads = f", {e['threads']} thread{'s' if e['threads'] != 1 else ''}" if e.get("threads") else ""
+        threads += f", {e['engine']}" if e.get("engine") else ", an earlier engine: measure again with `hardware --save`"
         sentence = (
             f"On this machine ({e['device_name']}{threads}, {e['dtype']}, {_weights(e)}), "
             f"{sizes} costs τ = {e['tau']:.3f} per draft step and ν = {e['verify_cost']:.2f} target steps per verify pass "

@@ -80,7 +80,7 @@ def measure_and_print(args: argparse.Namespace) -> int:
         alpha, alpha_source = heldout_alpha(name, entry, catalogue)
     models = hardware.build_models(plan)
     times = hardware.measure(plan, gamma, repeats=args.repeats, models=models)
-    result = hardware.report(plan, times, alpha, alpha_source)
+    result = hardware.report(plan, times, alpha, alpha_source, engine=hardware.engine_of(models))
     if args.rows:
         result.update(hardware.verify_curve(plan, models, args.rows, repeats=args.repeats))
     if batches:
@@ -95,6 +95,7 @@ def measure_and_print(args: argparse.Namespace) -> int:
         f"{name}: draft {result['draft']} ({result['draft_parameters'] / 1e6:,.1f}M) → target {result['target']} "
         f"({result['target_parameters'] / 1e6:,.1f}M), {result['dtype']} on {result['device']} ({result['device_name']}), weights: {result['weights']}"
     )
+    print(f"  engine: {result['engine']}")
     print(
         f"  draft step {result['draft_step_ms']:.2f} ms, target step {result['target_step_ms']:.2f} ms, "
         f"verify over γ + 1 = {gamma + 1}: {result['verify_ms']:.2f} ms"

@@ -20,6 +20,7 @@ from specviz.analysis.hardware_cache import cache_path, hardware_sentence, load_
 from specviz.analysis.readings import verify_costs_of
 from specviz.analysis.timing import StepTimes, measure_pass_seconds, measure_step_times, predicted
 from specviz.deployment.memory import forward_activation_bytes, kv_bytes_per_token
+from specviz.engine.compiled import enable, fast_model
 from specviz.models.catalogue import Catalogue, Pair
 from specviz.models.footprint import count_parameters, needed_bytes, recorded_config, too_big_sentence
 from specviz.models.loading import choose_device, choose_dtype, is_local
@@ -107,7 +108,24 @@ def build_models(p: Plan) -> tuple[PreTrainedModel, PreTrainedModel]:
             return read_model(reference, p.dtype).to(p.device).eval()
         return build_random(config, p.dtype, p.device, seed=seed)
 
-    return build(p.target, p.target_config, 0), build(p.draft, p.draft_config, 1)
+    models = build(p.target, p.target_config, 0), build(p.draft, p.draft_config, 1)
+    for model in models:  # timed as the engine runs them: on the fast path, compiled before anything is timed
+        fast = enable(model)
+        if fast is not None:
+            fast.warm_up()
+    return models
+
+
+def engine_of(models: tuple[PreTrainedModel, PreTrainedModel]) -> str:
+    """How the engine ran the timed models, in a few words (the numbers are only as true as this)."""
+    kinds = []
+    for model in models:
+        fast = fast_model(model)
+        if fast is None:
+            kinds.append("transformers' forward and dynamic cache")
+        else:
+            kinds.append("static cache, compiled" if fast.report.compiled else "static cache, eager")
+    return kinds[0] if kinds[0] == kinds[1] else f"target: {kinds[0]}; draft: {kinds[1]}"
 
 
 def weights_of(p: Plan) -> str:
@@ -147,7 +165,7 @@ def verify_curve(p: Plan, models: tuple[PreTrainedModel, PreTrainedModel], max_r
     }
 
 
-def report(p: Plan, times: StepTimes, alpha: float | None, alpha_source: str | None) -> dict:
+def report(p: Plan, times: StepTimes, alpha: float | None, alpha_source: str | None, engine: str | None = None) -> dict:
     """The JSON of `hardware`: sizes, timings, τ, ν and what they predict (through readings_of_steps)."""
     m = predicted(times, alpha)
     return {
@@ -159,6 +177,7 @@ def report(p: Plan, times: StepTimes, alpha: float | None, alpha_source: str | N
         "threads": torch.get_num_threads() if p.device.type == "cpu" else None,
         "dtype": str(p.dtype).replace("torch.", ""),
         "weights": weights_of(p),
+        "engine": engine,
         "target_parameters": p.target_parameters,
         "draft_parameters": p.draft_parameters,
         "gamma": times.gamma,
