@@ -1,8 +1,8 @@
 """The fast path's step compiled ahead of time: a model's whole static-cache forward as one AOTInductor package.
 
 torch.compile of one decoder layer left a Python wrapper and Dynamo's entry around every layer call: on SmolLM2-135M
-(30 layers, 2 CPU threads) about 4 ms of a 9.4 ms step. AOTInductor exports the whole stack once (embedding, every
-layer, the final norm) and compiles it to a C++ function: a step is then one call with no Python inside, 5.8 ms.
+(30 layers, 2 CPU threads) about 4 ms of a 9.4 ms step. AOTInductor exports the whole stack once (every layer
+and the final norm; the embedding lookup stays one eager operation) and compiles it to a C++ function: a step is then one call with no Python inside, 5.8 ms.
 
 - One package serves every number of rows, one included: the rows' count is a symbol of the export, so a decode step
   and a verify pass run the same kernels and a token's arithmetic is the same alone and inside a pass (the attention
@@ -34,17 +34,17 @@ FOLDER_NAME = "specviz-aot"  # beside Inductor's own caches (engine/compiled.py'
 
 
 class WholeStack(nn.Module):
-    """StaticLlama's forward as export takes it: every layer through compiled_layer, the states as a tuple."""
+    """StaticLlama's forward after the embedding, as export takes it: every layer through compiled_layer. The
+    embedding lookup stays outside (one eager operation), so the package carries no copy of the embedding table."""
 
     def __init__(self, forward: StaticLlama) -> None:
         super().__init__()
         self.stack = forward
 
-    def forward(self, token_ids, positions, visible, cache):  # (n,), (n,), (visible,), [(2 · kv_heads, length, head_dim)]
+    def forward(self, x, positions, visible, cache):  # (n, hidden), (n,), (visible,), [(2 · kv_heads, length, head_dim)]
         stack = self.stack
-        torch._check(token_ids.shape[0] == positions.shape[0])
-        x = stack.embed_tokens(token_ids)
-        states = [x]
+        torch._check(x.shape[0] == positions.shape[0])
+        states = []
         for layer, qkv, gate_up, layer_cache in zip(stack.layers, stack.qkv, stack.gate_up, cache):
             x = compiled_layer(stack.shape, layer, qkv, gate_up, x, positions, visible, stack.cos, stack.sin, layer_cache)
             states.append(x)
@@ -66,12 +66,14 @@ class CompiledModule:
 class CompiledStack:
     """A model's compiled stack: `(token_ids, positions, visible, cache)` → the hidden states, as StaticLlama.forward."""
 
-    def __init__(self, compiled: CompiledModule, max_visible: int) -> None:
+    def __init__(self, compiled: CompiledModule, embed: nn.Module, max_visible: int) -> None:
         self.compiled = compiled
+        self.embed = embed
         self.max_visible = max_visible  # the export's range: longer requests step eager
 
     def __call__(self, token_ids, positions, visible, cache) -> list[torch.Tensor]:
-        return self.compiled(token_ids, positions, visible, *cache)
+        x = self.embed(token_ids)
+        return [x, *self.compiled(x, positions, visible, *cache)]
 
 
 def load_or_compile(forward: StaticLlama, new_cache) -> tuple[CompiledStack, str]:
@@ -79,7 +81,7 @@ def load_or_compile(forward: StaticLlama, new_cache) -> tuple[CompiledStack, str
 
     `new_cache(length)` makes a throwaway cache for the export's example inputs."""
     compiled, how = load_or_compile_module(*_stack_export(forward, new_cache))
-    return CompiledStack(compiled, max_visible=forward.max_length - 1), how
+    return CompiledStack(compiled, forward.embed_tokens, max_visible=forward.max_length - 1), how
 
 
 def stack_is_cached(forward: StaticLlama, new_cache) -> bool:
@@ -95,8 +97,10 @@ def _stack_export(forward: StaticLlama, new_cache):
     seen = torch.export.Dim("seen", min=2, max=context - 1)  # a lone first token (one position seen) steps eager
     length = torch.export.Dim("length", min=3, max=context)
     cache = new_cache(8)
-    device = forward.embed_tokens.weight.device
-    example = (torch.arange(3, device=device), torch.arange(3, 6, device=device), torch.arange(6, device=device), cache)
+    embedding = forward.embed_tokens.weight
+    device = embedding.device
+    rows_in = torch.zeros(3, embedding.shape[1], dtype=embedding.dtype, device=device)
+    example = (rows_in, torch.arange(3, 6, device=device), torch.arange(6, device=device), cache)
     shapes = ({0: rows}, {0: rows}, {0: seen}, [{1: length}] * len(cache))
     described = {"max_length": context, "device": device.type}
     return WholeStack(forward), example, shapes, described, (static_cache, fused_projections)

@@ -75,7 +75,8 @@ COMPILE_BY_DEFAULT_BYTES = 2**30  # above this, compiling waits for $SPECVIZ_COM
 def compile_wanted(model: PreTrainedModel | None = None) -> tuple[bool, str | None]:
     """Whether to compile the model's step, and why not when not. $SPECVIZ_COMPILE=1 or 0 decides; unset, models
     up to 1 GiB of weights compile. A loaded package keeps a copy of the weights it was exported with beside the
-    model's own (engine/aot_step.load: measured +0.5 GB resident on SmolLM2-135M's three packages), so a large model
+    model's own (engine/aot_step.load: measured +0.18 GB resident on SmolLM2-135M's three packages, whose layers hold
+    0.1 GB in int4; the embedding table stays out of them), so a large model
     compiles only when asked. Compiled logits are not transformers' own to the bit (Inductor sums in its own order:
     up to 0.6 apart in bf16 on the real pair), but a token's logits are the same alone and inside a verify pass, so
     speculation stays exactly the compiled target's greedy output; in float32 they agree to rounding."""

@@ -45,25 +45,27 @@ class StaticFeatureCache:
 
 
 class DraftStep(nn.Module):
-    """One draft step over the static cache: (tokens, their input features, positions, visible, cache) → (f̂ at each
-    position, the kept ids' logits of the last one). FeatureHead.step's arithmetic, with the attention written as
+    """One draft step over the static cache: (the tokens' embeddings, their input features, positions, visible,
+    cache) → (f̂ at each position, the kept ids' logits of the last one). FeatureHead.step's arithmetic, with the attention written as
     the compiler's reductions (engine/static_cache.reduced_attention)."""
 
     def __init__(self, head: FeatureHead) -> None:
         super().__init__()
         self.head = head
-        # the borrowed embedding and the rotary frequencies are plain attributes of the head: as buffers here they are
-        # weights the package reads live (engine/aot_step.load), not constants frozen into it
-        self.register_buffer("embedding", head.embedding, persistent=False)
+        # the rotary frequencies are a plain attribute of the head: as a buffer here they are read live
+        # (engine/aot_step.load), not a constant frozen into the package; the borrowed embedding is looked up outside
+        # (draft_step), so the package carries no copy of the target's embedding table
         self.register_buffer("rope_inverse", head.rope_inverse.to(head.embedding.device), persistent=False)
         shape = head.shape
         self.attention_shape = Shape(shape.heads, shape.kv_heads, shape.head_dim, shape.head_dim**-0.5)
 
-    def forward(self, token_ids, features, positions, visible, cache):  # (n,), (n, width), (n,), (visible,), (2 kv, length, d)
+    def forward(
+        self, embedded, features, positions, visible, cache
+    ):  # (n, hidden), (n, width), (n,), (visible,), (2 kv, length, d)
         head, shape = self.head, self.head.shape
-        torch._check(token_ids.shape[0] == positions.shape[0])
-        rows, heads, kv_heads, head_dim = token_ids.shape[0], shape.heads, shape.kv_heads, shape.head_dim
-        embedded = F.embedding(token_ids, self.embedding).to(features.dtype)
+        torch._check(embedded.shape[0] == positions.shape[0])
+        rows, heads, kv_heads, head_dim = embedded.shape[0], shape.heads, shape.kv_heads, shape.head_dim
+        embedded = embedded.to(features.dtype)
         last, *lower = features.split(shape.hidden, dim=-1)
         lower = [norm(state) for norm, state in zip(head.lower_norms, lower)]
         x = head.fuse(torch.cat([embedded, last, *lower], dim=-1))  # (n, hidden)
@@ -109,7 +111,8 @@ class FastHead:
         features = features.view(rows, -1).to(self.head.input_norm.weight.dtype)
         compiled = None if self.compiling or start + rows < 2 else (self._compiled or self.build())
         step = compiled if compiled is not None else self.step_module
-        predicted, kept = step(token_ids, features, positions, visible, cache.tensor)
+        embedded = F.embedding(token_ids, self.head.embedding)
+        predicted, kept = step(embedded, features, positions, visible, cache.tensor)
         cache.length = start + rows
         return predicted[-1:], self.head.widen(kept)
 
@@ -163,7 +166,7 @@ def _step_export(step: DraftStep):
     seen = torch.export.Dim("seen", min=2, max=65535)
     length = torch.export.Dim("length", min=3, max=65536)
     example = (
-        torch.arange(3, device=device),
+        torch.zeros(3, head.shape.hidden, dtype=head.embedding.dtype, device=device),
         torch.zeros(3, head.shape.feature_width, dtype=head.input_norm.weight.dtype, device=device),
         torch.arange(3, 6, device=device),
         torch.arange(6, device=device),
