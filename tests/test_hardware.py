@@ -124,6 +124,7 @@ def test_hardware_json_and_the_saved_sentence(tiny_catalogue, tmp_path):
     assert [row["alpha"] for row in output["predictions"]] == [0.5, 0.6, 0.7, 0.8, 0.9]
     sentence = hardware_sentence("tiny-pair", path=tmp_path / "cache" / "hardware.json", device="cpu")
     assert sentence and "τ = " in sentence and "α = 0.80" in sentence, sentence
+    assert output["engine"] and output["engine"] in sentence  # which engine was timed: the numbers' meaning
     assert hardware_sentence("other-pair", path=tmp_path / "cache" / "hardware.json", device="cpu") is None
     assert hardware_sentence("tiny-pair", path=tmp_path / "nothing-here.json", device="cpu") is None
 

@@ -14,6 +14,7 @@ from specviz.engine import (
     SamplingSettings,
     speculative_decode,
 )
+from specviz.engine.compiled import FastDecoder, FastModel
 from specviz.models.feature_head import head_from_target
 from tests.tiny import fake_vocabulary, tiny_llama
 
@@ -38,9 +39,9 @@ def reference_joint(target, top_k: int) -> torch.Tensor:
     return torch.stack([first[a] * next_token_probs(PROMPT + [a]) for a in range(VOCAB)])  # (VOCAB, VOCAB)
 
 
-def speculative_counts(target, drafter_factory, settings: DecodeSettings) -> torch.Tensor:
+def speculative_counts(target, drafter_factory, settings: DecodeSettings, target_decoder=None) -> torch.Tensor:
     counts = torch.zeros(VOCAB, VOCAB)
-    target_decoder = CachedDecoder(target, VOCAB)
+    target_decoder = target_decoder or CachedDecoder(target, VOCAB)
     drafter = drafter_factory()
     for seed in range(N_SAMPLES):
         seeded = DecodeSettings(**{**settings.__dict__, "seed": seed})
@@ -83,6 +84,24 @@ def test_speculative_sampling_matches_the_target_distribution(target, draft, dra
     factory = factories[drafter_kind]
     counts = speculative_counts(target, factory, settings)
     p_value = chi_square_p_value(counts, reference_joint(target, top_k))
+    assert p_value > SIGNIFICANCE, f"samples do not follow the target's distribution (chi-square p = {p_value:.2e})"
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_speculative_sampling_on_the_fast_path_matches_the_target_distribution(target, draft, compiled, tmp_path, monkeypatch):
+    """The same test with both models on the fast path (engine/compiled.py): the static cache run eager, and the
+    compiled package; the reference is still transformers' own forward."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    fast_target, fast_draft = FastModel(target, compile_step=compiled), FastModel(draft, compile_step=compiled)
+    if compiled:
+        if not fast_target.report.compiled:
+            pytest.skip(fast_target.report.reason)
+        assert set(fast_target.warm_up().seconds) == {"compile"}
+        assert set(fast_draft.warm_up().seconds) == {"load"}  # the same layout: the target's package, the draft's weights
+    settings = DecodeSettings(max_new_tokens=3, gamma=3, sampling=SamplingSettings(temperature=1.0))
+    drafter = lambda: ModelDrafter(FastDecoder(fast_draft, VOCAB))  # noqa: E731
+    counts = speculative_counts(target, drafter, settings, target_decoder=FastDecoder(fast_target, VOCAB))
+    p_value = chi_square_p_value(counts, reference_joint(target, 0))
     assert p_value > SIGNIFICANCE, f"samples do not follow the target's distribution (chi-square p = {p_value:.2e})"
 
 
