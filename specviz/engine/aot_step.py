@@ -1,8 +1,9 @@
 """The fast path's step compiled ahead of time: a model's whole static-cache forward as one AOTInductor package.
 
 torch.compile of one decoder layer left a Python wrapper and Dynamo's entry around every layer call: on SmolLM2-135M
-(30 layers, 2 CPU threads) about 4 ms of a 9.4 ms step. AOTInductor exports the whole stack once (every layer
-and the final norm; the embedding lookup stays one eager operation) and compiles it to a C++ function: a step is then one call with no Python inside, 5.8 ms.
+(30 layers, 2 CPU threads) about 4 ms of a 9.4 ms step. AOTInductor exports the whole stack once (every layer and
+the final norm; the embedding lookup stays one eager operation) and compiles it to a C++ function: a step is then
+one call with no Python inside, 5.5–6 ms.
 
 - One package serves every number of rows, one included: the rows' count is a symbol of the export, so a decode step
   and a verify pass run the same kernels and a token's arithmetic is the same alone and inside a pass (the attention

@@ -57,6 +57,21 @@ def use_inductor_cache(folder: str) -> None:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
 
 
+def timed_build(report: CompileReport, what: str, make):
+    """`make()` (load a package from the cache, or compile one), timed into `report` as "load" or "compile"; on
+    failure, one line says so, `report` turns eager, and None is returned: a broken toolchain must not stop decoding."""
+    started = time.perf_counter()
+    try:
+        built, how = make()
+    except Exception as error:
+        reason = f"compiling {what} failed ({type(error).__name__}: {str(error).splitlines()[0][:160]}), so it runs eager"
+        print(f"specviz: {reason}.")
+        report.compiled, report.reason = False, reason
+        return None
+    report.seconds["compile" if how == "compiled" else "load"] = time.perf_counter() - started
+    return built
+
+
 def compiler_missing(device: torch.device) -> str | None:
     """Why compiling cannot work here, in one sentence; None when it can. (With torch.compile of one layer, AVX2
     kernels once gave NaN logits; the AOTInductor package matched eager under ATEN_CPU_CAPABILITY=avx2 in float32,
@@ -170,21 +185,10 @@ class FastModel:
     def build(self) -> CompiledStack | None:
         """Load the model's package from the cache, or export and compile it (timed); on failure, eager from then on."""
         with self._building:
-            if self._compiled is not None or not self.report.compiled:
-                return self._compiled
-            started = time.perf_counter()
-            try:
-                compiled, how = load_or_compile(self.forward, lambda length: self.forward.new_cache(length, self.dtype))
-            except Exception as error:  # a broken toolchain must not stop decoding: say so once, run eager
-                reason = (
-                    f"compiling the step failed ({type(error).__name__}: {str(error).splitlines()[0][:160]}), so it runs eager"
-                )
-                print(f"specviz: {reason}.")
-                self.report.compiled, self.report.reason = False, reason
-                return None
-            self.report.seconds["compile" if how == "compiled" else "load"] = time.perf_counter() - started
-            self._compiled = compiled
-            return compiled
+            if self._compiled is None and self.report.compiled:
+                new_cache = lambda length: self.forward.new_cache(length, self.dtype)  # noqa: E731
+                self._compiled = timed_build(self.report, "the step", lambda: load_or_compile(self.forward, new_cache))
+            return self._compiled
 
     def is_cached(self) -> bool:
         """Whether building means loading a cached package (about a second), not compiling one."""

@@ -11,7 +11,6 @@ from, and what is accepted is judged against the target's p as before.
 from __future__ import annotations
 
 import threading
-import time
 
 import torch
 from torch import nn
@@ -19,7 +18,7 @@ from torch.nn import functional as F
 
 from specviz.engine import static_cache
 from specviz.engine.aot_step import CompiledModule, load_or_compile_module, package_path
-from specviz.engine.compiled import ATTRIBUTE, CACHE_CHUNK, CompileReport, compiler_missing
+from specviz.engine.compiled import ATTRIBUTE, CACHE_CHUNK, CompileReport, compiler_missing, timed_build
 from specviz.engine.static_cache import Shape, reduced_attention
 from specviz.models import feature_head
 from specviz.models.feature_head import FeatureHead, _rotate
@@ -119,17 +118,9 @@ class FastHead:
     def build(self) -> CompiledModule | None:
         """Load the head's package from the cache, or export and compile it (timed); on failure, eager from then on."""
         with self._building:
-            if self._compiled is not None or not self.report.compiled:
-                return self._compiled
-            started = time.perf_counter()
-            try:
-                self._compiled, how = load_or_compile_module(*_step_export(self.step_module))
-            except Exception as error:  # a broken toolchain must not stop drafting: say so once, run eager
-                reason = f"compiling the head's step failed ({type(error).__name__}: {str(error).splitlines()[0][:160]}), so it runs eager"
-                print(f"specviz: {reason}.")
-                self.report.compiled, self.report.reason = False, reason
-                return None
-            self.report.seconds["compile" if how == "compiled" else "load"] = time.perf_counter() - started
+            if self._compiled is None and self.report.compiled:
+                make = lambda: load_or_compile_module(*_step_export(self.step_module))  # noqa: E731
+                self._compiled = timed_build(self.report, "the head's step", make)
             return self._compiled
 
     def is_cached(self) -> bool:
