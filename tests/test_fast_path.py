@@ -241,6 +241,8 @@ def test_a_compiled_package_runs_the_loaded_models_weights_and_is_loaded_on_rest
         pytest.skip(first.report.reason)
     assert set(first.warm_up().seconds) == {"compile"}
     second = enable(second_model, compile_step=True)
+    if second is None:  # AVX2 kernels: weight-only forms attend row by row, off the fast path (models/weight_forms.py)
+        pytest.skip("weight-only models stay off the fast path on AVX2 kernels")
     pair, reports = SimpleNamespace(target=SimpleNamespace(model=second_model), draft=None), []
     assert compile_pair_in_background(pair, reports.append) is None  # cached: loaded at once, no thread
     assert set(reports[0]["target"].seconds) == {"load"} and set(second.report.seconds) == {"load"}
