@@ -279,16 +279,16 @@ def load_pair(
 
 
 def enable_fast_path(pair: LoadedPair) -> None:
-    """Both models decode over a static cache with a compiled step where their layout allows (engine/compiled.py);
-    nothing compiles here: the first step of each graph does, or `warm_up_fast_path`."""
-    from specviz.engine.compiled import enable, use_inductor_cache
+    """Both models decode over a static cache with a compiled step where their layout allows (engine/compiled.py), and
+    a feature head drafts with a compiled step beside a compiled target (models/head_fast_path.py). Nothing compiles
+    here: `warm_up_pair` (the CLI, before timing) or the app's background compile does, else the first step."""
+    from specviz.engine.compiled import enable, fast_model, use_inductor_cache
 
     use_inductor_cache(str(cache_root() / "inductor"))  # specviz's cache folder: a restart reuses the compiled graphs
-    fast_target = None
     for part in (pair.target, pair.draft):
         if part is not None:
-            fast = enable(part.model)
-            fast_target = fast_target or (fast if part is pair.target else None)
+            enable(part.model)
+    fast_target = fast_model(pair.target.model)
     if pair.feature_head is not None and fast_target is not None and fast_target.report.compiled:
         from specviz.models.head_fast_path import enable_fast_head
 
