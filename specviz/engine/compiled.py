@@ -1,10 +1,10 @@
 """The fast path: a model's step over a static KV cache, compiled ahead of time into one C++ function per model.
 
-gpt-fast's design, with AOTInductor instead of torch.compile's Python wrapper (engine/aot_step.py): the whole stack,
-embedding to final norm, is exported once with its sizes symbolic and compiled into a package that serves every row
-count, one included, so a decode step and a verify pass run the same kernels and a token's logits are bit-identical
-alone and inside a pass. The attended length and the cache's length are symbolic too, so nothing recompiles as a
-request grows. Packages are kept in specviz's cache folder: a restart loads one in about a second.
+gpt-fast's design, with AOTInductor instead of torch.compile's Python wrapper (engine/aot_step.py): every layer and
+the final norm (the embedding lookup stays one eager operation) are exported once with their sizes symbolic and
+compiled into a package that serves every row count, one included, so a decode step and a verify pass run the same
+kernels and a token's logits are bit-identical alone and inside a pass. The attended length and the cache's length
+are symbolic too, so nothing recompiles as a request grows. Packages are kept in specviz's cache folder: a restart loads one in about a second.
 
 `FastDecoder` is `CachedDecoder` with the same methods, so the engine, the drafters and the rollback helper do not
 know which one they hold. Where compiling cannot work (no C++ compiler on a CPU machine, or the compiler fails), the
@@ -87,12 +87,11 @@ def compiler_missing(device: torch.device) -> str | None:
 COMPILE_BY_DEFAULT_BYTES = 2**30  # above this, compiling waits for $SPECVIZ_COMPILE=1 (the package's own weights)
 
 
-def compile_wanted(model: PreTrainedModel | None = None) -> tuple[bool, str | None]:
+def compile_wanted(model: PreTrainedModel) -> tuple[bool, str | None]:
     """Whether to compile the model's step, and why not when not. $SPECVIZ_COMPILE=1 or 0 decides; unset, models
     up to 1 GiB of weights compile. A loaded package keeps a copy of the weights it was exported with beside the
     model's own (engine/aot_step.load: measured +0.18 GB resident on SmolLM2-135M's three packages, whose layers hold
-    0.1 GB in int4; the embedding table stays out of them), so a large model
-    compiles only when asked. Compiled logits are not transformers' own to the bit (Inductor sums in its own order:
+    0.1 GB in int4; the embedding table stays out of them), so a large model compiles only when asked. Compiled logits are not transformers' own to the bit (Inductor sums in its own order:
     up to 0.6 apart in bf16 on the real pair), but a token's logits are the same alone and inside a verify pass, so
     speculation stays exactly the compiled target's greedy output; in float32 they agree to rounding."""
     chosen = os.environ.get("SPECVIZ_COMPILE", "").strip().lower()
@@ -100,7 +99,7 @@ def compile_wanted(model: PreTrainedModel | None = None) -> tuple[bool, str | No
         return True, None
     if chosen in ("0", "false", "no"):
         return False, "compiling is off ($SPECVIZ_COMPILE=0)"
-    size = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()]) if model is not None else 0
+    size = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
     if size > COMPILE_BY_DEFAULT_BYTES:
         return (
             False,
