@@ -132,16 +132,10 @@ def ours(pair, prompts: list[str], settings: DecodeSettings, mode: str, drafter:
 
 def uncompiled(pair, measure):
     """`measure()` with the fast path's static-cache forward run eager (the default without $SPECVIZ_COMPILE=1)."""
-    from specviz.engine.compiled import fast_models
+    from specviz.engine.compiled import eager_meanwhile
 
-    models = fast_models(pair).values()
-    for fast in models:
-        fast.compiling = True  # what a request sees while the graphs compile: the eager static-cache step
-    try:
+    with eager_meanwhile(pair):  # what a request sees while the packages compile: the eager static-cache step
         return measure()
-    finally:
-        for fast in models:
-            fast.compiling = False
 
 
 def ours_eager(pair, prompts: list[str], settings: DecodeSettings) -> tuple[float, float]:

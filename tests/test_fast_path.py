@@ -15,7 +15,15 @@ import torch
 
 from specviz.drafting.drafters import ModelDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode, speculative_decode
-from specviz.engine.compiled import FastDecoder, FastModel, compile_pair_in_background, decoder_for, enable, fast_model
+from specviz.engine.compiled import (
+    FastDecoder,
+    FastModel,
+    decoder_for,
+    enable,
+    fast_model,
+    load_cached_packages,
+    pair_engine,
+)
 from specviz.engine.fused_projections import FusedProjections, fuse
 from specviz.engine.static_cache import is_supported
 from tests.tiny import fake_vocabulary, tiny_llama
@@ -192,7 +200,9 @@ def test_a_failing_compiler_falls_back_to_eager_with_one_line(target, monkeypatc
         raise RuntimeError("C++ compile error: no compiler")
 
     monkeypatch.setattr("specviz.engine.compiled.load_or_compile", broken)
+    fast.warm_up()  # compiling happens before requests (the CLI, or the app's worker process), never inside one
     decoder = FastDecoder(fast, VOCAB)
+    assert decoder.engine == "eager"
     logits = decoder.feed(PROMPT)
     torch.testing.assert_close(logits, CachedDecoder(target, VOCAB).feed(PROMPT), rtol=0, atol=1e-4)
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("specviz:")]
@@ -243,9 +253,9 @@ def test_a_compiled_package_runs_the_loaded_models_weights_and_is_loaded_on_rest
     second = enable(second_model, compile_step=True)
     if second is None:  # AVX2 kernels: weight-only forms attend row by row, off the fast path (models/weight_forms.py)
         pytest.skip("weight-only models stay off the fast path on AVX2 kernels")
-    pair, reports = SimpleNamespace(target=SimpleNamespace(model=second_model), draft=None), []
-    assert compile_pair_in_background(pair, reports.append) is None  # cached: loaded at once, no thread
-    assert set(reports[0]["target"].seconds) == {"load"} and set(second.report.seconds) == {"load"}
+    pair = SimpleNamespace(target=SimpleNamespace(model=second_model), draft=None)
+    assert load_cached_packages(pair) == {}  # cached: loaded at once, nothing left to compile
+    assert set(second.report.seconds) == {"load"} and pair_engine(pair) == "compiled"
     for fast, model in ((first, first_model), (second, second_model)):
         got = FastDecoder(fast, VOCAB)
         got.feed(PROMPT[:1])

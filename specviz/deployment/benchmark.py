@@ -48,6 +48,7 @@ class MethodResult:
     tree_outcomes: list[tuple[tuple[int, ...], tuple[int, ...]]] = field(
         default_factory=list
     )  # a tree's (parents, path) per cycle
+    engines: set[str] = field(default_factory=set)  # what the target ran on, per request (engine/events.RunStarted)
 
     @property
     def tally(self) -> Tally:
@@ -57,6 +58,7 @@ class MethodResult:
     def add(self, events: list) -> Summary:
         """One request's events: its latency and summary kept; the summary returned."""
         summary: Summary = events[-1]
+        self.engines.add(getattr(events[0], "engine", "") or "unknown")
         self.tree_outcomes += [(e.parents, e.accepted_nodes) for e in events if getattr(e, "is_tree", False)]
         self.latencies.append(LatencyStats.of_events(events))
         self.summaries.append(summary)
@@ -184,8 +186,14 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float,
         "verify_cost": m.verify_cost,
         "predicted_with_verify_cost": m.predicted_with_verify_cost,
         "same_as_target": same,
+        "engine": engine_of(result),
         **latency_tail(result.latencies).to_json(),
     }
+
+
+def engine_of(result: MethodResult) -> str | None:
+    """What the target ran on in every request of the method ("compiled", "eager", "transformers"), or a mix."""
+    return "+".join(sorted(result.engines)) or None
 
 
 def predicted_tokens_per_pass(result: MethodResult) -> float | None:
@@ -284,6 +292,7 @@ def bench(
             "tau": None,
             "predicted_speedup": None,
             "target_step_ms": 1000 * step_s if step_s is not None else None,
+            "engine": engine_of(baseline),
             **latency_tail(baseline.latencies).to_json(),
         }
     ]

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 import shutil
 import threading
 import time
@@ -127,7 +129,6 @@ class FastModel:
         self.report = CompileReport(compiled=compile_step and missing is None, reason=missing)
         self._compiled: CompiledStack | None = None  # the model's package (engine/aot_step.py), once compiled or loaded
         self._building = threading.Lock()
-        self.compiling = False  # True while compile_in_background works: new requests run eager meanwhile
         if not compile_step and self.report.reason is None:
             self.report.reason = "compiling is off"
 
@@ -149,16 +150,26 @@ class FastModel:
             self._free.extend(held)
             held.clear()
 
-    def step(self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Feed rows at positions start…; the hidden states of every layer (transformers' order)."""
-        rows = token_ids.shape[0]
-        if not self.report.compiled or start + rows == 1:  # a lone first token sees one position: the export's floor is 2
-            return self.eager_step(token_ids, start, cache)
-        compiled = self._compiled or self.build()
-        if compiled is None or start + rows > compiled.max_visible:
-            return self.eager_step(token_ids, start, cache)
-        positions = torch.arange(start, start + rows, device=self.device)
-        return compiled(token_ids, positions, self.positions[: start + rows], cache)
+    @property
+    def engine(self) -> str:
+        """What a request starting now runs on: "compiled" (the package is loaded) or "eager"."""
+        return "compiled" if self._compiled is not None else "eager"
+
+    def stepper(self):
+        """The step a request starting now runs from its first token to its last: the loaded package's, else eager.
+        A package loaded later serves the requests that start after it (engine/compiled.py never switches inside one)."""
+        compiled = self._compiled
+        if compiled is None:
+            return self.eager_step
+
+        def step(token_ids: torch.Tensor, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
+            rows = token_ids.shape[0]
+            if start + rows == 1 or start + rows > compiled.max_visible:  # the export's range: 2 … context − 1 seen
+                return self.eager_step(token_ids, start, cache)
+            positions = torch.arange(start, start + rows, device=self.device)
+            return compiled(token_ids, positions, self.positions[: start + rows], cache)
+
+        return step
 
     def eager_step(self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
         """`step` without the compiler: what a request runs while the graphs compile in the background."""
@@ -177,12 +188,10 @@ class FastModel:
         tree = TreeKeys(slots, groups, rows.n_keys)
         return self.forward(token_ids, rows.positions.to(device), self.positions[: rows.n_keys], cache, tree=tree)
 
-    def step_for_a_new_request(self):
-        """The step a request starting now runs from start to end (a request never switches paths halfway)."""
-        return self.eager_step if self.compiling else self.step
-
     def build(self) -> CompiledStack | None:
-        """Load the model's package from the cache, or export and compile it (timed); on failure, eager from then on."""
+        """Load the model's package from the cache, or export and compile it here (timed); on failure, eager from
+        then on. Exporting traces the model's modules, which patches them for the whole process: only a process
+        that runs no request meanwhile may compile (the CLI before it times anything, serving/compile_worker.py)."""
         with self._building:
             if self._compiled is None and self.report.compiled:
                 new_cache = lambda length: self.forward.new_cache(length, self.dtype)  # noqa: E731
@@ -193,8 +202,14 @@ class FastModel:
         """Whether building means loading a cached package (about a second), not compiling one."""
         return stack_is_cached(self.forward, lambda length: self.forward.new_cache(length, self.dtype))
 
+    def load_cached(self) -> bool:
+        """Load the package if the cache holds it (never compiles): whether the model now runs compiled."""
+        if self._compiled is None and self.report.compiled and self.is_cached():
+            self.build()
+        return self._compiled is not None
+
     def warm_up(self) -> CompileReport:
-        """Compile (or load) the package now: a request then never waits for the compiler."""
+        """Compile (or load) the package now, in this process: a request then never waits for the compiler."""
         if self.report.compiled:
             self.build()
         return self.report
@@ -233,7 +248,8 @@ class FastDecoder(Decoder):
         self.vocab_size = vocab_size
         self.device = fast.device
         self.cached_length = 0
-        self._step = fast.step_for_a_new_request()
+        self.engine = fast.engine  # what this request runs on, from its first token to its last
+        self._step = fast.stepper()
         self.cache = fast.new_cache(min(CACHE_CHUNK, fast.context))
         self._held = [self.cache]  # returned to the pool when this decoder is dropped
         weakref.finalize(self, fast.release_all, self._held)
@@ -304,32 +320,32 @@ def warm_up_pair(pair) -> dict[str, CompileReport]:
     return {role: fast.warm_up() for role, fast in fast_models(pair).items()}
 
 
-def compile_pair_in_background(pair, done=lambda reports: None) -> threading.Thread | None:
-    """Load the pair's cached packages now (about a second each), and compile the others one after the other in a
-    thread; requests meanwhile run eager (each model's `compiling` says so), then compiled. None when nothing is
-    left to compile (`done` has then been called already)."""
-    waiting = {role: fast for role, fast in fast_models(pair).items() if fast.report.compiled}
-    for role, fast in list(waiting.items()):
-        if fast.is_cached():  # a restart: loading takes about a second, so the first request already runs compiled
-            fast.warm_up()
-            del waiting[role]
-    if not waiting:
-        done({role: fast.report for role, fast in fast_models(pair).items()})
-        return None
-    for fast in waiting.values():
-        fast.compiling = True
+def load_cached_packages(pair) -> dict[str, FastModel]:
+    """Load the packages the cache holds for the pair's models (about a second each; nothing compiles): the models
+    still waiting for a package to be compiled, by role."""
+    return {role: fast for role, fast in fast_models(pair).items() if fast.report.compiled and not fast.load_cached()}
 
-    def work() -> None:
-        for fast in waiting.values():
-            try:
-                fast.warm_up()
-            finally:
-                fast.compiling = False
-        done({role: fast.report for role, fast in fast_models(pair).items()})
 
-    thread = threading.Thread(target=work, name="specviz-compile", daemon=True)
-    thread.start()
-    return thread
+def pair_engine(pair) -> str:
+    """What a request on the pair starting now runs on: "compiled" when every model on the fast path has its package
+    loaded, "eager" when none has (or compiling is off), "transformers" when no model is on the fast path."""
+    engines = {fast.engine for fast in fast_models(pair).values()}
+    if not engines:
+        return "transformers"
+    return engines.pop() if len(engines) == 1 else "partly compiled"
+
+
+@contextmanager
+def eager_meanwhile(pair) -> Iterator[None]:
+    """Requests that start inside run the eager step, as before the packages loaded (benchmarks compare the two)."""
+    held = [(fast, fast._compiled) for fast in fast_models(pair).values()]
+    for fast, _package in held:
+        fast._compiled = None
+    try:
+        yield
+    finally:
+        for fast, package in held:
+            fast._compiled = package
 
 
 def compile_summary(reports: dict[str, CompileReport]) -> str:

@@ -48,6 +48,7 @@ class RunStarted:
     max_new_tokens: int
     prefill_s: float
     tree: str = ""  # the token tree's shape as typed ("4x2x1"); "" for a chain
+    engine: str = ""  # what the target ran on: "compiled" (its package), "eager" (the same forward uncompiled), "transformers"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ class Decoder:
     engine/compiled.py's FastDecoder over a static one.
     """
 
+    engine = "transformers"  # what runs the forward: FastDecoder says "compiled" or "eager"
+
     def forward_tree(
         self,
         token_ids: list[int] | torch.Tensor,

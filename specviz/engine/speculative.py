@@ -48,7 +48,7 @@ def speculative_decode(
         also=lambda hidden_states: drafter.start(prompt_ids, hidden_states),
         layers=drafter.wanted_hidden_layers,
     )
-    started = run_started("speculative", prompt_ids, settings, vocabulary, drafter.name, prefill_s)
+    started = run_started("speculative", prompt_ids, settings, vocabulary, drafter.name, prefill_s, target.engine)
     yield replace(started, adaptive_gamma=isinstance(drafter, AdaptiveGamma))
 
     def next_cycle(committed: list[int], remaining: int, index: int, clock_s: float) -> Cycle:

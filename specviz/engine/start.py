@@ -47,6 +47,7 @@ def run_started(
     vocabulary: Vocabulary,
     drafter: str,
     prefill_s: float,
+    engine: str = "",
 ) -> RunStarted:
     speculative = mode == "speculative"
     return RunStarted(
@@ -64,4 +65,5 @@ def run_started(
         adaptive_gamma=settings.adaptive_gamma and speculative,
         max_new_tokens=settings.max_new_tokens,
         prefill_s=prefill_s,
+        engine=engine,
     )

@@ -25,11 +25,13 @@ from specviz.models.feature_head import FeatureHead, _rotate
 
 
 class StaticFeatureCache:
-    """The head's keys and values in one tensor (2 · kv_heads, capacity, head_dim): rollback moves `length`."""
+    """The head's keys and values in one tensor (2 · kv_heads, capacity, head_dim): rollback moves `length`. A
+    request's cache also holds the package its draft steps run (None: eager), chosen when the request starts."""
 
-    def __init__(self, head: FeatureHead, capacity: int = CACHE_CHUNK) -> None:
+    def __init__(self, head: FeatureHead, capacity: int = CACHE_CHUNK, compiled: CompiledModule | None = None) -> None:
         self.tensor = _new_cache(head, capacity)
         self.length = 0
+        self.compiled = compiled
 
     def truncate(self, length: int) -> None:
         self.length = min(self.length, length)
@@ -86,18 +88,22 @@ class DraftStep(nn.Module):
 
 class FastHead:
     """A feature head's compiled draft step (built or loaded once, as engine/compiled.FastModel builds a model's),
-    with the same report, `compiling` flag and warm-up; until it is built, the same step runs eager."""
+    with the same report and warm-up; until it is loaded, the same step runs eager."""
 
     def __init__(self, head: FeatureHead) -> None:
         self.head = head
         self.step_module = DraftStep(head)
         self.report = CompileReport(compiled=True)
-        self.compiling = False
         self._compiled: CompiledModule | None = None
         self._building = threading.Lock()
 
+    @property
+    def engine(self) -> str:
+        return "compiled" if self._compiled is not None else "eager"
+
     def new_cache(self) -> StaticFeatureCache:
-        return StaticFeatureCache(self.head)
+        """A request's cache, with the draft step it runs from start to end (the package loaded now, else eager)."""
+        return StaticFeatureCache(self.head, compiled=self._compiled)
 
     @torch.inference_mode()
     def draft_step(self, token_ids: torch.Tensor, features: torch.Tensor, cache: StaticFeatureCache):
@@ -108,7 +114,7 @@ class FastHead:
         positions = torch.arange(start, start + rows, device=device)
         visible = torch.arange(start + rows, device=device)
         features = features.view(rows, -1).to(self.head.input_norm.weight.dtype)
-        compiled = None if self.compiling or start + rows < 2 else (self._compiled or self.build())
+        compiled = cache.compiled if start + rows >= 2 else None  # the export's floor: two positions seen
         step = compiled if compiled is not None else self.step_module
         embedded = F.embedding(token_ids, self.head.embedding)
         predicted, kept = step(embedded, features, positions, visible, cache.tensor)
@@ -116,7 +122,8 @@ class FastHead:
         return predicted[-1:], self.head.widen(kept)
 
     def build(self) -> CompiledModule | None:
-        """Load the head's package from the cache, or export and compile it (timed); on failure, eager from then on."""
+        """Load the head's package from the cache, or export and compile it here (timed); on failure, eager from then
+        on. Only a process that runs no request meanwhile compiles (engine/compiled.FastModel.build says why)."""
         with self._building:
             if self._compiled is None and self.report.compiled:
                 make = lambda: load_or_compile_module(*_step_export(self.step_module))  # noqa: E731
@@ -127,6 +134,12 @@ class FastHead:
         """Whether building means loading a cached package, not compiling one."""
         module, _example, _shapes, described, sources = _step_export(self.step_module)
         return package_path(module, described, sources).is_file()
+
+    def load_cached(self) -> bool:
+        """Load the package if the cache holds it (never compiles): whether the head now drafts compiled."""
+        if self._compiled is None and self.report.compiled and self.is_cached():
+            self.build()
+        return self._compiled is not None
 
     def warm_up(self) -> CompileReport:
         self.build()

@@ -3,8 +3,9 @@
 Two things keep the repository small without changing what any model computes:
 
 - A folder may ship its weights as `model.safetensors.xz` (xz is lossless: the unpacked file is byte for byte the
-  one that was packed). It is unpacked once, in place, beside the packed file, and again only when the packed file
-  changes (the sha256 it came from is kept in `model.safetensors.unpacked-from`; both are git-ignored).
+  one that was packed). It is read from a copy in specviz's cache (`unpacked/<sha256 of the packed file>/`: the
+  weights unpacked once, the folder's other files linked), so a read-only checkout (a container image, a packaged
+  Space) runs as well as a clone; a changed packed file has another hash, hence another copy.
 - A draft that borrows its target's embedding (`shares_target_embeddings.json`) ships only its own layers. It is built
   from its config and its own weights with a zero placeholder where the embedding goes, which the loader then replaces
   with the target's tensor (`reduced_head.borrow_embeddings`): transformers finds every weight it expects, so it has
@@ -69,6 +70,31 @@ def unpack_weights(folder: Path) -> None:
     stamp.write_text(digest + "\n")
 
 
+def readable_folder(folder: Path) -> Path:
+    """Where to read the folder's model from: the folder itself, or where it ships packed weights, their unpacked copy
+    in specviz's cache (the folder's other files linked beside them). Written under a temporary name first, so a
+    reader never sees half a file."""
+    from specviz.models.sources import cache_root
+
+    folder = Path(folder)
+    packed = folder / PACKED
+    if not packed.is_file():
+        return folder
+    copy = cache_root() / "unpacked" / _sha256(packed)[:16]
+    if (copy / WEIGHTS).is_file():
+        return copy
+    copy.mkdir(parents=True, exist_ok=True)
+    for item in folder.iterdir():
+        if item.is_file() and item.name not in (PACKED, WEIGHTS, UNPACKED_FROM) and not (copy / item.name).exists():
+            (copy / item.name).symlink_to(item.resolve())
+    partial = copy / f"{WEIGHTS}.{os.getpid()}.partial"
+    with lzma.open(packed, "rb") as source, partial.open("wb") as out:
+        for block in iter(lambda: source.read(1 << 20), b""):
+            out.write(block)
+    os.replace(partial, copy / WEIGHTS)
+    return copy
+
+
 def has_own_tokenizer(reference: str) -> bool:
     """A hub id always has; a folder has when it holds tokenizer files (else it reads with its target's tokenizer)."""
     folder = Path(reference)
@@ -81,10 +107,12 @@ def read_model(reference: str, dtype: torch.dtype) -> PreTrainedModel:
     folder = Path(reference)
     if not folder.is_dir():
         return AutoModelForCausalLM.from_pretrained(reference, dtype=dtype)
-    unpack_weights(folder)
+    readable = readable_folder(folder)
     if not shares_target_embeddings(folder):
-        return AutoModelForCausalLM.from_pretrained(reference, dtype=dtype)
-    return _read_without_embedding(folder, dtype)
+        return AutoModelForCausalLM.from_pretrained(readable, dtype=dtype)
+    model = _read_without_embedding(readable, dtype)
+    model.config.name_or_path = str(folder)
+    return model
 
 
 def _read_without_embedding(folder: Path, dtype: torch.dtype) -> PreTrainedModel:

@@ -74,6 +74,7 @@ RUN_STARTED = record_of(
         "max_new_tokens": whole(1, MAX_TOKENS),
         "prefill_s": SECONDS,
         "tree": text(MAX_NAME_CHARS),
+        "engine": choice(["", "compiled", "eager", "transformers"]),
     },
 )
 CYCLE = record_of(

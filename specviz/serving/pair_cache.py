@@ -84,26 +84,59 @@ def status(name: str) -> str | None:
     return _status.get(name) or _compiling.get(name)
 
 
-_compiling: dict[str, str] = {}  # pairs whose step graphs compile in the background, and what the page says meanwhile
+_compiling: dict[str, str] = {}  # pairs whose packages a worker compiles, and what the page says meanwhile
 _compile_reports: dict[str, dict] = {}  # what compiling cost each pair: engine/compiled.py's CompileReport per model
 
 
 def compile_in_background(name: str, pair: LoadedPair) -> None:
-    """The fast path's graphs compile in a thread (minutes the first time, seconds from Inductor's cache); the pair
-    serves meanwhile, eager, and the status line says so."""
-    from specviz.engine.compiled import compile_pair_in_background, compile_summary
+    """The pair's cached packages load now (a restart: the first request runs compiled); the missing ones are
+    compiled by a worker process (serving/compile_worker.py, never this process), and load between requests once it
+    has finished. Until then the pair serves eager, and the status line says so."""
+    import torch
 
-    def done(reports) -> None:
-        _compile_reports[name] = {role: vars(report) for role, report in reports.items()}
-        _compiling.pop(name, None)
-        log.info("%s: %s", name, compile_summary(reports))
+    from specviz.engine.compiled import compile_summary, fast_models, load_cached_packages
+    from specviz.serving import compile_worker
 
-    message = f"Compiling {name}'s decode step in the background: runs are eager (slower) until it is done…"
+    waiting = load_cached_packages(pair)
+    if not waiting:
+        _compile_reports[name] = {role: vars(fast.report) for role, fast in fast_models(pair).items()}
+        if _compile_reports[name]:
+            log.info("%s: %s", name, compile_summary({role: fast.report for role, fast in fast_models(pair).items()}))
+        return
+
+    def done(reports: dict | None, failure: str | None) -> None:
+        _adopt_packages(name, pair, reports, failure)
+
+    message = (
+        f"Compiling {name}'s decode step in a separate process (a minute or two the first time): runs are eager, "
+        "slower, and flagged while the compiler takes the processor…"
+    )
     _compiling[name] = message
-    if compile_pair_in_background(pair, done) is None:
-        _compiling.pop(name, None)
+    log.info(message)
+    compile_worker.submit(name, torch.get_num_threads(), done)
+
+
+def _adopt_packages(name: str, pair: LoadedPair, reports: dict | None, failure: str | None) -> None:
+    """The worker has exited: load its packages between requests (in the measuring slot, so no run is inside),
+    or say in one sentence why the pair keeps serving eager."""
+    from specviz.engine.compiled import compile_summary, fast_models, load_cached_packages
+    from specviz.serving import recorder  # imports this module: imported here, once both are loaded
+
+    if failure is None:
+        with recorder.MEASURING_SLOT:  # between requests: a run never switches engines halfway
+            still_missing = load_cached_packages(pair)
+        if still_missing:
+            failure = f"the compile worker left no package for {name}'s {', '.join(still_missing)}, so it keeps running eager"
+    models = fast_models(pair)
+    for role, report in (reports or {}).items():  # the worker's compile seconds beside this process's load seconds
+        if role in models and models[role].engine == "compiled":
+            models[role].report.seconds.update({k: v for k, v in report.get("seconds", {}).items() if k == "compile"})
+    _compile_reports[name] = {role: vars(fast.report) for role, fast in models.items()}
+    _compiling.pop(name, None)
+    if failure is not None:
+        log.warning("specviz: %s.", failure)
     else:
-        log.info(message)
+        log.info("%s: %s", name, compile_summary({role: fast.report for role, fast in models.items()}))
 
 
 def compile_report(name: str) -> dict | None:

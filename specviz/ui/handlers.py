@@ -207,6 +207,12 @@ class Handlers:
                 time.sleep(0.25)
         ready = "Ready. Press **Run**, or pick a lesson." if pair_cache.is_loaded(default_pair) else "Ready."
         yield ready
+        compiling, deadline = pair_cache.status(default_pair), time.monotonic() + 900
+        if compiling:  # the first start on an empty cache: runs are eager until the worker's packages load
+            yield f"{ready} {compiling}"
+            while pair_cache.status(default_pair) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            yield f"{ready} The compiled step is loaded: runs from now on measure it."
         for name in background_pairs():
             deadline, shown = time.monotonic() + 600, None
             while not pair_cache.is_loaded(name) and time.monotonic() < deadline:

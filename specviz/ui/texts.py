@@ -110,6 +110,9 @@ def run_numbers_html(m: Readings | None, state: str, run_id: int | None = None, 
                 "tokens-per-cycle": number(m.tokens_per_cycle, 4),
             }
         )
+    engine = getattr(getattr(trace, "started", None), "engine", "")
+    if engine and "speedup" in data:
+        data["engine"] = engine
     others = getattr(trace, "other_load", None)
     if others is not None and others.other_cores is not None and "speedup" in data:
         data["other-load"] = f"{others.other_cores:.2f}"
@@ -131,9 +134,21 @@ def run_numbers_html(m: Readings | None, state: str, run_id: int | None = None, 
             f'<span class="sv-big">{m.measured_speedup:.2f}×</span> speed of the target alone · '
             f"{m.tokens_per_s:.0f} vs {m.baseline_tokens_per_s:.0f} tokens/s · α = {number(m.alpha, 2)} · τ = {number(m.tau)} · "
             f"ν = {number(m.verify_cost, 2)} · {number(m.tokens_per_cycle, 2)} tokens per target forward{repeat}"
-            f"{_busy_warning(others)}"
+            f"{_engine_note(engine)}{_busy_warning(others)}"
         )
     return f'<div id="run-numbers" class="sv-numbers"{attributes}>{body}</div>'
+
+
+ENGINE_WORDS = {
+    "compiled": "compiled step",
+    "eager": "eager step (the compiled one is not loaded yet)",
+    "transformers": "transformers' forward",
+}
+
+
+def _engine_note(engine: str) -> str:
+    """Which forward ran both runs: a compiled step and an eager one differ several-fold in speed."""
+    return f" · ran on the {ENGINE_WORDS[engine]}" if engine in ENGINE_WORDS else ""
 
 
 def _busy_warning(others: OtherLoad | None) -> str:

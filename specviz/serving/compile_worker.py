@@ -1,0 +1,121 @@
+"""Compiling a pair's packages in a child process, so the serving process only ever loads finished ones.
+
+Exporting a model for AOTInductor traces its modules, and tracing patches module calls for the whole process: a
+request running beside it in the same process breaks the trace, and the trace breaks the request (on an empty cache
+the app's first Run never finished). So the app never compiles. A worker (`python -m specviz.serving.compile_worker
+PAIR --threads N`) loads the pair as the app did, compiles the packages the cache lacks into specviz's cache folder
+(each written whole or not at all, engine/aot_step.compile_package), prints what it cost as one JSON line and exits.
+
+In the app, workers run one at a time and at the lowest priority, so a measured run keeps the processor (and is
+flagged when the worker took some of it anyway, run/machine_load.py); the app loads the packages between requests
+once the worker has finished (serving/pair_cache.py). The worker's own output goes to a log file in specviz's cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds `specviz/`
+Done = Callable[[dict | None, str | None], None]  # (each model's compile report, or None; why it stopped, or None)
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    pair: str
+    threads: int  # the serving process's torch thread count: Inductor writes it into the package (and its key)
+    done: Done
+
+
+_jobs: queue.Queue[CompileJob] = queue.Queue()
+_runner: threading.Thread | None = None
+_runner_lock = threading.Lock()
+
+
+def submit(pair: str, threads: int, done: Done) -> None:
+    """Compile the pair's missing packages in a worker process after the ones already asked for; `done` is called
+    from a background thread when the worker has exited."""
+    global _runner
+    _jobs.put(CompileJob(pair, threads, done))
+    with _runner_lock:
+        if _runner is None or not _runner.is_alive():
+            _runner = threading.Thread(target=_run_jobs, name="specviz-compile-jobs", daemon=True)
+            _runner.start()
+
+
+def _run_jobs() -> None:
+    while True:
+        job = _jobs.get()
+        reports, failure = run_worker(job.pair, job.threads)
+        job.done(reports, failure)
+
+
+def log_path(pair: str) -> Path:
+    from specviz.models.sources import cache_root
+
+    return cache_root() / "logs" / f"compile-{pair}.log"
+
+
+def run_worker(pair: str, threads: int) -> tuple[dict | None, str | None]:
+    """Run one worker to its end: (each model's compile report, None), or (None, one sentence saying why it stopped)."""
+    log = log_path(pair)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "specviz.serving.compile_worker", pair, "--threads", str(threads)]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))}
+    with log.open("w") as log_file:
+        try:
+            finished = subprocess.run(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                text=True,
+                env=environment,
+                preexec_fn=_lowest_priority if os.name == "posix" else None,
+            )
+        except OSError as error:
+            return None, f"the compile worker for {pair} could not start ({error}), so {pair} keeps running eager"
+    lines = finished.stdout.strip().splitlines()
+    if finished.returncode != 0 or not lines:
+        return None, (
+            f"compiling {pair}'s packages stopped (the worker exited with {finished.returncode}; its log is {log}), "
+            f"so {pair} keeps running eager"
+        )
+    return json.loads(lines[-1]), None
+
+
+def _lowest_priority() -> None:
+    os.nice(19)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The worker: load the pair, compile the packages its models lack, print their reports as one JSON line."""
+    parser = argparse.ArgumentParser(description="Compile a catalogue pair's fast-path packages into specviz's cache.")
+    parser.add_argument("pair")
+    parser.add_argument("--threads", type=int, required=True, help="the serving process's torch thread count")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from specviz.engine.compiled import fast_models
+    from specviz.models.catalogue import load_catalogue
+    from specviz.models.loading import load_pair
+
+    torch.set_num_threads(args.threads)
+    catalogue = load_catalogue()
+    pair = load_pair(args.pair, catalogue.get(args.pair), catalogue.offline_pairs(), progress=lambda message: None)
+    wanted = {role: fast for role, fast in fast_models(pair).items() if fast.report.compiled}
+    reports = {role: vars(fast.warm_up()) for role, fast in wanted.items()}
+    print(json.dumps(reports))
+    return 0 if all(report["compiled"] for report in reports.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
