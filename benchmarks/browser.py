@@ -37,16 +37,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_app(port: int, log: Path | None = None) -> tuple[subprocess.Popen, float]:
+def start_app(
+    port: int, log: Path | None = None, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> tuple[subprocess.Popen, float]:
     """Start `python app.py` on the port (its output into `log`, if given); return it and the seconds until it served.
 
-    RuntimeError, with the app's output when it was logged, if it exits early or does not serve in time.
+    `env`: the app's whole environment (default: this one, with the real pair's background loading off). RuntimeError,
+    with the app's output when it was logged, if it exits early or does not serve in time.
     """
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False"}
-    env.setdefault("SPECVIZ_BACKGROUND_PAIRS", "0")  # timings and tests of the default pair: no real pair loading beside them
+    if env is None:
+        env = {**os.environ}
+        env.setdefault("SPECVIZ_BACKGROUND_PAIRS", "0")  # timings and tests of the default pair: no real pair beside them
+    env = {**env, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False"}
     output = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (the app keeps writing to it)
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+    process = subprocess.Popen([sys.executable, "app.py"], cwd=cwd, env=env, stdout=output, stderr=subprocess.STDOUT)
     while True:
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}", timeout=1)

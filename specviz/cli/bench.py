@@ -6,11 +6,14 @@ import argparse
 import json
 
 from specviz.cli.options import (
-    UsageError,
+    AUTO,
+    GAMMA_HELP,
     add_decoding_arguments,
     add_pair_arguments,
     add_prompt_set_arguments,
     add_tree_argument,
+    choose_automatically,
+    gammas_from,
     pair_from,
     resolve_pair,
     settings_from,
@@ -62,7 +65,7 @@ def add_parser(commands) -> None:
     add_pair_arguments(parser)
     add_decoding_arguments(parser)
     add_prompt_set_arguments(parser, 3)
-    parser.add_argument("--gamma", type=str, default="4", help="one γ or a comma list for a sweep, e.g. 2,4,6")
+    parser.add_argument("--gamma", type=str, help=GAMMA_HELP)
     add_tree_argument(parser, several=True)
     parser.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
     parser.add_argument("--no-dynamic", action="store_true", help="skip the dynamic-drafting rows")
@@ -71,16 +74,20 @@ def add_parser(commands) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    try:
-        gammas = [int(g) for g in str(args.gamma).split(",")]
-    except ValueError:
-        raise UsageError(f"--gamma takes an integer or a comma-separated list (got {args.gamma!r})") from None
+    asked = gammas_from(args.gamma, pair_from(args)[1])
+    gammas = [1] if asked == AUTO else asked  # auto: replaced by the measured choice once the pair is loaded
     settings = {gamma: settings_from(args, gamma) for gamma in gammas}  # validates before any model is loaded
     trees = tree_shapes(args, pair_from(args)[1])
     for shape in trees:
         settings_from(args, gammas[0], tree=shape)  # a tree refuses lenient and adaptive settings, in one line
     prompts = load_prompt_set(args.prompts)
     pair = resolve_pair(args)
+    chosen = None
+    if asked == AUTO:
+        chosen = choose_automatically(pair, prompts, settings[1], args.drafter)
+        gammas = [chosen.gamma]
+        settings = {chosen.gamma: settings_from(args, chosen.gamma)}
+        trees = [*([chosen.tree] if chosen.tree else []), *(shape for shape in trees if shape != chosen.tree)]
     log = (lambda line: None) if args.json else print
     log(
         f"pair {pair.name} on {pair.device} ({pair.dtype}), {len(prompts)} prompts, {args.max_new_tokens} new tokens, "
@@ -100,6 +107,8 @@ def command(args: argparse.Namespace) -> int:
             log=log,
         )
     result["other_load_cores"] = others.result.other_cores
+    if chosen is not None:
+        result["auto"] = {**chosen.to_json(), "measured_speedup": measured_speedup_of(result["rows"], chosen)}
     if args.json:
         print(json.dumps(result))
     else:
@@ -115,7 +124,25 @@ def command(args: argparse.Namespace) -> int:
                     else " (transformers runs its own forward; the two can part where two logits tie within rounding)"
                 )
             )
+        if chosen is not None:
+            measured = result["auto"]["measured_speedup"]
+            print(
+                f"--gamma auto chose {chosen.best.label}: predicted {chosen.best.speedup:.2f}×, measured "
+                + (f"{measured:.2f}×" if measured is not None else "n/a")
+                + ("" if chosen.pays else f". {chosen.sentence()[0].upper()}{chosen.sentence()[1:]}.")
+            )
         if others.result.other_cores is not None:
             warning = " (busy: these timings are slowed; run again on a quiet machine)" if others.result.busy else ""
             print(f"other programs used {others.result.other_cores:.2f} cores while this ran{warning}")
     return 0
+
+
+def measured_speedup_of(rows: list[dict], chosen) -> float | None:
+    """The measured speedup of the row that ran the automatic choice (its tree's, or its chain's)."""
+    for row in rows:
+        is_tree_row = row["method"] == "speculative-tree" and chosen.tree is not None and row.get("tree") == chosen.tree.text
+        is_chain_row = row["method"] == "speculative" and chosen.tree is None and row.get("gamma") == chosen.gamma
+        if is_tree_row or is_chain_row:
+            return row.get("speedup")
+    return None
+

@@ -178,10 +178,39 @@ def pair_from(args: argparse.Namespace) -> tuple[str, Pair]:
     return name, catalogue.get(name)
 
 
+AUTO = "auto"  # `--gamma auto`: the chain or tree measured to be fastest here (deployment/auto_setting.py)
+GAMMA_HELP = "drafts per cycle; a comma list sweeps (2,4,6); 'auto' measures which chain or tree pays here; default: the pair's (models.yaml)"
+
+
+def gammas_from(text: str | None, pair: Pair) -> list[int] | str:
+    """--gamma as asked: the integers of a comma list, or "auto"; not given, the pair's own γ (models.yaml, where
+    `gamma: auto` means auto too). Checked before any model loads."""
+    chosen = str(pair.gamma) if text is None else text.strip().lower()
+    if chosen == AUTO:
+        return AUTO
+    try:
+        gammas = [int(part) for part in chosen.split(",")]
+    except ValueError:
+        raise UsageError(f"--gamma takes an integer, a comma-separated list or 'auto' (got {text!r})") from None
+    for gamma in gammas:
+        DecodeSettings(gamma=gamma).validate()
+    return gammas
+
+
+def choose_automatically(pair: LoadedPair, prompts: list[str], settings: DecodeSettings, drafter: str):
+    """Measure which chain or tree pays here (deployment/auto_setting.py) and say it in one line, on stderr."""
+    from specviz.deployment.auto_setting import choose_setting
+
+    _to_stderr("Choosing γ: timing verify passes of 1–8 rows and one short calibration run of the drafter…")
+    chosen = choose_setting(pair, prompts, settings, drafter)
+    _to_stderr(chosen.sentence())
+    return chosen
+
+
 def pair_and_gamma(args: argparse.Namespace) -> tuple[str, Pair, int]:
     """The pair the options name and its γ: --gamma, else the pair's own; the γ is checked before any model loads."""
     name, pair = pair_from(args)
-    gamma = pair.gamma if args.gamma is None else args.gamma
+    gamma = pair.start_gamma if args.gamma is None else args.gamma
     DecodeSettings(gamma=gamma).validate()
     return name, pair, gamma
 

@@ -66,6 +66,7 @@ def run_to_dict(events: list) -> dict:
         "mode": summary.mode,
         "drafter": events[0].drafter,
         "tree": events[0].tree or None,
+        "engine": events[0].engine or None,  # what the target ran on: compiled, eager or transformers
         "lossy": summary.lossy,
         "text": summary.text,
         "prompt_token_ids": list(events[0].prompt_token_ids),

@@ -42,7 +42,7 @@ class Pair:
     draft: str
     description: str
     chat_template: bool = False
-    gamma: int = Field(default=4, ge=1, le=16)
+    gamma: Annotated[int, Field(ge=1, le=16)] | Literal["auto"] = 4  # "auto": chosen by measurement (deployment/auto_setting.py)
     temperature: float = Field(default=0.0, ge=0.0)
     domain: Literal["code", "prose", "chat"] = "prose"
     dtype: Literal["float32", "bfloat16", "float16"] | None = None  # overrides the per-device default
@@ -51,6 +51,12 @@ class Pair:
     drafter: str = "model"  # the drafting strategy the pair starts with (a key of specviz/drafting/registry.py)
     weights: Literal["auto", "bf16", "int8", "int4", "fp32"] | None = None  # the target's form on a CPU (models/weight_forms.py)
     tree: str | None = None  # the token tree `--tree default` drafts ("4x2x1:2", engine/tree_shape.py); chains stay the default
+
+    @property
+    def start_gamma(self) -> int:
+        """The γ a run starts with where nothing is measured first (the page's slider, `report`, `score`): the pair's,
+        or for `gamma: auto` a chain of one, the cheapest (the commands that measure first choose by measurement)."""
+        return 1 if self.gamma == "auto" else self.gamma
 
     @property
     def tree_shape(self) -> TreeShape | None:

@@ -92,7 +92,25 @@ def run_worker(pair: str, threads: int) -> tuple[dict | None, str | None]:
 
 
 def _lowest_priority() -> None:
+    """In the worker, before it runs: the lowest priority, and (on Linux) killed with the app, never left behind."""
     os.nice(19)
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def remove_abandoned_scratch(folder: Path, older_than_s: float = 1800) -> None:
+    """A worker killed while it compiled leaves its scratch folder (never a package: those appear whole, by rename)."""
+    import shutil
+    import time
+
+    for scratch in folder.glob("tmp*"):
+        if scratch.is_dir() and time.time() - scratch.stat().st_mtime > older_than_s:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from specviz.engine.aot_step import package_folder
     from specviz.engine.compiled import fast_models
     from specviz.models.catalogue import load_catalogue
     from specviz.models.loading import load_pair
@@ -111,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     catalogue = load_catalogue()
     pair = load_pair(args.pair, catalogue.get(args.pair), catalogue.offline_pairs(), progress=lambda message: None)
+    remove_abandoned_scratch(package_folder())  # the pair loaded: Inductor's cache folder is specviz's now
     wanted = {role: fast for role, fast in fast_models(pair).items() if fast.report.compiled}
     reports = {role: vars(fast.warm_up()) for role, fast in wanted.items()}
     print(json.dumps(reports))

@@ -44,5 +44,5 @@ def plain_pair(default_pair: str) -> str:
 def catalogue_lessons(default_pair: str) -> list[Lesson]:
     """The lessons, on this catalogue's pairs: the bundled ones, and the real pair where it reaches this machine."""
     real_pair = next(iter(real_pairs()), None)
-    real_gamma = pair_cache.catalogue().get(real_pair).gamma if real_pair else 1
+    real_gamma = pair_cache.catalogue().get(real_pair).start_gamma if real_pair else 1
     return lessons(default_pair, plain_pair(default_pair), real_pair, real_gamma)

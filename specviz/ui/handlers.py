@@ -242,4 +242,4 @@ class Handlers:
     @in_sentences
     def pair_defaults(self, name: str):
         pair = pair_cache.catalogue().get(RUN_FIELDS["pair"].read(name))
-        return {self.page.gamma: pair.gamma, self.page.temperature: pair.temperature, self.page.drafter: pair.drafter}
+        return {self.page.gamma: pair.start_gamma, self.page.temperature: pair.temperature, self.page.drafter: pair.drafter}

@@ -1,0 +1,129 @@
+"""`--gamma auto`: the chain or token tree the theory predicts fastest for this pair on this machine, measured first.
+
+Three measurements, none of them inside a timed run:
+  1. ν(k): a target pass over k rows, in target steps, for k = 1 … MAX_ROWS, on the engine the runs will use;
+  2. α by depth and rank: one calibration run of the pair's own drafter over the first prompts, drafting a tree that
+     offers the target three first choices and a chain of three below the first (a drafter that drafts chains only
+     drafts a chain of four: its acceptance by position);
+  3. τ: that run's draft time per draft forward, over the target step of 1.
+The choice is analysis/tree_theory.choose_tree's: the shape that maximises E ÷ (ν(rows) + depth·τ). On 2 CPU cores ν
+grows fast (1.17 at 2 rows, 2.79 at 5), so a default that drafts more than pays is a slowdown; when no shape is
+predicted to beat the target alone, one sentence says so, and what was asked still runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from specviz.analysis.readings import verify_costs_of
+from specviz.analysis.timing import measure_pass_seconds
+from specviz.analysis.tree_theory import RankAcceptance, TreeChoice, TreeOption, choose_tree, measured_rank_acceptance
+from specviz.drafting.registry import strategy
+from specviz.engine import Cycle, DecodeSettings
+from specviz.engine.tree_shape import TreeShape
+from specviz.models.loading import LoadedPair
+from specviz.run.runner import run
+
+MAX_ROWS = 8  # the largest verify pass priced: on a CPU, passes beyond a few rows cost several steps
+CALIBRATION_TREE = TreeShape.parse("3x1x1x1:1")  # three first choices, then a chain below the first
+CALIBRATION_CHAIN = 4
+CALIBRATION_PROMPTS = 2
+CALIBRATION_TOKENS = 48
+
+
+@dataclass(frozen=True)
+class AutoChoice:
+    """What the measurements predict: the fastest shape (a chain or a tree), the fastest chain, and their inputs."""
+
+    choice: TreeChoice
+    verify_costs: dict[int, float]  # ν(k)
+
+    @property
+    def best(self) -> TreeOption:
+        """The fastest shape, a chain or a tree (choose_tree's winner)."""
+        return self.choice.tree
+
+    @property
+    def pays(self) -> bool:
+        return self.best.speedup > 1.0
+
+    @property
+    def gamma(self) -> int:
+        """The chain to draft: the best shape's when it is a chain, else the best chain's."""
+        return self.choice.chain.depth
+
+    @property
+    def tree(self) -> TreeShape | None:
+        """The tree to draft instead of a chain, where one is predicted fastest."""
+        return None if self.best.is_chain else self.best.shape
+
+    def sentence(self) -> str:
+        """One line on what the choice predicts, or that nothing pays here."""
+        inputs = f"α {self.choice.acceptance.alpha:.2f}, τ {self.choice.tau:.2f}, ν({self.best.rows}) {self.best.verify_cost:.2f}"
+        if not self.pays:
+            return (
+                f"on this machine no draft length pays for this pair: best predicted {self.best.speedup:.2f}× "
+                f"({self.best.label}; {inputs})"
+            )
+        return f"on this machine the theory predicts {self.best.label} fastest: {self.best.speedup:.2f}× the target alone ({inputs})"
+
+    def to_json(self) -> dict:
+        return {
+            "chosen": self.best.label,
+            "gamma": self.gamma,
+            "tree": self.tree.text if self.tree else None,
+            "predicted_speedup": self.best.speedup,
+            "predicted_tokens_per_pass": self.best.tokens_per_pass,
+            "pays": self.pays,
+            "sentence": self.sentence(),
+            "alpha": self.choice.acceptance.alpha,
+            "acceptance_by_rank": [list(rates) for rates in self.choice.acceptance.by_depth],
+            "tau": self.choice.tau,
+            "verify_curve": {str(rows): nu for rows, nu in self.verify_costs.items()},
+        }
+
+
+def choose_setting(pair: LoadedPair, prompts: list[str], settings: DecodeSettings, drafter: str) -> AutoChoice:
+    """Measure ν(k), α by depth and rank, and τ for this pair here, then choose (module docstring)."""
+    seconds = measure_pass_seconds(pair.target.model, pair.shared_vocab_size, MAX_ROWS, repeats=5)
+    verify_costs = verify_costs_of(seconds)
+    acceptance, draft_s_per_forward = calibrate(pair, prompts[:CALIBRATION_PROMPTS], settings, drafter)
+    tau = draft_s_per_forward / seconds[1]
+    return AutoChoice(choose_tree(acceptance, tau, verify_costs, MAX_ROWS), verify_costs)
+
+
+def calibrate(pair: LoadedPair, prompts: list[str], settings: DecodeSettings, drafter: str) -> tuple[RankAcceptance, float]:
+    """One short run of the drafter over the prompts: (α by depth and rank, seconds per draft forward)."""
+    drafts_trees = strategy(drafter).build_tree is not None
+    calibration = replace(
+        settings,
+        max_new_tokens=min(settings.max_new_tokens, CALIBRATION_TOKENS),
+        gamma=CALIBRATION_CHAIN,
+        tree=CALIBRATION_TREE if drafts_trees else None,
+        adaptive_gamma=False,
+    )
+    cycles: list[Cycle] = []
+    for prompt in prompts:
+        cycles += [event for event in run(pair, prompt, calibration, mode="speculative", drafter=drafter) if isinstance(event, Cycle)]
+    forwards = sum(cycle.n_draft_forwards for cycle in cycles)
+    draft_s = sum(cycle.draft_s for cycle in cycles)
+    if drafts_trees:
+        acceptance = measured_rank_acceptance((cycle.parents, cycle.accepted_nodes) for cycle in cycles if cycle.is_tree)
+    else:
+        acceptance = chain_acceptance(cycles)
+    if acceptance is None or forwards == 0:
+        raise ValueError("the calibration run drafted nothing to test: give a longer prompt or more new tokens")
+    return acceptance, draft_s / forwards
+
+
+def chain_acceptance(cycles: list[Cycle]) -> RankAcceptance | None:
+    """A chain's acceptance at each position given the ones before it were accepted, as rank-1 rates by depth."""
+    tested: dict[int, int] = {}
+    accepted: dict[int, int] = {}
+    for cycle in cycles:
+        for position in range(1, min(len(cycle.positions), cycle.n_accepted + 1) + 1):
+            tested[position] = tested.get(position, 0) + 1
+            accepted[position] = accepted.get(position, 0) + (position <= cycle.n_accepted)
+    if not tested:
+        return None
+    return RankAcceptance(tuple((accepted.get(depth, 0) / tested[depth],) for depth in range(1, max(tested) + 1)))

@@ -1,0 +1,89 @@
+"""Compiling happens in a worker process (serving/compile_worker.py); the serving process only loads packages.
+
+What is checked here without compiling anything: a worker that stops leaves no package and is reported in one
+sentence while the pair keeps serving eager; a pair switches engines between requests, never inside one; and a
+request says which engine ran it. (The compiled path end to end, from an empty cache in a browser, is
+tests/test_first_start.py; compiling itself, tests/test_fast_path.py.)
+"""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from specviz.engine import DecodeSettings
+from specviz.engine.autoregressive import autoregressive_decode
+from specviz.engine.compiled import FastDecoder, FastModel, fast_models, pair_engine
+from specviz.serving import compile_worker, pair_cache
+from tests.tiny import fake_vocabulary, tiny_llama
+
+VOCAB = 61
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_llama(VOCAB, seed=0)
+
+
+def test_a_worker_that_stops_is_one_sentence_and_leaves_no_package(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    reports, failure = compile_worker.run_worker("no-such-pair", threads=1)
+    assert reports is None
+    assert failure.startswith("compiling no-such-pair's packages stopped") and failure.endswith("keeps running eager")
+    assert failure.count(".") <= 2 and "\n" not in failure  # one sentence (a path may hold dots)
+    assert "unknown pair 'no-such-pair'" in compile_worker.log_path("no-such-pair").read_text()  # the why, in its log
+    assert not list(tmp_path.rglob("*.pt2"))
+
+
+def test_a_failed_compile_keeps_the_pair_eager_and_says_so_once(model, caplog):
+    fast = FastModel(model, compile_step=False)
+    fast.report.compiled = True  # wanted, but the worker made nothing
+    pair = SimpleNamespace(target=SimpleNamespace(model=model), draft=None)
+    object.__setattr__(model, "_specviz_fast_path", fast)
+    try:
+        with caplog.at_level(logging.INFO, logger="specviz"):
+            pair_cache._compiling["toy"] = "compiling…"
+            pair_cache._adopt_packages("toy", pair, None, "compiling toy's packages stopped, so toy keeps running eager")
+        assert pair_engine(pair) == "eager" and "toy" not in pair_cache._compiling
+        said = [record.getMessage() for record in caplog.records]
+        assert said == ["specviz: compiling toy's packages stopped, so toy keeps running eager."], said
+        assert pair_cache.compile_report("toy")["target"]["compiled"] is True  # wanted; engine says what runs
+    finally:
+        object.__delattr__(model, "_specviz_fast_path")
+        pair_cache._compile_reports.pop("toy", None)
+
+
+def test_a_request_keeps_the_engine_it_started_with(model):
+    """A package that loads while a request runs serves the requests after it: the running one stays eager."""
+    fast = FastModel(model, compile_step=False)
+    running = FastDecoder(fast, VOCAB)
+    assert running.engine == "eager"
+    eager_step = running._step
+    calls = []
+
+    class Package:  # stands in for a package loaded meanwhile (the eager forward, counted)
+        max_visible = 10**6
+
+        def __call__(self, token_ids, positions, visible, cache):
+            calls.append(len(token_ids))
+            return fast.forward(token_ids, positions, visible, cache)
+
+    fast._compiled = Package()
+    running.feed([1, 2, 3])
+    assert calls == [] and running._step is eager_step  # the running request did not switch
+    later = FastDecoder(fast, VOCAB)
+    assert later.engine == "compiled"
+    later.feed([1, 2, 3])
+    assert calls == [3]
+
+
+def test_a_run_names_its_engine(model):
+    fast = FastModel(model, compile_step=False)
+    settings = DecodeSettings(max_new_tokens=3, gamma=2)
+    started = next(iter(autoregressive_decode(FastDecoder(fast, VOCAB), [1, 2, 3], settings, fake_vocabulary())))
+    assert started.engine == "eager"
+    no_fast_path = SimpleNamespace(target=SimpleNamespace(model=torch.nn.Linear(1, 1)), draft=None)
+    assert fast_models(no_fast_path) == {} and pair_engine(no_fast_path) == "transformers"
