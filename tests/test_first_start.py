@@ -22,7 +22,7 @@ from benchmarks.browser import CHROMIUM, FLAGS, ROOT, choose, free_port, numbers
 pytestmark = pytest.mark.browser
 
 ARTIFACTS = ROOT / "artifacts"
-COMPILED_LOADED = "compiled step is loaded"
+COMPILE_WAIT_S = 900  # the bundled pair's packages, cold, on a loaded 2-core machine
 
 
 def shipped_environment(cache: Path) -> dict[str, str]:
@@ -41,6 +41,22 @@ def press_run(page) -> dict:
     before = numbers(page).get("runId")
     page.click("#run")
     return wait_state(page, "done", before, timeout=600_000)
+
+
+def wait_for_compiled_step(browser, port: int) -> None:
+    """Until a newly opened page no longer says the default pair is compiling (the status a visitor reads)."""
+    deadline = time.monotonic() + COMPILE_WAIT_S
+    while time.monotonic() < deadline:
+        page = browser.new_page()
+        page.goto(f"http://127.0.0.1:{port}", wait_until="load", timeout=120_000)
+        page.wait_for_selector("#status :text('Ready')", timeout=300_000)
+        page.wait_for_timeout(1000)  # the status's next line, if the pair is compiling
+        status = page.locator("#status").inner_text()
+        page.close()
+        if "decode step in a separate process" not in status.split("In the background")[0]:
+            return
+        time.sleep(10)
+    pytest.fail(f"the default pair was still compiling after {COMPILE_WAIT_S} s")
 
 
 def problems_in(log: Path) -> list[str]:
@@ -90,7 +106,7 @@ def test_the_app_as_shipped_from_an_empty_cache(browser, tmp_path):
         timings["first_run"] = first
         assert first.get("engine") in ("eager", "compiled"), first
         if can_compile:
-            page.wait_for_selector(f"#status :text('{COMPILED_LOADED}')", timeout=900_000)
+            wait_for_compiled_step(browser, port)
             timings["compiled_loaded_s_after_serving"] = time.perf_counter() - served_at
             later = [press_run(page) for _ in range(3)]
             timings["compiled_runs"] = later

@@ -145,4 +145,3 @@ def measured_speedup_of(rows: list[dict], chosen) -> float | None:
         if is_tree_row or is_chain_row:
             return row.get("speedup")
     return None
-

@@ -8,11 +8,15 @@ from dataclasses import replace
 
 from specviz.analysis.readings import readings_of
 from specviz.cli.options import (
+    AUTO,
     NA,
+    UsageError,
     add_decoding_arguments,
     add_pair_arguments,
     add_tree_argument,
     at_least_one,
+    choose_automatically,
+    gammas_from,
     pair_from,
     resolve_pair,
     settings_from,
@@ -30,7 +34,7 @@ def add_parser(commands) -> None:
     add_pair_arguments(parser)
     add_decoding_arguments(parser)
     parser.add_argument("--prompt", required=True)
-    parser.add_argument("--gamma", type=int, default=4)
+    parser.add_argument("--gamma", help="drafts per cycle; 'auto' measures which chain or tree pays here; default: the pair's")
     add_tree_argument(parser, several=False)
     parser.add_argument("--mode", choices=["speculative", "autoregressive"], default="speculative")
     parser.add_argument("--samples", type=at_least_one, default=1, help="N continuations with seeds S..S+N-1")
@@ -92,10 +96,16 @@ def run_to_dict(events: list) -> dict:
 
 
 def command(args: argparse.Namespace) -> int:
+    asked = gammas_from(args.gamma, pair_from(args)[1])
+    if asked != AUTO and len(asked) > 1:
+        raise UsageError("run takes one γ (bench sweeps several)")
     tree = next(iter(tree_shapes(args, pair_from(args)[1])), None)
-    settings = settings_from(args, args.gamma, tree=tree)  # validate before loading any model
+    settings = settings_from(args, 1 if asked == AUTO else asked[0], tree=tree)  # validate before loading any model
     check_prompt_text(args.prompt)
     pair = resolve_pair(args)
+    if asked == AUTO:
+        chosen = choose_automatically(pair, [args.prompt], settings, args.drafter)
+        settings = settings_from(args, chosen.gamma, tree=tree or chosen.tree)
     results = []
     peaks = measured.PeakTracker(pair.device, pair.draft.weight_bytes)
     for sample in range(args.samples):

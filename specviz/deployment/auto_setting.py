@@ -65,7 +65,9 @@ class AutoChoice:
                 f"on this machine no draft length pays for this pair: best predicted {self.best.speedup:.2f}× "
                 f"({self.best.label}; {inputs})"
             )
-        return f"on this machine the theory predicts {self.best.label} fastest: {self.best.speedup:.2f}× the target alone ({inputs})"
+        return (
+            f"on this machine the theory predicts {self.best.label} fastest: {self.best.speedup:.2f}× the target alone ({inputs})"
+        )
 
     def to_json(self) -> dict:
         return {
@@ -104,7 +106,9 @@ def calibrate(pair: LoadedPair, prompts: list[str], settings: DecodeSettings, dr
     )
     cycles: list[Cycle] = []
     for prompt in prompts:
-        cycles += [event for event in run(pair, prompt, calibration, mode="speculative", drafter=drafter) if isinstance(event, Cycle)]
+        cycles += [
+            event for event in run(pair, prompt, calibration, mode="speculative", drafter=drafter) if isinstance(event, Cycle)
+        ]
     forwards = sum(cycle.n_draft_forwards for cycle in cycles)
     draft_s = sum(cycle.draft_s for cycle in cycles)
     if drafts_trees:

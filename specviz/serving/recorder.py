@@ -104,6 +104,22 @@ def measure_run(
     )
 
 
+_advice: dict[tuple[str, str], str] = {}  # (pair, engine) → what `--gamma auto` measured there, once per process
+
+
+def setting_advice(pair: LoadedPair, prompt: str, settings: DecodeSettings, drafter: str) -> str:
+    """One sentence on which chain or tree pays for this pair here, measured in the slot (deployment/auto_setting.py:
+    ν(k) and one short calibration run, a few seconds) the first time, then remembered for the engine it ran on."""
+    from specviz.deployment.auto_setting import choose_setting
+    from specviz.engine.compiled import pair_engine
+
+    key = (pair.name, pair_engine(pair))
+    if key not in _advice:
+        with MEASURING_SLOT:
+            _advice[key] = choose_setting(pair, [prompt], settings, drafter).sentence()
+    return _advice[key]
+
+
 def _round(
     pair: LoadedPair,
     prompt: str,

@@ -45,6 +45,7 @@ class Measured:
     request: RunRequest
     trace: Trace
     readings: Readings
+    advice: str | None = None  # which chain or tree pays here, measured (serving/recorder.setting_advice), where asked
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Lesson:
     extra: tuple[tuple[str, RunRequest], ...] = ()  # (label, request) measured after it, for comparison
     explain: Callable[[Measured, list[Measured]], str] = field(default=lambda main, extra: "")
     chart: Callable[[Measured, list[Measured]], object] | None = None  # a figure drawn from the measured runs
+    advises: bool = False  # also measure which chain or tree pays for the pair here (`--gamma auto`'s choice)
 
 
 SPEED_WORDS = {"faster": "faster than", "even": "about as fast as", "slower": "slower than"}
@@ -214,6 +216,11 @@ def _explain_real_model(main: Measured, extra: list[Measured]) -> str:
         f"(by position in the window: {_by_position(m)}), {number(m.tokens_per_cycle, 2)} tokens per target forward, "
         f"τ = {number(m.tau, 3)}, ν = {number(m.verify_cost, 2)}: <b>{_speed(m)}</b>. "
         + ("The answer is identical, token for token, to the target decoding alone." if same else _parting(main))
+        + (
+            f"</p><p>Which setting pays here, measured (ν over 1–8 rows and a short calibration run): {html.escape(main.advice)}."
+            if main.advice
+            else ""
+        )
         + f"</p><p><b>Question:</b> this head {_distillation(info.name, 'feature_head_ref')}. An independent 2-layer draft "
         "of the same size, trained on the same answers, is accepted far less often (lesson 10): what does the head know that "
         "the draft has to guess?</p>"
@@ -371,7 +378,7 @@ def lessons(default_pair: str, plain_pair: str, real_pair: str | None = None, re
     question = replace(chat, max_new_tokens=64)
     real = (
         [
-            Lesson("lesson-8", "A real model answers a question", chat, explain=_explain_real_model),
+            Lesson("lesson-8", "A real model answers a question", chat, explain=_explain_real_model, advises=True),
             Lesson(
                 "lesson-9",
                 "Exact on hardware: when rows depend on their neighbours",

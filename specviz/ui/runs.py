@@ -188,7 +188,12 @@ def run_lesson(lesson: Lesson, playback_choice: str, ticket: Ticket, sessions: S
         yield update
     if trace is None or trace.baseline is None or not sessions.is_current(ticket):
         return
-    main = Measured("this run", request, trace, readings_of_trace(trace))
+    advice = None
+    if lesson.advises:
+        yield Update(lesson=header + "<p>Measuring which draft length pays for this pair here (a few seconds, once)…</p>")
+        pair = pair_cache.get_pair(request.pair)
+        advice = recorder.setting_advice(pair, request.prompt, request.settings(), request.drafter)
+    main = Measured("this run", request, trace, readings_of_trace(trace), advice)
     compared = []
     for n, (label, extra) in enumerate(lesson.extra, start=1):
         yield Update(lesson=header + f"<p>Measuring the comparison: {html.escape(label)} ({n} of {len(lesson.extra)})…</p>")
