@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from specviz.analysis.readings import verify_costs_of
+from specviz.analysis.readings import speed_verdict, verify_costs_of
 from specviz.analysis.timing import measure_pass_seconds
 from specviz.analysis.tree_theory import RankAcceptance, TreeChoice, TreeOption, choose_tree, measured_rank_acceptance
 from specviz.drafting.registry import strategy
@@ -45,7 +45,8 @@ class AutoChoice:
 
     @property
     def pays(self) -> bool:
-        return self.best.speedup > 1.0
+        """Faster than the target alone by the one rule for every speedup (break-even within ±5 %)."""
+        return speed_verdict(self.best.speedup) == "faster"
 
     @property
     def gamma(self) -> int:
