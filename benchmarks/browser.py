@@ -8,6 +8,7 @@ none of its own. Tests import this module as `benchmarks.browser` (pytest puts t
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -28,6 +29,7 @@ FLAGS = [
     "--no-first-run",
 ]
 COLOURED = "#stream [data-status=accepted], #stream [data-status=resampled], #stream [data-status=bonus]"
+COMPILE_WAIT_S = 900  # the bundled pair's packages, cold, on a loaded 2-core machine
 SERVE_TIMEOUT_S = 240  # a loaded 2-core machine can take minutes to import gradio and serve
 
 
@@ -94,3 +96,36 @@ def wait_state(page, state: str, after_run_id: str | None = None, timeout: int =
 def choose(page, element_id: str, label: str) -> None:
     """Click the radio choice `label` of the component with this elem_id."""
     page.locator(f"#{element_id} label", has_text=label).first.click()
+
+
+def shipped_environment(cache: Path) -> dict[str, str]:
+    """This environment as a user's shell has it: none of the tests' switches, specviz's cache empty but for the
+    real model's downloaded files."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("SPECVIZ_", "PYTEST_"))}
+    env["SPECVIZ_CACHE"] = str(cache)
+    default = Path.home() / ".cache" / "specviz"
+    for fetched in ("wheels", "converted"):
+        if (default / fetched).is_dir():
+            (cache / fetched).symlink_to(default / fetched)
+    return env
+
+
+def wait_for_compiled_step(browser, port: int) -> None:
+    """Until a newly opened page no longer says the default pair is compiling (the status a visitor reads)."""
+    deadline = time.monotonic() + COMPILE_WAIT_S
+    while time.monotonic() < deadline:
+        page = browser.new_page()
+        page.goto(f"http://127.0.0.1:{port}", wait_until="load", timeout=120_000)
+        page.wait_for_selector("#status :text('Ready')", timeout=300_000)
+        page.wait_for_timeout(1000)  # the status's next line, if the pair is compiling
+        status = page.locator("#status").inner_text()
+        page.close()
+        if "decode step in a separate process" not in status.split("In the background")[0]:
+            return
+        time.sleep(10)
+    raise RuntimeError(f"the default pair was still compiling after {COMPILE_WAIT_S} s")
+
+
+def problems_in(log: Path) -> list[str]:
+    """Lines of the server's log that a user should never cause: tracebacks and failures."""
+    return [line for line in log.read_text(errors="replace").splitlines() if re.search(r"traceback|failed", line, re.I)]

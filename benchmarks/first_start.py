@@ -1,0 +1,128 @@
+"""The app's first start, as a new user gets it, timed: `python app.py` from an empty cache, then a warm restart.
+
+    python benchmarks/first_start.py [--runs 3] [--out benchmarks/results/first_start.json]
+
+Measures, in Chromium, with everything as it ships (compiling on, the real pair loading in the background) and only
+the real model's downloaded files linked into the new cache:
+- seconds from the page first serving to the default Run done (eager while a worker process compiles),
+- seconds until the compiled step is loaded, then `--runs` identical runs at real pace: their speedups and spread,
+- the same prompt and settings through `python -m specviz bench` on the warm cache: the app's speedup ÷ bench's,
+- a restart on the warm cache: seconds from `python app.py` to "Ready" on the page, and the engine of its first run,
+- the lines of the server's logs with a traceback or "failed".
+Printed as JSON (and written to `--out`); never asserted: tests/test_first_start.py holds the behaviour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from benchmarks.browser import (  # noqa: E402
+    CHROMIUM,
+    FLAGS,
+    choose,
+    free_port,
+    numbers,
+    problems_in,
+    shipped_environment,
+    start_app,
+    stop_app,
+    wait_for_compiled_step,
+    wait_state,
+)
+
+KEPT = ("speedup", "engine", "alpha", "tokensPerS", "baselineTokensPerS", "otherLoad")
+
+
+def press_run(page, playback: str) -> dict:
+    choose(page, "playback", playback)
+    before = numbers(page).get("runId")
+    page.click("#run")
+    done = wait_state(page, "done", before, timeout=600_000, polling=100)
+    return {key: done.get(key) for key in KEPT}
+
+
+def open_page(browser, port: int):
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"http://127.0.0.1:{port}", wait_until="load", timeout=120_000)
+    page.wait_for_selector("#status :text('Ready')", timeout=300_000)
+    return page
+
+
+def bench_speedup(env: dict, prompt: str, gamma: int, max_new_tokens: int, repeats: int) -> dict:
+    """`bench`'s speculative row for the app's default request (its own process; the cache is warm by now)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as handle:
+        handle.write(prompt)
+    command = [sys.executable, "-m", "specviz", "bench", "--prompts", handle.name, "--gamma", str(gamma)]
+    command += ["--max-new-tokens", str(max_new_tokens), "--repeats", str(repeats), "--no-hf", "--no-dynamic", "--json"]
+    output = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    result = json.loads(output)
+    row = next(row for row in result["rows"] if row["method"] == "speculative")
+    return {"speedup": row["speedup"], "engine": row.get("engine"), "other_load_cores": result.get("other_load_cores")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--bench-repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    from specviz.serving.pair_cache import catalogue
+    from specviz.ui.choices import catalogue_lessons
+
+    default = catalogue_lessons(catalogue().default)[0].request  # what the page opens on
+    scratch = Path(tempfile.mkdtemp(prefix="specviz-first-start-"))
+    (scratch / "cache").mkdir()
+    env = shipped_environment(scratch / "cache")
+    logs = [scratch / "first.log", scratch / "restart.log"]
+    report: dict = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": " ".join(sys.argv)}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        port = free_port()
+        launched = time.perf_counter()
+        process, report["first_serving_s"] = start_app(port, log=logs[0], env=env)
+        served = launched + report["first_serving_s"]
+        try:
+            page = open_page(browser, port)
+            report["first_run"] = press_run(page, default.playback)
+            report["first_run_done_after_serving_s"] = time.perf_counter() - served
+            wait_for_compiled_step(browser, port)
+            report["compiled_loaded_after_serving_s"] = time.perf_counter() - served
+            runs = [press_run(page, "real pace") for _ in range(args.runs)]
+            report["compiled_runs"] = runs
+            speedups = [float(run["speedup"]) for run in runs]
+            report["compiled_spread"] = (max(speedups) - min(speedups)) / statistics.median(speedups)
+            bench = bench_speedup(env, default.prompt, default.gamma, default.max_new_tokens, args.bench_repeats)
+            report["bench"] = bench
+            report["app_over_bench"] = statistics.median(speedups) / bench["speedup"]
+        finally:
+            stop_app(process)
+        launched = time.perf_counter()
+        process, report["restart_serving_s"] = start_app(port, log=logs[1], env=env)
+        try:
+            page = open_page(browser, port)
+            report["restart_ready_s"] = time.perf_counter() - launched
+            report["restart_first_run"] = press_run(page, "real pace")
+        finally:
+            stop_app(process)
+        browser.close()
+    report["log_problems"] = [line for log in logs for line in problems_in(log)]
+    text = json.dumps(report, indent=1)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
