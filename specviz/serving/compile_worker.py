@@ -38,6 +38,12 @@ class CompileJob:
 _jobs: queue.Queue[CompileJob] = queue.Queue()
 _runner: threading.Thread | None = None
 _runner_lock = threading.Lock()
+_working = threading.Event()  # set while a worker process runs
+
+
+def busy() -> bool:
+    """Whether a worker is compiling now: its processor time shows in every run measured meanwhile (flagged)."""
+    return _working.is_set()
 
 
 def submit(pair: str, threads: int, done: Done) -> None:
@@ -71,6 +77,7 @@ def run_worker(pair: str, threads: int) -> tuple[dict | None, str | None]:
     command = [sys.executable, "-m", "specviz.serving.compile_worker", pair, "--threads", str(threads)]
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))}
     with log.open("w") as log_file:
+        _working.set()
         try:
             finished = subprocess.run(
                 command,
@@ -82,6 +89,8 @@ def run_worker(pair: str, threads: int) -> tuple[dict | None, str | None]:
             )
         except OSError as error:
             return None, f"the compile worker for {pair} could not start ({error}), so {pair} keeps running eager"
+        finally:
+            _working.clear()
     lines = finished.stdout.strip().splitlines()
     if finished.returncode != 0 or not lines:
         return None, (
