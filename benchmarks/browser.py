@@ -129,3 +129,19 @@ def wait_for_compiled_step(browser, port: int) -> None:
 def problems_in(log: Path) -> list[str]:
     """Lines of the server's log that a user should never cause: tracebacks and failures."""
     return [line for line in log.read_text(errors="replace").splitlines() if re.search(r"traceback|failed", line, re.I)]
+
+
+def open_ready_page(browser, port: int):
+    """A new page on the app at `port`, once its status says Ready (the default pair is loaded)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"http://127.0.0.1:{port}", wait_until="load", timeout=120_000)
+    page.wait_for_selector("#status :text('Ready')", timeout=300_000)
+    return page
+
+
+def press_run(page, playback: str = "real pace") -> dict:
+    """Press Run with this playback and wait for that run to be done: the numbers it left on #run-numbers."""
+    choose(page, "playback", playback)
+    before = numbers(page).get("runId")
+    page.click("#run")
+    return wait_state(page, "done", before, timeout=600_000, polling=100)

@@ -28,33 +28,21 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.browser import (  # noqa: E402
     CHROMIUM,
     FLAGS,
-    choose,
     free_port,
-    numbers,
+    open_ready_page,
+    press_run,
     problems_in,
     shipped_environment,
     start_app,
     stop_app,
     wait_for_compiled_step,
-    wait_state,
 )
 
 KEPT = ("speedup", "engine", "alpha", "tokensPerS", "baselineTokensPerS", "otherLoad")
 
 
-def press_run(page, playback: str) -> dict:
-    choose(page, "playback", playback)
-    before = numbers(page).get("runId")
-    page.click("#run")
-    done = wait_state(page, "done", before, timeout=600_000, polling=100)
+def kept(done: dict) -> dict:
     return {key: done.get(key) for key in KEPT}
-
-
-def open_page(browser, port: int):
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
-    page.goto(f"http://127.0.0.1:{port}", wait_until="load", timeout=120_000)
-    page.wait_for_selector("#status :text('Ready')", timeout=300_000)
-    return page
 
 
 def bench_speedup(env: dict, prompt: str, gamma: int, max_new_tokens: int, repeats: int) -> dict:
@@ -93,12 +81,12 @@ def main() -> None:
         process, report["first_serving_s"] = start_app(port, log=logs[0], env=env)
         served = launched + report["first_serving_s"]
         try:
-            page = open_page(browser, port)
-            report["first_run"] = press_run(page, default.playback)
+            page = open_ready_page(browser, port)
+            report["first_run"] = kept(press_run(page, default.playback))
             report["first_run_done_after_serving_s"] = time.perf_counter() - served
             wait_for_compiled_step(browser, port)
             report["compiled_loaded_after_serving_s"] = time.perf_counter() - served
-            runs = [press_run(page, "real pace") for _ in range(args.runs)]
+            runs = [kept(press_run(page)) for _ in range(args.runs)]
             report["compiled_runs"] = runs
             speedups = [float(run["speedup"]) for run in runs]
             report["compiled_spread"] = (max(speedups) - min(speedups)) / statistics.median(speedups)
@@ -110,9 +98,9 @@ def main() -> None:
         launched = time.perf_counter()
         process, report["restart_serving_s"] = start_app(port, log=logs[1], env=env)
         try:
-            page = open_page(browser, port)
+            page = open_ready_page(browser, port)
             report["restart_ready_s"] = time.perf_counter() - launched
-            report["restart_first_run"] = press_run(page, "real pace")
+            report["restart_first_run"] = kept(press_run(page))
         finally:
             stop_app(process)
         browser.close()
