@@ -64,4 +64,5 @@ def run_started(
         adaptive_gamma=settings.adaptive_gamma and speculative,
         max_new_tokens=settings.max_new_tokens,
         prefill_s=prefill_s,
+        verification=settings.verification if speculative else "exact",
     )
