@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 from specviz.cli.options import (
     UsageError,
@@ -15,6 +16,7 @@ from specviz.cli.options import (
     resolve_pair,
     settings_from,
     tree_shapes,
+    verifications_from,
 )
 from specviz.deployment.benchmark import bench
 from specviz.prompts.sets import load_prompt_set
@@ -26,6 +28,7 @@ def format_table(rows: list[dict]) -> str:
         ("method", "{}"),
         ("gamma", "{}"),
         ("tree", "{}"),
+        ("verification", "{}"),
         ("tokens_per_s", "{:.1f}"),
         ("speedup", "{:.2f}x"),
         ("alpha", "{:.3f}"),
@@ -60,7 +63,7 @@ def format_table(rows: list[dict]) -> str:
 def add_parser(commands) -> None:
     parser = commands.add_parser("bench", help="autoregressive vs ours vs transformers' assisted generation")
     add_pair_arguments(parser)
-    add_decoding_arguments(parser)
+    add_decoding_arguments(parser, several_verifications=True)
     add_prompt_set_arguments(parser, 3)
     parser.add_argument("--gamma", type=str, default="4", help="one γ or a comma list for a sweep, e.g. 2,4,6")
     add_tree_argument(parser, several=True)
@@ -76,6 +79,8 @@ def command(args: argparse.Namespace) -> int:
     except ValueError:
         raise UsageError(f"--gamma takes an integer or a comma-separated list (got {args.gamma!r})") from None
     settings = {gamma: settings_from(args, gamma) for gamma in gammas}  # validates before any model is loaded
+    for name in verifications_from(args)[1:]:
+        replace(settings[gammas[0]], verification=name).validate()  # block and match refuse lenience, in one line
     trees = tree_shapes(args, pair_from(args)[1])
     for shape in trees:
         settings_from(args, gammas[0], tree=shape)  # a tree refuses lenient and adaptive settings, in one line
@@ -98,6 +103,7 @@ def command(args: argparse.Namespace) -> int:
             with_dynamic=not args.no_dynamic,
             trees=trees,
             log=log,
+            verifications=verifications_from(args)[1:],
         )
     result["other_load_cores"] = others.result.other_cores
     if args.json:

@@ -41,6 +41,7 @@ class MethodResult:
     method: str
     gamma: int | None
     tree: str | None = None  # the token tree's shape ("2x2x1:1"); None for a chain
+    verification: str = "exact"  # how its drafts were judged (engine/verifiers.py)
     timed: list[TimedRequest] = field(default_factory=list)  # every request (repeat × prompt): tokens and seconds
     outputs: list[list[int]] = field(default_factory=list)  # first repeat, per prompt
     summaries: list[Summary] = field(default_factory=list)  # every repeat, per prompt
@@ -163,6 +164,7 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float,
         "method": result.method,
         "gamma": result.gamma,
         "tree": result.tree,
+        "verification": result.verification,
         "tokens_per_s": m.tokens_per_s,
         "speedup": m.measured_speedup,
         "alpha": m.alpha,
@@ -229,6 +231,7 @@ def bench(
     with_dynamic: bool = True,
     trees: Sequence[TreeShape] = (),
     log: Callable[[str], None] = lambda line: None,
+    verifications: Sequence[str] = (),
 ) -> dict:
     """Every method over the same prompts and settings, `repeats` times; rows of pooled rates and tallies.
 
@@ -252,7 +255,9 @@ def bench(
         run_transformers(pair, prompts[:1], warm, twin(gammas[0]), MethodResult("warmup", None), False)
 
     baseline = MethodResult("autoregressive", None)
-    ours = {gamma: MethodResult("speculative", gamma) for gamma in gammas}
+    ours = {gamma: MethodResult("speculative", gamma, verification=settings.verification) for gamma in gammas}
+    judged = {name: replace(at[gammas[0]], verification=name) for name in verifications}
+    ours_judged = {name: MethodResult(f"speculative-{name}", gammas[0], verification=name) for name in verifications}
     theirs = {gamma: MethodResult("transformers-assisted", gamma) for gamma in gammas}
     ours_trees = {text: MethodResult("speculative-tree", None, tree=text) for text in shaped}
     ours_dynamic = MethodResult("speculative-dynamic", None)
@@ -264,6 +269,8 @@ def bench(
             run_ours(pair, prompts, at[gamma], "speculative", drafter, ours[gamma], record)
             if twin:
                 run_transformers(pair, prompts, at[gamma], twin(gamma), theirs[gamma], record)
+        for name, judged_settings in judged.items():
+            run_ours(pair, prompts, judged_settings, "speculative", drafter, ours_judged[name], record)
         for text, tree_settings in shaped.items():
             run_ours(pair, prompts, tree_settings, "speculative", drafter, ours_trees[text], record)
         if dynamic:
@@ -288,12 +295,13 @@ def bench(
         }
     ]
     same = lambda result: same_output(result, baseline, settings)  # noqa: E731
-    compared = [*ours.values(), *ours_trees.values()]
+    compared = [*ours.values(), *ours_judged.values(), *ours_trees.values()]
     for gamma in gammas:
         rows.append(speculative_row(ours[gamma], baseline, step_s, same(ours[gamma])))
         if twin:
             rows.append(transformers_row(theirs[gamma], baseline, same(theirs[gamma])))
             compared.append(theirs[gamma])
+    rows.extend(speculative_row(result, baseline, step_s, same(result)) for result in ours_judged.values())
     rows.extend(speculative_row(result, baseline, step_s, same(result)) for result in ours_trees.values())
     if dynamic:
         rows.append(speculative_row(ours_dynamic, baseline, step_s, same(ours_dynamic)))
