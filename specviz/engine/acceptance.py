@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from specviz.engine.sampling import SamplingSettings, display_probs, warp
 from specviz.engine.events import SameDraftsVerdict
+from specviz.engine.sampling import SamplingSettings, display_probs, warp
 from specviz.engine.verifiers import VERIFIERS, Verdict, accepted_prefix, same_drafts_verdicts, verify_token_by_token
 
 

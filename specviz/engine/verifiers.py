@@ -132,6 +132,4 @@ assert tuple(VERIFIERS) == VERIFICATIONS, "every verification the settings offer
 
 def same_drafts_verdicts(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, seed: int) -> dict[str, Verdict]:
     """Every verifier's verdict on one cycle's drafts, each with a generator seeded alike (lesson 12's comparison)."""
-    return {
-        name: verifier(p, q, x, torch.Generator(device=p.device).manual_seed(seed)) for name, verifier in VERIFIERS.items()
-    }
+    return {name: verifier(p, q, x, torch.Generator(device=p.device).manual_seed(seed)) for name, verifier in VERIFIERS.items()}
