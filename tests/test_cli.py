@@ -152,7 +152,7 @@ def test_bench_json_compares_every_method(tmp_path):
             cycles = sum(histogram)
             accepted = sum(k * n for k, n in enumerate(histogram))
             assert row["mean_acceptance_length"] == pytest.approx(1 + accepted / cycles), "vLLM: 1 + accepted / cycles"
-            assert row["acceptance_by_position"][0] is not None
+            assert row["conditional_acceptance_rate_per_pos"][0] is not None
     dynamic = output["rows"][5]
     assert dynamic["gamma"] is None and dynamic["drafts_per_cycle"] > 0 and dynamic["alpha"] is not None
     latency = ("latency_p50_s", "latency_p90_s", "latency_p99_s", "itl_p50_ms", "itl_p99_ms", "ttft_ms")
@@ -174,9 +174,15 @@ def test_run_json_carries_vllm_metrics_and_draft_stops():
     n_accepted = [c["n_accepted"] for c in cycles]
     assert summary["mean_acceptance_length"] == pytest.approx(1 + sum(n_accepted) / len(cycles))
     assert summary["acceptance_histogram"] == [n_accepted.count(k) for k in range(4)], "cycles by number accepted, length γ + 1"
-    for i, rate in enumerate(summary["acceptance_by_position"]):
+    for i, rate in enumerate(summary["conditional_acceptance_rate_per_pos"]):
         tested = [c for c in cycles if len(c["draft_token_ids"]) > i and c["n_accepted"] >= i]
         assert rate == pytest.approx(sum(c["n_accepted"] > i for c in tested) / len(tested)), f"position {i + 1}"
+    for i, rate in enumerate(summary["acceptance_rate_per_pos"]):  # vLLM's: over every cycle, not only the tested
+        assert rate == pytest.approx(sum(c["n_accepted"] > i for c in cycles) / len(cycles)), f"position {i + 1}"
+        assert summary["num_accepted_tokens_per_pos"][i] == sum(c["n_accepted"] > i for c in cycles)
+    law = summary["acceptance_length_law"]
+    assert len(law) == 4 and sum(law) == pytest.approx(1.0) and 0 <= summary["acceptance_histogram_distance"] <= 1
+    assert output["verification"] == "exact"
     assert {c["draft_stop"] for c in cycles} <= {"window full", "token limit"}
     assert output["tree"] is None and summary["rows_per_pass"] == pytest.approx(
         1 + sum(len(c["draft_token_ids"]) for c in cycles) / len(cycles)

@@ -66,6 +66,7 @@ def run_to_dict(events: list) -> dict:
         "mode": summary.mode,
         "drafter": events[0].drafter,
         "tree": events[0].tree or None,
+        "verification": events[0].verification,
         "lossy": summary.lossy,
         "text": summary.text,
         "prompt_token_ids": list(events[0].prompt_token_ids),
@@ -82,9 +83,7 @@ def run_to_dict(events: list) -> dict:
             "tau_source": m.tau_source,
             "tokens_per_cycle": m.tokens_per_cycle,
             "rows_per_pass": summary.tally.rows_per_pass,
-            "mean_acceptance_length": summary.tally.mean_acceptance_length,
-            "acceptance_histogram": list(summary.tally.accepted_histogram),
-            "acceptance_by_position": summary.tally.acceptance_by_position,
+            **m.acceptance_metrics(),
             "stop_reason": summary.stop_reason,
         },
     }
