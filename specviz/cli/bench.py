@@ -19,6 +19,7 @@ from specviz.cli.options import (
     verifications_from,
 )
 from specviz.deployment.benchmark import bench
+from specviz.deployment.report import acceptance_lines
 from specviz.prompts.sets import load_prompt_set
 from specviz.run.machine_load import LoadMeter
 
@@ -110,6 +111,10 @@ def command(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     else:
         print(format_table(result["rows"]))
+        for row in result["rows"]:
+            if row.get("acceptance_histogram"):
+                print(f"{row['method']} (γ {row['gamma']}, {row.get('verification', 'exact')}):")
+                print("\n".join(f"  {line}" for line in acceptance_lines(row)))
         if result["greedy_identical"] is not None:
             print(f"greedy: speculative output identical to the target alone: {result['greedy_identical']}")
         if result.get("transformers_identical") is not None:
