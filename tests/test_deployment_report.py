@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from specviz.analysis.readings import readings_of
 from specviz.deployment import figures
 from specviz.deployment.batch import BatchRow
 from specviz.deployment.latency import LatencyStats
 from specviz.deployment.memory import LoadTimes, MemoryReport, ModelMemory, PairLoadTimes
 from specviz.deployment.report import DeploymentReport, DraftingRow, render_html, write_report
+from tests.test_acceptance_law import simulated_tally
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECULATIVE_ARRIVALS = [[0.2, 0.2, 0.2, 0.3, 0.4, 0.4], [0.15, 0.25, 0.25, 0.25, 0.35, 0.45]]
 AUTOREGRESSIVE_ARRIVALS = [[0.12, 0.17, 0.22, 0.27, 0.32, 0.37], [0.11, 0.16, 0.21, 0.26, 0.31, 0.36]]
-from specviz.analysis.readings import readings_of  # noqa: E402
-from tests.test_acceptance_law import simulated_tally  # noqa: E402
 
 FIGURES = ("race", "itl", "request-latency", "memory", "batch")
 
