@@ -114,6 +114,9 @@ def test_theory_loads_no_torch():
         (["bench", "--gamma", "2,x"], "gamma"),
         (["run", "--prompt", "x", "--drafter", "nope"], "--drafter"),
         (["bench", "--repeats", "0"], "repeats"),
+        (["run", "--prompt", "x", "--verification", "blocky"], "--verification"),
+        (["bench", "--verification", "exact,block", "--lenience", "0.5"], "lenient acceptance"),
+        (["run", "--prompt", "x", "--verification", "match", "--tree", "2x1", "--drafter", "model"], "token trees"),
     ],
 )
 def test_bad_arguments_exit_nonzero_with_one_line(args, complaint):
@@ -122,6 +125,22 @@ def test_bad_arguments_exit_nonzero_with_one_line(args, complaint):
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and complaint in lines[0], result.stderr
+
+
+def test_bench_judges_the_same_prompts_and_seeds_three_ways(tmp_path):
+    """One row per verification; greedy: all identical to the target alone, and nothing to compare on the same drafts
+    (greedy judges once for every verifier: the same-drafts comparison is for sampling)."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("def main():\n    return\n---\nimport os\nimport sys\n\n\ndef run(")
+    common = ("bench", "--prompts", str(prompts), "--repeats", "1", "--max-new-tokens", "12", "--gamma", "3", "--no-hf")
+    output = specviz_json(*common, "--no-dynamic", "--verification", "exact,block,match", "--json", timeout=600)
+    rows = output["rows"]
+    assert [row["method"] for row in rows] == ["autoregressive", "speculative", "speculative-block", "speculative-match"]
+    assert [row["verification"] for row in rows[1:]] == ["exact", "block", "match"]
+    assert output["greedy_identical"] is True, "under greedy every verifier writes what the target alone writes"
+    for row in rows[1:]:
+        assert row["same_drafts"] == {}
+        assert len(row["acceptance_length_law"]) == 4 and row["acceptance_histogram_distance"] is not None
 
 
 def test_bench_json_compares_every_method(tmp_path):

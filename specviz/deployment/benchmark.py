@@ -19,10 +19,11 @@ import torch
 
 from specviz.analysis.prompt_set import PromptSetSummary, TimedRequest
 from specviz.analysis.readings import readings_of
+from specviz.analysis.same_drafts import same_drafts_tallies
 from specviz.analysis.tree_theory import expected_tokens_of_shape, measured_rank_acceptance
 from specviz.deployment.latency import LatencyStats, latency_tail
 from specviz.drafting.registry import Twin, strategy
-from specviz.engine import DecodeSettings, Summary, Tally
+from specviz.engine import Cycle, DecodeSettings, Summary, Tally
 from specviz.engine.kv_cache import synchronize
 from specviz.engine.tree_shape import TreeShape
 from specviz.models.loading import LoadedPair
@@ -49,6 +50,7 @@ class MethodResult:
     tree_outcomes: list[tuple[tuple[int, ...], tuple[int, ...]]] = field(
         default_factory=list
     )  # a tree's (parents, path) per cycle
+    same_drafts: dict[str, Tally] = field(default_factory=dict)  # per verifier, its verdicts on this method's own drafts
 
     @property
     def tally(self) -> Tally:
@@ -59,6 +61,8 @@ class MethodResult:
         """One request's events: its latency and summary kept; the summary returned."""
         summary: Summary = events[-1]
         self.tree_outcomes += [(e.parents, e.accepted_nodes) for e in events if getattr(e, "is_tree", False)]
+        judged = same_drafts_tallies([e for e in events if isinstance(e, Cycle)])
+        self.same_drafts = {name: self.same_drafts.get(name, Tally()) + tally for name, tally in judged.items()}
         self.latencies.append(LatencyStats.of_events(events))
         self.summaries.append(summary)
         self.timed.append(TimedRequest.of(summary))
@@ -185,6 +189,10 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float,
         "predicted_with_verify_cost": m.predicted_with_verify_cost,
         "same_as_target": same,
         **latency_tail(result.latencies).to_json(),
+        "same_drafts": {  # every verifier on this row's own drafts, cycle by cycle (analysis/same_drafts.py); {} if not asked
+            name: {"alpha": t.alpha, "tokens_per_cycle": t.mean_acceptance_length, "cycles": t.cycles}
+            for name, t in result.same_drafts.items()
+        },
     }
 
 
@@ -254,6 +262,8 @@ def bench(
 
     baseline = MethodResult("autoregressive", None)
     ours = {gamma: MethodResult("speculative", gamma, verification=settings.verification) for gamma in gammas}
+    if verifications:  # the first γ's chains (one per verification) also judge their own drafts every way, untimed
+        at[gammas[0]] = replace(at[gammas[0]], compare_verifiers=True)
     judged = {name: replace(at[gammas[0]], verification=name) for name in verifications}
     ours_judged = {name: MethodResult(f"speculative-{name}", gammas[0], verification=name) for name in verifications}
     theirs = {gamma: MethodResult("transformers-assisted", gamma) for gamma in gammas}
