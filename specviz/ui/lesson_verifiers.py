@@ -74,11 +74,19 @@ def walk_through(cycle: Cycle) -> str:
     by_name = {v.verification: v for v in cycle.verdicts}
     first = cycle.verdicts[0]
     drafts = ", ".join(
-        f"<code>{html.escape(position.text)}</code> (p = {p:.2f}, q = {q:.2f})"
+        f"<code>{html.escape(_visible(position.text))}</code> (p = {p:.2f}, q = {q:.2f})"
         for position, p, q in zip(cycle.positions, first.p, first.q)
     )
     walks = [_walk_exact(by_name["exact"]), _walk_block(by_name["block"]), _walk_match(by_name["match"])]
-    return f"<p>Cycle {cycle.index + 1} drafted {drafts}.</p><ul>{''.join(walks)}</ul>"
+    return (
+        f"<p>Cycle {cycle.index + 1} drafted {drafts}. Each verifier's generator was seeded alike, so token by token's u "
+        f"and block's η are the same draws: only the rule differs.</p><ul>{''.join(walks)}</ul>"
+    )
+
+
+def _visible(text: str) -> str:
+    """A token's text with its whitespace shown: a newline as ⏎, a space as ·, nothing as ∅."""
+    return text.replace("\n", "⏎").replace(" ", "·") or "∅"
 
 
 def explain_verifiers(main, extra) -> str:
