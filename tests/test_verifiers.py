@@ -180,3 +180,11 @@ def test_block_keeps_at_least_what_token_by_token_keeps_on_average(pair):
         totals["exact"] += VERIFIERS["exact"](p, q, torch.tensor(drafts), generator).n_accepted
         totals["block"] += verify_block(p, q, torch.tensor(drafts), generator).n_accepted
     assert totals["block"] >= totals["exact"] * 0.98, totals
+
+
+@pytest.mark.parametrize("verification", list(VERIFIERS))
+def test_an_empty_window_gets_the_bonus_token(verification):
+    """At the token limit a cycle may draft nothing: every verifier then draws the bonus from p_1."""
+    p = torch.tensor([[0.0, 1.0, 0.0]])
+    verdict = VERIFIERS[verification](p, torch.zeros(0, 3), torch.zeros(0, dtype=torch.long), torch.Generator())
+    assert (verdict.n_accepted, verdict.new_token_id, verdict.is_bonus) == (0, 1, True)

@@ -92,6 +92,8 @@ def block_stop_probabilities(p: torch.Tensor, q: torch.Tensor, weights: torch.Te
     excess = (weights[:k, None] * p[:k] - q).clamp_min(0.0).sum(-1)  # (k,) Σ_y max(0, w_i p_{i+1}(y) − q_{i+1}(y)), i = 0..k−1
     denominator = excess + 1.0 - weights[:k]
     inner = torch.where(denominator > 0, excess / denominator.clamp_min(1e-30), torch.zeros_like(excess))
+    if k == 0:  # no drafts: nothing to keep
+        return weights[:0]
     return torch.cat([inner[1:], weights[k:]])  # h_1 .. h_{k−1} from the residual mass, h_k = w_k
 
 
