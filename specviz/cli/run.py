@@ -133,6 +133,7 @@ def format_run_summary(result: dict) -> str:
     parts = [f"{s['new_tokens']} tokens in {s['wall_s']:.3f} s ({s['tokens_per_s']:.1f} tok/s)"]
     if result["mode"] == "speculative":
         tree = f"tree {result['tree']}: " if result["tree"] else ""
+        tree += f"{result['verification']} verification: " if result["verification"] != "exact" else ""
         parts.append(
             f"{tree}{len(result['cycles'])} cycles, {s['tokens_per_cycle']:.2f} tokens/cycle, "
             f"{number(s['rows_per_pass'], 2, missing=NA)} rows per verify pass"
