@@ -89,17 +89,18 @@ def block_weights(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor) -> torch.Te
 def block_stop_probabilities(p: torch.Tensor, q: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """h_1 .. h_k: the chance that prefix i is kept, given no longer prefix was (Sun et al., equation 5)."""  # → (k,)
     k = len(q)
+    if k == 0:  # no drafts: nothing to keep
+        return weights[:0]
     excess = (weights[:k, None] * p[:k] - q).clamp_min(0.0).sum(-1)  # (k,) Σ_y max(0, w_i p_{i+1}(y) − q_{i+1}(y)), i = 0..k−1
     denominator = excess + 1.0 - weights[:k]
     inner = torch.where(denominator > 0, excess / denominator.clamp_min(1e-30), torch.zeros_like(excess))
-    if k == 0:  # no drafts: nothing to keep
-        return weights[:0]
     return torch.cat([inner[1:], weights[k:]])  # h_1 .. h_{k−1} from the residual mass, h_k = w_k
 
 
 def block_residual(p: torch.Tensor, q: torch.Tensor, weights: torch.Tensor, n_accepted: int) -> torch.Tensor:
     """p_res ∝ max(0, w_τ p_{τ+1} − q_{τ+1}): the block's joint residual after keeping τ drafts."""  # → (vocab,)
-    return residual(weights[n_accepted] * p[n_accepted], q[n_accepted])
+    correction = residual(weights[n_accepted] * p[n_accepted], q[n_accepted])
+    return correction / correction.sum()  # (residual falls back to w·p where nothing exceeds q: renormalised here)
 
 
 def verify_block(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, generator: torch.Generator) -> Verdict:
