@@ -24,7 +24,7 @@ from specviz.ui.deployment_view import deployment_html
 from specviz.ui.handlers import Handlers, on_gpu
 from specviz.ui.palette import CSS
 from specviz.ui.render import legend_html, stream_html
-from specviz.ui.request import DEFAULT_PLAYBACK, MAX_NEW_TOKENS, MAX_TEMPERATURE, PLAYBACK, TREE_CONTROL
+from specviz.ui.request import ACCEPTANCE_RULES, DEFAULT_PLAYBACK, MAX_NEW_TOKENS, MAX_TEMPERATURE, PLAYBACK, TREE_CONTROL
 from specviz.ui.score_panel import SCORE_CSS
 from specviz.ui.score_tab import score_tab
 from specviz.ui.sessions import Sessions
@@ -66,10 +66,14 @@ def build_page() -> gr.Blocks:
                     )
                     tree = gr.Dropdown(value=default_request.tree, elem_id="tree-shape", **TREE_CONTROL)
                     verification = gr.Radio(
-                        ["exact", "greedy", "lenient"],
+                        list(ACCEPTANCE_RULES),
                         value="exact",
                         label="Verification",
-                        info="exact: the min(1, p/q) test · greedy: argmax · lenient: accepts more, LOSSY",
+                        info=(
+                            "exact: the min(1, p/q) test, token by token · block: the block judged jointly (Sun et al. 2025) · "
+                            "match: keep a draft while it equals the target's own sample (llama.cpp) · greedy: argmax · "
+                            "lenient: accepts more, LOSSY"
+                        ),
                         elem_id="verification",
                     )
                     lenience = gr.Slider(

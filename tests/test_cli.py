@@ -114,6 +114,9 @@ def test_theory_loads_no_torch():
         (["bench", "--gamma", "2,x"], "gamma"),
         (["run", "--prompt", "x", "--drafter", "nope"], "--drafter"),
         (["bench", "--repeats", "0"], "repeats"),
+        (["run", "--prompt", "x", "--verification", "blocky"], "--verification"),
+        (["bench", "--verification", "exact,block", "--lenience", "0.5"], "lenient acceptance"),
+        (["run", "--prompt", "x", "--verification", "match", "--tree", "2x1", "--drafter", "model"], "token trees"),
     ],
 )
 def test_bad_arguments_exit_nonzero_with_one_line(args, complaint):
@@ -122,6 +125,22 @@ def test_bad_arguments_exit_nonzero_with_one_line(args, complaint):
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and complaint in lines[0], result.stderr
+
+
+def test_bench_judges_the_same_prompts_and_seeds_three_ways(tmp_path):
+    """One row per verification; greedy: all identical to the target alone, and nothing to compare on the same drafts
+    (greedy judges once for every verifier: the same-drafts comparison is for sampling)."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("def main():\n    return\n---\nimport os\nimport sys\n\n\ndef run(")
+    common = ("bench", "--prompts", str(prompts), "--repeats", "1", "--max-new-tokens", "12", "--gamma", "3", "--no-hf")
+    output = specviz_json(*common, "--no-dynamic", "--verification", "exact,block,match", "--json", timeout=600)
+    rows = output["rows"]
+    assert [row["method"] for row in rows] == ["autoregressive", "speculative", "speculative-block", "speculative-match"]
+    assert [row["verification"] for row in rows[1:]] == ["exact", "block", "match"]
+    assert output["greedy_identical"] is True, "under greedy every verifier writes what the target alone writes"
+    for row in rows[1:]:
+        assert row["same_drafts"] == {}
+        assert len(row["acceptance_length_law"]) == 4 and row["acceptance_histogram_distance"] is not None
 
 
 def test_bench_json_compares_every_method(tmp_path):
@@ -152,7 +171,7 @@ def test_bench_json_compares_every_method(tmp_path):
             cycles = sum(histogram)
             accepted = sum(k * n for k, n in enumerate(histogram))
             assert row["mean_acceptance_length"] == pytest.approx(1 + accepted / cycles), "vLLM: 1 + accepted / cycles"
-            assert row["acceptance_by_position"][0] is not None
+            assert row["conditional_acceptance_rate_per_pos"][0] is not None
     dynamic = output["rows"][5]
     assert dynamic["gamma"] is None and dynamic["drafts_per_cycle"] > 0 and dynamic["alpha"] is not None
     latency = ("latency_p50_s", "latency_p90_s", "latency_p99_s", "itl_p50_ms", "itl_p99_ms", "ttft_ms")
@@ -174,9 +193,15 @@ def test_run_json_carries_vllm_metrics_and_draft_stops():
     n_accepted = [c["n_accepted"] for c in cycles]
     assert summary["mean_acceptance_length"] == pytest.approx(1 + sum(n_accepted) / len(cycles))
     assert summary["acceptance_histogram"] == [n_accepted.count(k) for k in range(4)], "cycles by number accepted, length γ + 1"
-    for i, rate in enumerate(summary["acceptance_by_position"]):
+    for i, rate in enumerate(summary["conditional_acceptance_rate_per_pos"]):
         tested = [c for c in cycles if len(c["draft_token_ids"]) > i and c["n_accepted"] >= i]
         assert rate == pytest.approx(sum(c["n_accepted"] > i for c in tested) / len(tested)), f"position {i + 1}"
+    for i, rate in enumerate(summary["acceptance_rate_per_pos"]):  # vLLM's: over every cycle, not only the tested
+        assert rate == pytest.approx(sum(c["n_accepted"] > i for c in cycles) / len(cycles)), f"position {i + 1}"
+        assert summary["num_accepted_tokens_per_pos"][i] == sum(c["n_accepted"] > i for c in cycles)
+    law = summary["acceptance_length_law"]
+    assert len(law) == 4 and sum(law) == pytest.approx(1.0) and 0 <= summary["acceptance_histogram_distance"] <= 1
+    assert output["verification"] == "exact"
     assert {c["draft_stop"] for c in cycles} <= {"window full", "token limit"}
     assert output["tree"] is None and summary["rows_per_pass"] == pytest.approx(
         1 + sum(len(c["draft_token_ids"]) for c in cycles) / len(cycles)

@@ -78,6 +78,9 @@ def test_report_writes_one_offline_html_file_with_a_tree_beside_the_chain(tmp_pa
     assert checks[1]["holds"] is None, "no batch above 8 was timed: not measured, not guessed"
     tail = output["speculative_tail"]
     assert not math.isnan(tail["latency_p99_s"]) and tail["latency_p99_s"] >= tail["latency_p50_s"]
+    acceptance = output["acceptance"]  # as engines count it, with the histogram beside its law
+    assert output["verification"] == "exact" and len(acceptance["acceptance_length_law"]) == output["gamma"] + 1
+    assert "<h2>Acceptance as serving engines count it" in html
 
 
 @pytest.mark.parametrize(

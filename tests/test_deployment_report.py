@@ -10,15 +10,18 @@ from pathlib import Path
 
 import pytest
 
+from specviz.analysis.readings import readings_of
 from specviz.deployment import figures
 from specviz.deployment.batch import BatchRow
 from specviz.deployment.latency import LatencyStats
 from specviz.deployment.memory import LoadTimes, MemoryReport, ModelMemory, PairLoadTimes
 from specviz.deployment.report import DeploymentReport, DraftingRow, render_html, write_report
+from tests.test_acceptance_law import simulated_tally
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECULATIVE_ARRIVALS = [[0.2, 0.2, 0.2, 0.3, 0.4, 0.4], [0.15, 0.25, 0.25, 0.25, 0.35, 0.45]]
 AUTOREGRESSIVE_ARRIVALS = [[0.12, 0.17, 0.22, 0.27, 0.32, 0.37], [0.11, 0.16, 0.21, 0.26, 0.31, 0.36]]
+
 FIGURES = ("race", "itl", "request-latency", "memory", "batch")
 
 
@@ -57,6 +60,8 @@ def sample_report() -> DeploymentReport:
             BatchRow(64, 0.2, 5.0, 0.5),
         ),
         prompt_labels=("def add", "class Stack"),
+        acceptance=readings_of(simulated_tally(0.7, 4, 200), gamma=4).acceptance_metrics(),
+        verification="block",
     ).with_verdict()
 
 
@@ -104,6 +109,9 @@ def test_report_is_one_offline_file_with_every_section(tmp_path):
         assert f'id="{div_id}"' in page, f"the {div_id} figure must be in the report"
     for heading in ("Verdict", "α, τ, ν and the speedup", "Latency", "Memory", "Cold start", "Batch size"):
         assert f"<h2>{heading}" in page
+    assert "<h2>Acceptance as serving engines count it" in page and "<b>block</b> verification" in page
+    law = report.acceptance["acceptance_length_law"]
+    assert f"{law[0]:.3f}" in page and f"{report.acceptance['acceptance_histogram_distance']:.3f}" in page, "law and distance"
     assert "Not worth it" in page, "0.93× measured is a slowdown by the app's thresholds"
     assert "stops paying at batch 16" in page
     assert page == render_html(report)

@@ -28,6 +28,29 @@ def test_each_lesson_explains_its_own_measurements(bundled_pair, index):
     assert f"{main.readings.measured_speedup:.2f}" in text
 
 
+def test_the_verifiers_lesson_walks_through_its_own_cycle(bundled_pair):
+    """Lesson 12: the three verifiers' α and speedups measured back to back, the same-drafts table from the first run,
+    and a cycle where the verdicts differ, walked through with that cycle's own numbers."""
+    from specviz.analysis.same_drafts import first_split, same_drafts_tallies
+
+    lesson = next(lesson for lesson in lessons("pycode-distilled", "pycode-distilled") if lesson.key == "lesson-12")
+    main = measured(bundled_pair, "main", replace(lesson.request, max_new_tokens=48))
+    extra = [measured(bundled_pair, label, replace(request, max_new_tokens=48)) for label, request in lesson.extra]
+    assert [m.trace.started.verification for m in (main, *extra)] == ["exact", "block", "match"]
+    text = lesson.explain(main, extra)
+    assert "Question" in text and "same distribution of texts" in text
+    for m in (main, *extra):
+        assert f"{m.readings.alpha:.2f}" in text and f"{m.readings.measured_speedup:.2f}" in text
+    tallies = same_drafts_tallies(main.trace.cycles)
+    assert set(tallies) == {"exact", "block", "match"}, "every cycle of the first run was judged three ways"
+    for tally in tallies.values():
+        assert f"{tally.mean_acceptance_length:.2f}" in text
+    split = first_split(main.trace.cycles)
+    if split is not None:  # at temperature 0.8 the verdicts almost always part somewhere
+        block = next(v for v in split.verdicts if v.verification == "block")
+        assert f"Cycle {split.index + 1}" in text and f"h = {block.accept_probability[-1]:.2f}" in text
+
+
 def test_the_lenient_lesson_shows_where_the_text_left_the_targets():
     from specviz.ui.lessons import _diff_html
 

@@ -30,6 +30,7 @@ PROMPT_SET_HOME = "analysis/prompt_set.py"
 RATE_HOMES = {PROMPT_SET_HOME, "engine/events.py"}  # a prompt set's pooled rate; one request's own (its Summary)
 TIMER_HOME = ("analysis/timing.py", "fastest_seconds")
 SYNCHRONIZE_HOME = ("engine/kv_cache.py", "synchronize")
+ACCEPTANCE_HOMES = {"engine/tally.py", "analysis/tree_theory.py"}  # a chain's counts; a tree's acceptance by rank
 AVERAGES = {"sum", "mean", "median", "fmean", "min", "max"}
 THRESHOLDS = {"FASTER_FROM", "SLOWER_FROM", "BREAK_EVEN_BAND"}
 ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
@@ -146,6 +147,16 @@ def synchronizations(module: str, tree: ast.AST) -> list[Place]:
     return found
 
 
+def acceptance_rates(module: str, tree: ast.AST) -> list[Place]:
+    """Where accepted drafts are divided by something: an acceptance rate, α or a mean acceptance length."""
+    found = []
+    for node, function in walk(tree):
+        divides = (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)) or called(node) == "ratio"
+        if divides and any("accepted" in name for name in names(node)):
+            found.append((module, function, node.lineno))
+    return found
+
+
 def sources() -> Iterator[tuple[str, ast.AST]]:
     for path in sorted(PACKAGE.rglob("*.py")):
         yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text(), filename=str(path))
@@ -181,6 +192,14 @@ def test_a_prompt_sets_rates_are_pooled_in_one_module():
     )
 
 
+def test_acceptance_is_counted_in_one_module():
+    """α, the mean acceptance length and the per-position rates come from the Tally (a tree's acceptance by rank from
+    tree_theory); run, bench, report, the charts and lesson 12 read them (Readings.acceptance_metrics for JSON)."""
+    places = [place for module, tree in sources() for place in acceptance_rates(module, tree)]
+    strays = [place for place in places if place[0] not in ACCEPTANCE_HOMES]
+    assert places and not strays, f"acceptance is divided out outside {sorted(ACCEPTANCE_HOMES)} at {strays}: read the Tally"
+
+
 def test_steps_are_timed_by_one_timer_and_devices_waited_for_by_one_function():
     timers = [place for module, tree in sources() for place in repeat_reductions(module, tree)]
     assert timers and all(place[:2] == TIMER_HOME for place in timers), f"a second step timer at {timers}"
@@ -203,6 +222,7 @@ def test_steps_are_timed_by_one_timer_and_devices_waited_for_by_one_function():
         (step_averages, "def step(base):\n    return statistics.mean(s.step_s for s in base)\n"),
         (repeat_reductions, "def timer(seconds):\n    return [statistics.median(t[1:]) for t in seconds]\n"),
         (synchronizations, "def wait(device):\n    return torch.cuda.synchronize(device)\n"),
+        (acceptance_rates, "def rate(stats):\n    return stats.num_accepted_tokens / stats.num_drafts\n"),
     ],
 )
 def test_each_check_finds_a_planted_copy(finder, copy):

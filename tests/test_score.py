@@ -125,6 +125,24 @@ def test_score_command_json():
     } <= output.keys()
     assert len(output["alpha_by_text"]) == len(PROMPTS["code"]) and 0 < output["alpha"] < 1
     assert output["tokens_scored"] > 100
+    self_draft = output["self_draft"]  # greedy: the target as its own draft keeps every draft under every verifier
+    assert set(self_draft) == {"exact", "block", "match"}
+    for name, row in self_draft.items():
+        assert row["alpha"] == 1.0 and row["tokens_per_cycle"] == 5.0, f"{name}: {row}"
+
+
+def test_self_draft_keeps_every_draft_at_any_temperature_but_match(bundled_pair):
+    """The sanity row at temperature 1: token by token and block keep every draft; match draws its own token."""
+    from specviz.analysis.self_draft import self_draft_line, self_draft_tallies
+    from specviz.engine import SamplingSettings
+    from specviz.run.runner import encode_prompt
+
+    ids = encode_prompt(bundled_pair, PROMPTS["code"][0], 40, 4)
+    tallies = self_draft_tallies(bundled_pair, ids, SamplingSettings(temperature=1.0), gamma=4)
+    assert tallies["exact"].alpha == 1.0 and tallies["block"].alpha == 1.0
+    assert tallies["exact"].mean_acceptance_length == 5.0 and tallies["block"].mean_acceptance_length == 5.0
+    assert tallies["match"].alpha < 1.0, "match keeps a draft only when the target's own draw equals it"
+    assert "exact α 1.000, 5.00 tokens/pass" in self_draft_line(tallies, 4)
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,12 @@ def test_json_round_trip_is_lossless(trace):
     assert again == trace
 
 
+def test_a_block_run_and_its_same_drafts_verdicts_round_trip():
+    block = record_tiny_trace(verification="block")
+    assert block.started.verification == "block" and any(cycle.verdicts for cycle in block.cycles)
+    assert Trace.from_json(block.to_json()) == block
+
+
 @pytest.mark.parametrize("text", ["{}", "[1, 2]", "not json", '{"format": "specviz-trace/1", "started": {"mode": 1}}'])
 def test_bad_trace_files_are_rejected(text):
     with pytest.raises(ValueError):

@@ -241,6 +241,26 @@ def test_a_lesson_runs_and_explains_itself_in_measured_numbers(app_url, browser)
     page.close()
 
 
+def test_lesson_12_judges_the_same_drafts_three_ways(app_url, browser):
+    """Lesson 12 as a new user runs it: one click, a sampled run and its two siblings measured back to back, three
+    rows of the same drafts judged by each verifier from the first run, and one cycle walked through in numbers."""
+    page = open_app(browser, app_url)
+    page.click("#lesson-12")
+    page.wait_for_selector("#lesson :text('Question')", timeout=480_000)
+    lesson = page.locator("#lesson").inner_text()
+    shown = numbers(page)
+    assert f"{float(shown['alpha']):.2f}" in lesson, "the lesson quotes the shown run's measured α"
+    for words in ("token by token", "block verification", "sample-and-match", "Same drafts, three verdicts"):
+        assert words in lesson, f"{words!r} missing from lesson 12"
+    tables = page.locator("#lesson table")
+    assert tables.count() == 2, "one table of the three runs, one of the same drafts judged three ways"
+    assert tables.nth(0).locator("tr").count() == 4 and tables.nth(1).locator("tr").count() == 4, "three rows each"
+    assert "Cycle " in lesson and "η = " in lesson and "u = " in lesson, "a cycle walked through with its uniforms"
+    assert "same distribution of texts" in lesson
+    page.screenshot(path=str(SHOTS / "lesson-12.png"), full_page=True)
+    page.close()
+
+
 def test_two_sessions_at_once(app_url, browser):
     one, two = open_app(browser, app_url), open_app(browser, app_url)
     choose(one, "playback", "real pace")

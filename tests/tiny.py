@@ -68,11 +68,20 @@ def fake_vocabulary(eos_token_id: int | None = None) -> Vocabulary:
 TRACE_VOCAB = 32
 
 
-def record_tiny_trace(tree: TreeShape | None = None) -> Trace:
+def record_tiny_trace(tree: TreeShape | None = None, verification: str = "exact") -> Trace:
     """A sampled speculative run of two tiny models and its baseline, recorded as the app records one: a chain of
-    γ = 3, or the token tree of shape `tree` (its cycles' positions are the tree's nodes, `parents` set)."""
+    γ = 3, or the token tree of shape `tree` (its cycles' positions are the tree's nodes, `parents` set); a chain's
+    cycles carry every verifier's verdict on their drafts, its own judged by `verification`."""
     target, draft = tiny_llama(TRACE_VOCAB, seed=0), tiny_llama(TRACE_VOCAB, seed=1, layers=1)
-    settings = DecodeSettings(max_new_tokens=20, gamma=3, sampling=SamplingSettings(temperature=1.0), seed=2, tree=tree)
+    settings = DecodeSettings(
+        max_new_tokens=20,
+        gamma=3,
+        sampling=SamplingSettings(temperature=1.0),
+        seed=2,
+        tree=tree,
+        verification=verification,
+        compare_verifiers=tree is None,
+    )
     recorded = Trace(pair=PairInfo(name="tiny"), prompt="<1><2><3>", other_load=OtherLoad(0.12, 0.5))
     target_decoder = CachedDecoder(target, TRACE_VOCAB)
     if tree is None:

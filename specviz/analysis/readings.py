@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-from specviz.analysis.theory import Prediction
+from specviz.analysis.theory import Prediction, acceptance_length_law, histogram_distance
 from specviz.engine.tally import CycleCounts, Tally
 from specviz.run.trace import Trace
 
@@ -71,6 +71,43 @@ class Readings:
     alpha_naive = _read("tally", "alpha_naive", "Accepted / drafted: biased low (the tally says why).")
     alpha_analytic = _read("tally", "alpha_analytic", "Mean Σ min(p, q) over tested positions.")
     tokens_per_cycle = _read("tally", "tokens_per_cycle", "Tokens emitted per target forward.")
+
+    @property
+    def acceptance_length_law(self) -> list[float] | None:
+        """The truncated geometric law of accepted drafts per cycle, k = 0 .. γ, for the measured α (a chain's law:
+        None for a token tree, whose γ is its depth, and until α is known)."""
+        if self.alpha is None or not self.gamma or len(self.tally.accepted_histogram) > self.gamma + 1:
+            return None
+        return acceptance_length_law(self.alpha, self.gamma)
+
+    @property
+    def acceptance_histogram(self) -> list[int]:
+        """Cycles by drafts accepted, k = 0 .. γ (zeros where none landed)."""
+        counts = list(self.tally.accepted_histogram)
+        return counts + [0] * (self.gamma + 1 - len(counts))
+
+    @property
+    def histogram_distance(self) -> float | None:
+        """Total variation distance between the measured histogram and its law."""
+        law = self.acceptance_length_law
+        return None if law is None else histogram_distance(self.acceptance_histogram, law)
+
+    def acceptance_metrics(self) -> dict:
+        """Acceptance as production engines report it, for JSON (run, bench, report); named as vLLM names the same
+        quantity (docs/numbers.md states each definition)."""
+        tally = self.tally
+        return {
+            "mean_acceptance_length": tally.mean_acceptance_length,
+            "num_drafts": tally.cycles,
+            "num_draft_tokens": tally.drafted,
+            "num_accepted_tokens": tally.accepted,
+            "num_accepted_tokens_per_pos": list(tally.accepted_by_position),
+            "acceptance_rate_per_pos": tally.acceptance_rate_per_pos,
+            "conditional_acceptance_rate_per_pos": tally.acceptance_by_position,
+            "acceptance_histogram": self.acceptance_histogram,
+            "acceptance_length_law": self.acceptance_length_law,
+            "acceptance_histogram_distance": self.histogram_distance,
+        }
 
     @property
     def measured_over_predicted(self) -> float | None:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 BEST_GAMMA_SEARCH_LIMIT = 256
@@ -110,3 +111,21 @@ class Prediction:
             (g, expected_speedup(self.alpha, g, self.tau), expected_speedup_with_verify_cost(self.alpha, g, self.tau, nu))
             for g in range(1, max_gamma + 1)
         ]
+
+
+def acceptance_length_law(alpha: float, gamma: int) -> list[float]:
+    """P(k drafts accepted in a cycle), k = 0 .. γ, when each draft is accepted independently with chance α (Leviathan
+    et al.'s model): α^k (1 − α) below γ, and α^γ at γ, the geometric law truncated where the window ends."""
+    return [alpha**k * (1 - alpha) for k in range(gamma)] + [alpha**gamma]
+
+
+def histogram_distance(counts: Sequence[int], law: Sequence[float]) -> float | None:
+    """Total variation distance between a measured histogram, as shares, and a law: ½ Σ_k |share_k − law_k| (0: the
+    same, 1: disjoint). None with no counts."""
+    total = sum(counts)
+    if not total:
+        return None
+    length = max(len(counts), len(law))
+    shares = [c / total for c in counts] + [0.0] * (length - len(counts))
+    padded = list(law) + [0.0] * (length - len(law))
+    return 0.5 * sum(abs(share - p) for share, p in zip(shares, padded))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 from specviz.cli.options import (
     AUTO,
@@ -18,8 +19,10 @@ from specviz.cli.options import (
     resolve_pair,
     settings_from,
     tree_shapes,
+    verifications_from,
 )
 from specviz.deployment.benchmark import bench
+from specviz.deployment.report import acceptance_lines
 from specviz.prompts.sets import load_prompt_set
 from specviz.run.machine_load import LoadMeter
 
@@ -29,6 +32,7 @@ def format_table(rows: list[dict]) -> str:
         ("method", "{}"),
         ("gamma", "{}"),
         ("tree", "{}"),
+        ("verification", "{}"),
         ("tokens_per_s", "{:.1f}"),
         ("speedup", "{:.2f}x"),
         ("alpha", "{:.3f}"),
@@ -63,7 +67,7 @@ def format_table(rows: list[dict]) -> str:
 def add_parser(commands) -> None:
     parser = commands.add_parser("bench", help="autoregressive vs ours vs transformers' assisted generation")
     add_pair_arguments(parser)
-    add_decoding_arguments(parser)
+    add_decoding_arguments(parser, several_verifications=True)
     add_prompt_set_arguments(parser, 3)
     parser.add_argument("--gamma", type=str, help=GAMMA_HELP)
     add_tree_argument(parser, several=True)
@@ -77,6 +81,8 @@ def command(args: argparse.Namespace) -> int:
     asked = gammas_from(args.gamma, pair_from(args)[1])
     gammas = [1] if asked == AUTO else asked  # auto: replaced by the measured choice once the pair is loaded
     settings = {gamma: settings_from(args, gamma) for gamma in gammas}  # validates before any model is loaded
+    for name in verifications_from(args)[1:]:
+        replace(settings[gammas[0]], verification=name).validate()  # block and match refuse lenience, in one line
     trees = tree_shapes(args, pair_from(args)[1])
     for shape in trees:
         settings_from(args, gammas[0], tree=shape)  # a tree refuses lenient and adaptive settings, in one line
@@ -105,6 +111,7 @@ def command(args: argparse.Namespace) -> int:
             with_dynamic=not args.no_dynamic,
             trees=trees,
             log=log,
+            verifications=verifications_from(args)[1:],
         )
     result["other_load_cores"] = others.result.other_cores
     if chosen is not None:
@@ -113,6 +120,10 @@ def command(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     else:
         print(format_table(result["rows"]))
+        for row in result["rows"]:
+            if row.get("acceptance_histogram"):
+                print(f"{row['method']} (γ {row['gamma']}, {row.get('verification', 'exact')}):")
+                print("\n".join(f"  {line}" for line in acceptance_lines(row)))
         if result["greedy_identical"] is not None:
             print(f"greedy: speculative output identical to the target alone: {result['greedy_identical']}")
         if result.get("transformers_identical") is not None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from specviz.drafting.registry import drafter_keys, strategy, tree_drafter_keys
 from specviz.engine import DecodeSettings, SamplingSettings
+from specviz.engine.settings import VERIFICATIONS
 from specviz.engine.tree_shape import TreeShape
 from specviz.models.catalogue import Pair, load_catalogue
 
@@ -103,7 +104,7 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-p", type=float, default=1.0)
 
 
-def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
+def add_decoding_arguments(parser: argparse.ArgumentParser, several_verifications: bool = False) -> None:
     add_sampling_arguments(parser)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
@@ -113,7 +114,33 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
         help="a drafting strategy (specviz/drafting/registry.py); default: the pair's own (models.yaml)",
     )
     parser.add_argument("--lenience", type=float, default=1.0, help="1 is exact; below 1 is lossy")
+    add_verification_argument(parser, several=several_verifications)
     parser.add_argument("--adaptive-gamma", action="store_true", help="+2 after a full accept, -1 otherwise")
+
+
+def add_verification_argument(parser: argparse.ArgumentParser, several: bool) -> None:
+    """`--verification exact|block|match` (bench: a comma list, one row each, on the same prompts and seeds)."""
+    words = "|".join(VERIFICATIONS)
+    parser.add_argument(
+        "--verification",
+        default="exact",
+        help=(
+            f"how drafts are judged ({words}; bench: a comma list, e.g. exact,block,match): token by token, block "
+            "verification (Sun et al. 2025), or llama.cpp's sample-and-match; all exact (engine/verifiers.py)"
+            if several
+            else f"how drafts are judged ({words}): token by token, block verification (Sun et al. 2025), or "
+            "llama.cpp's sample-and-match; all exact (engine/verifiers.py)"
+        ),
+    )
+
+
+def verifications_from(args: argparse.Namespace) -> list[str]:
+    """The verifications --verification names, in order, once each (checked before any model loads)."""
+    names = list(dict.fromkeys(part.strip() for part in str(args.verification).split(",")))
+    unknown = [name for name in names if name not in VERIFICATIONS]
+    if unknown or not names:
+        raise UsageError(f"--verification takes {', '.join(VERIFICATIONS)} (got {args.verification!r})")
+    return names
 
 
 def sampling_from(args: argparse.Namespace) -> SamplingSettings:
@@ -130,6 +157,7 @@ def settings_from(args: argparse.Namespace, gamma: int, seed: int | None = None,
         lenience=args.lenience,
         adaptive_gamma=args.adaptive_gamma,
         tree=tree,
+        verification=verifications_from(args)[0],
     ).validate()
 
 

@@ -20,7 +20,7 @@ from specviz.cli.options import (
 )
 from specviz.deployment.batch import BATCH_SIZES
 from specviz.deployment.collect import deployment_report
-from specviz.deployment.report import write_report
+from specviz.deployment.report import acceptance_lines, write_report
 from specviz.numbers import number
 from specviz.prompts.sets import load_prompt_set
 
@@ -84,6 +84,8 @@ def command(args: argparse.Namespace) -> int:
     for check in verdict.checks:
         mark = {True: "holds", False: "does not hold", None: "not measured"}[check.holds]
         print(f"  {check.rule}: {mark}. {check.reason}")
+    for line in acceptance_lines(report.acceptance) if report.acceptance else []:
+        print(f"  {line}")
     for row in report.drafting:
         print(
             f"  {row.setup:>14}: {number(row.rows_per_pass, 2)} rows per verify pass, {number(row.tokens_per_pass, 2)} "

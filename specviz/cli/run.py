@@ -71,6 +71,7 @@ def run_to_dict(events: list) -> dict:
         "drafter": events[0].drafter,
         "tree": events[0].tree or None,
         "engine": events[0].engine or None,  # what the target ran on: compiled, eager or transformers
+        "verification": events[0].verification,
         "lossy": summary.lossy,
         "text": summary.text,
         "prompt_token_ids": list(events[0].prompt_token_ids),
@@ -87,9 +88,7 @@ def run_to_dict(events: list) -> dict:
             "tau_source": m.tau_source,
             "tokens_per_cycle": m.tokens_per_cycle,
             "rows_per_pass": summary.tally.rows_per_pass,
-            "mean_acceptance_length": summary.tally.mean_acceptance_length,
-            "acceptance_histogram": list(summary.tally.accepted_histogram),
-            "acceptance_by_position": summary.tally.acceptance_by_position,
+            **m.acceptance_metrics(),
             "stop_reason": summary.stop_reason,
         },
     }
@@ -145,6 +144,7 @@ def format_run_summary(result: dict) -> str:
     parts = [f"{s['new_tokens']} tokens in {s['wall_s']:.3f} s ({s['tokens_per_s']:.1f} tok/s)"]
     if result["mode"] == "speculative":
         tree = f"tree {result['tree']}: " if result["tree"] else ""
+        tree += f"{result['verification']} verification: " if result["verification"] != "exact" else ""
         parts.append(
             f"{tree}{len(result['cycles'])} cycles, {s['tokens_per_cycle']:.2f} tokens/cycle, "
             f"{number(s['rows_per_pass'], 2, missing=NA)} rows per verify pass"

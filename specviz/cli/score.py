@@ -6,6 +6,7 @@ import argparse
 import json
 
 from specviz.analysis.score import scorecard
+from specviz.analysis.self_draft import self_draft_line, self_draft_tallies
 from specviz.analysis.timing import measure_step_times
 from specviz.cli.options import (
     NA,
@@ -20,6 +21,7 @@ from specviz.cli.options import (
 from specviz.engine import DecodeSettings
 from specviz.numbers import number
 from specviz.prompts.sets import load_prompt_set
+from specviz.run.runner import encode_prompt
 
 
 def add_parser(commands) -> None:
@@ -48,6 +50,8 @@ def command(args: argparse.Namespace) -> int:
     pair = resolve_pair(args)
     times = measure_step_times(pair.target.model, pair.draft.model, pair.shared_vocab_size, gamma, repeats=args.repeats)
     card = scorecard(pair, texts, sampling, gamma, times, continue_tokens=args.continue_tokens, seed=args.seed)
+    prompt_ids = encode_prompt(pair, texts[0], 8 * (gamma + 1), gamma)
+    self_draft = self_draft_tallies(pair, prompt_ids, sampling, gamma, seed=args.seed)
     scored = f"the target's own {args.continue_tokens}-token continuations of" if args.continue_tokens else ""
     result = {
         "pair": pair.name,
@@ -55,6 +59,9 @@ def command(args: argparse.Namespace) -> int:
         "dtype": dtype_name(pair),
         "scored": f"{scored} {len(texts)} texts".strip(),
         **card.to_dict(),
+        "self_draft": {  # the target as its own draft, per verifier (analysis/self_draft.py)
+            name: {"alpha": tally.alpha, "tokens_per_cycle": tally.mean_acceptance_length} for name, tally in self_draft.items()
+        },
     }
     if args.json:
         print(json.dumps(result))
@@ -73,6 +80,7 @@ def command(args: argparse.Namespace) -> int:
         f"{number(result['predicted_speedup'], missing=NA)}x (Leviathan, ν = 1: {number(result['predicted_speedup_leviathan'], missing=NA)}x)"
     )
     print(f"  best γ = {result['best_gamma']}: {number(result['best_speedup'], missing=NA)}x")
+    print(f"  {self_draft_line(self_draft, gamma)}")
     print("  hardest positions (Σ min(p, q), context → text's token | target's | draft's):")
     for hard in result["hardest"]:
         print(

@@ -19,10 +19,11 @@ import torch
 
 from specviz.analysis.prompt_set import PromptSetSummary, TimedRequest
 from specviz.analysis.readings import readings_of
+from specviz.analysis.same_drafts import same_drafts_tallies
 from specviz.analysis.tree_theory import expected_tokens_of_shape, measured_rank_acceptance
 from specviz.deployment.latency import LatencyStats, latency_tail
 from specviz.drafting.registry import Twin, strategy
-from specviz.engine import DecodeSettings, Summary, Tally
+from specviz.engine import Cycle, DecodeSettings, Summary, Tally
 from specviz.engine.kv_cache import synchronize
 from specviz.engine.tree_shape import TreeShape
 from specviz.models.loading import LoadedPair
@@ -41,6 +42,7 @@ class MethodResult:
     method: str
     gamma: int | None
     tree: str | None = None  # the token tree's shape ("2x2x1:1"); None for a chain
+    verification: str = "exact"  # how its drafts were judged (engine/verifiers.py)
     timed: list[TimedRequest] = field(default_factory=list)  # every request (repeat × prompt): tokens and seconds
     outputs: list[list[int]] = field(default_factory=list)  # first repeat, per prompt
     summaries: list[Summary] = field(default_factory=list)  # every repeat, per prompt
@@ -49,6 +51,7 @@ class MethodResult:
         default_factory=list
     )  # a tree's (parents, path) per cycle
     engines: set[str] = field(default_factory=set)  # what the target ran on, per request (engine/events.RunStarted)
+    same_drafts: dict[str, Tally] = field(default_factory=dict)  # per verifier, its verdicts on this method's own drafts
 
     @property
     def tally(self) -> Tally:
@@ -60,6 +63,8 @@ class MethodResult:
         summary: Summary = events[-1]
         self.engines.add(getattr(events[0], "engine", "") or "unknown")
         self.tree_outcomes += [(e.parents, e.accepted_nodes) for e in events if getattr(e, "is_tree", False)]
+        judged = same_drafts_tallies([e for e in events if isinstance(e, Cycle)])
+        self.same_drafts = {name: self.same_drafts.get(name, Tally()) + tally for name, tally in judged.items()}
         self.latencies.append(LatencyStats.of_events(events))
         self.summaries.append(summary)
         self.timed.append(TimedRequest.of(summary))
@@ -165,6 +170,7 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float,
         "method": result.method,
         "gamma": result.gamma,
         "tree": result.tree,
+        "verification": result.verification,
         "tokens_per_s": m.tokens_per_s,
         "speedup": m.measured_speedup,
         "alpha": m.alpha,
@@ -177,9 +183,7 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float,
         "predicted_tokens_per_cycle": predicted_tokens_per_pass(result),
         "rows_per_pass": tally.rows_per_pass,
         "drafts_per_cycle": tally.drafts_per_cycle,
-        "mean_acceptance_length": tally.mean_acceptance_length,
-        "acceptance_histogram": list(tally.accepted_histogram),
-        "acceptance_by_position": tally.acceptance_by_position,
+        **m.acceptance_metrics(),
         "draft_ms_per_cycle": tally.draft_s * per_cycle_ms,
         "verify_ms_per_cycle": tally.verify_s * per_cycle_ms,
         "other_ms_per_cycle": tally.overhead_s * per_cycle_ms,
@@ -188,6 +192,10 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float,
         "same_as_target": same,
         "engine": engine_of(result),
         **latency_tail(result.latencies).to_json(),
+        "same_drafts": {  # every verifier on this row's own drafts, cycle by cycle (analysis/same_drafts.py); {} if not asked
+            name: {"alpha": t.alpha, "tokens_per_cycle": t.mean_acceptance_length, "cycles": t.cycles}
+            for name, t in result.same_drafts.items()
+        },
     }
 
 
@@ -237,6 +245,7 @@ def bench(
     with_dynamic: bool = True,
     trees: Sequence[TreeShape] = (),
     log: Callable[[str], None] = lambda line: None,
+    verifications: Sequence[str] = (),
 ) -> dict:
     """Every method over the same prompts and settings, `repeats` times; rows of pooled rates and tallies.
 
@@ -260,7 +269,11 @@ def bench(
         run_transformers(pair, prompts[:1], warm, twin(gammas[0]), MethodResult("warmup", None), False)
 
     baseline = MethodResult("autoregressive", None)
-    ours = {gamma: MethodResult("speculative", gamma) for gamma in gammas}
+    ours = {gamma: MethodResult("speculative", gamma, verification=settings.verification) for gamma in gammas}
+    if verifications:  # the first γ's chains (one per verification) also judge their own drafts every way, untimed
+        at[gammas[0]] = replace(at[gammas[0]], compare_verifiers=True)
+    judged = {name: replace(at[gammas[0]], verification=name) for name in verifications}
+    ours_judged = {name: MethodResult(f"speculative-{name}", gammas[0], verification=name) for name in verifications}
     theirs = {gamma: MethodResult("transformers-assisted", gamma) for gamma in gammas}
     ours_trees = {text: MethodResult("speculative-tree", None, tree=text) for text in shaped}
     ours_dynamic = MethodResult("speculative-dynamic", None)
@@ -272,6 +285,8 @@ def bench(
             run_ours(pair, prompts, at[gamma], "speculative", drafter, ours[gamma], record)
             if twin:
                 run_transformers(pair, prompts, at[gamma], twin(gamma), theirs[gamma], record)
+        for name, judged_settings in judged.items():
+            run_ours(pair, prompts, judged_settings, "speculative", drafter, ours_judged[name], record)
         for text, tree_settings in shaped.items():
             run_ours(pair, prompts, tree_settings, "speculative", drafter, ours_trees[text], record)
         if dynamic:
@@ -297,12 +312,13 @@ def bench(
         }
     ]
     same = lambda result: same_output(result, baseline, settings)  # noqa: E731
-    compared = [*ours.values(), *ours_trees.values()]
+    compared = [*ours.values(), *ours_judged.values(), *ours_trees.values()]
     for gamma in gammas:
         rows.append(speculative_row(ours[gamma], baseline, step_s, same(ours[gamma])))
         if twin:
             rows.append(transformers_row(theirs[gamma], baseline, same(theirs[gamma])))
             compared.append(theirs[gamma])
+    rows.extend(speculative_row(result, baseline, step_s, same(result)) for result in ours_judged.values())
     rows.extend(speculative_row(result, baseline, step_s, same(result)) for result in ours_trees.values())
     if dynamic:
         rows.append(speculative_row(ours_dynamic, baseline, step_s, same(ours_dynamic)))

@@ -89,6 +89,8 @@ def deployment_report(
         load_source=load_json["cold_source"],
         compile_note=compile_note(pair),
         drafting=drafting_rows(requests, settings) if trees else (),
+        acceptance=m.acceptance_metrics() if tally.cycles else None,
+        verification=settings.verification,
     )
     return report.with_verdict()
 

@@ -63,6 +63,8 @@ class DeploymentReport:
     load_source: str = "a fresh process, from disk"  # how the cold loads were timed
     compile_note: str | None = None  # what compiling the fast path's step cost (engine/compiled.py), part of a cold start
     drafting: tuple[DraftingRow, ...] = ()  # the chain beside the token trees `report --tree` asked for; () when none
+    acceptance: dict | None = None  # Readings.acceptance_metrics() of the speculative runs (docs/numbers.md)
+    verification: str = "exact"  # how the drafts were judged (engine/verifiers.py)
 
     @property
     def speculative_tail(self) -> LatencyTail:
@@ -118,6 +120,8 @@ class DeploymentReport:
             load_source=data.get("load_source", cls.load_source),
             compile_note=data.get("compile_note"),
             drafting=tuple(DraftingRow(**row) for row in data.get("drafting", ())),
+            acceptance=data.get("acceptance"),
+            verification=data.get("verification", "exact"),
         )
 
 
@@ -277,6 +281,43 @@ def _drafting_section(rows: Sequence[DraftingRow]) -> str:
     )
 
 
+def acceptance_lines(metrics: dict) -> list[str]:
+    """The acceptance numbers as lines of text (bench, report): per position both ways, and the histogram of drafts
+    accepted per cycle beside the truncated geometric law for the measured α, with their distance."""
+
+    def listed(values, fmt: str) -> str:
+        return " ".join("–" if v is None else fmt.format(v) for v in values or [])
+
+    total = sum(metrics["acceptance_histogram"]) or 1
+    lines = [
+        f"mean acceptance length {_number(metrics['mean_acceptance_length'], '{:.2f}')} "
+        f"({metrics['num_accepted_tokens']} drafts accepted over {metrics['num_drafts']} cycles)",
+        "acceptance by position, unconditional (vLLM: accepted at i / all cycles): "
+        + listed(metrics["acceptance_rate_per_pos"], "{:.2f}"),
+        "acceptance by position, conditional (given drafts 1..i−1 accepted): "
+        + listed(metrics["conditional_acceptance_rate_per_pos"], "{:.2f}"),
+        "cycles by drafts accepted, k = 0..γ, measured: "
+        + listed([c / total for c in metrics["acceptance_histogram"]], "{:.3f}"),
+    ]
+    if metrics["acceptance_length_law"] is not None:
+        lines.append(
+            "  law α^k (1 − α), α^γ at k = γ, for the measured α: "
+            + listed(metrics["acceptance_length_law"], "{:.3f}")
+            + f" · distance (total variation) {_number(metrics['acceptance_histogram_distance'], '{:.3f}')}"
+        )
+    return lines
+
+
+def _acceptance_section(report: DeploymentReport) -> str:
+    if not report.acceptance:
+        return "<p>No speculative cycles were measured.</p>"
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in acceptance_lines(report.acceptance))
+    return (
+        f"<p>Drafts judged by <b>{html.escape(report.verification)}</b> verification. The definitions are in "
+        f"docs/numbers.md; the field names are vLLM's where the quantity is the same.</p><ul>{items}</ul>"
+    )
+
+
 def _summary_section(report: DeploymentReport) -> str:
     rows = [
         ["α, measured by the runs", _number(report.alpha_run, "{:.3f}")],
@@ -317,6 +358,7 @@ def sections(report: DeploymentReport, with_figures: bool = True) -> list[tuple[
     return [
         ("Verdict", _verdict_section(verdict)),
         ("α, τ, ν and the speedup", _summary_section(report)),
+        ("Acceptance as serving engines count it", _acceptance_section(report)),
         *([("Chain or tree", _drafting_section(report.drafting))] if report.drafting else []),
         ("Latency: distribution and tail, both methods", _latency_section(report, with_figures)),
         ("Memory", _memory_section(report.memory, with_figures)),

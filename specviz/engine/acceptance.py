@@ -1,5 +1,8 @@
 """The acceptance test of one cycle (step 3 of the algorithm): which drafts the target keeps, and the token it adds itself.
 
+The verifiers themselves (token by token, block, sample-and-match) are in engine/verifiers.py; `judge_drafts` is the
+one entry point that picks one.
+
 Two parts, so that the timed section holds only what decoding needs:
   - `judge_drafts` makes the decision (the work plain decoding's own step also does: warp and draw);
   - `explain_verdict` adds the numbers the UI shows (p and q as shown, their top-5, the overlap); the engine
@@ -13,23 +16,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from specviz.engine.sampling import SamplingSettings, display_probs, residual, sample, warp
-
-
-@dataclass
-class Verdict:
-    """The decision of one acceptance test: the accepted prefix and the target's own token."""
-
-    n_accepted: int
-    new_token_id: int  # resampled after a rejection, or the bonus token
-    accept_probability: torch.Tensor  # (k,)
-    uniforms: torch.Tensor | None  # (k,); None under greedy
-    correction: torch.Tensor | None  # (vocab,) the residual sampled from after a rejection (under sampling)
-    target_probs: torch.Tensor | None  # (k+1, vocab) p as tested (under sampling; greedy never builds it)
-
-    @property
-    def is_bonus(self) -> bool:
-        return self.n_accepted == len(self.accept_probability)
+from specviz.engine.events import SameDraftsVerdict
+from specviz.engine.sampling import SamplingSettings, display_probs, warp
+from specviz.engine.verifiers import VERIFIERS, Verdict, accepted_prefix, same_drafts_verdicts, verify_token_by_token
 
 
 @dataclass
@@ -56,49 +45,37 @@ def judge_drafts(
     settings: SamplingSettings,
     lenience: float,
     generator: torch.Generator,
+    verification: str = "exact",
 ) -> Verdict:
-    """Leviathan et al.'s test: accept x_i with probability min(1, p_i(x_i) / q_i(x_i)), left to right.
+    """The one entry point of step 3: greedy once for every verifier, else the verifier `verification` names
+    (engine/verifiers.py) on p and q as sampled.
 
-    lenience l < 1 accepts with min(1, p / (l·q)) instead (under greedy: while p(x) ≥ l·max p),
+    lenience l < 1 (token by token only) accepts with min(1, p / (l·q)) instead (under greedy: while p(x) ≥ l·max p),
     which is lossy: the output no longer follows p.
     """
-    k = len(draft_token_ids)
     x = torch.tensor(draft_token_ids, dtype=torch.long, device=target_logits.device)  # (k,)
-    if settings.greedy:
-        return _judge_greedy(target_logits, x, lenience, settings)
+    if settings.greedy:  # p and q one-hot: token by token, block and match all keep the same prefix
+        return _judge_greedy(target_logits, x, lenience, settings, verification)
     p = warp(target_logits, settings)  # (k+1, vocab)
     q = draft_probs if draft_probs is not None else F.one_hot(x, p.shape[-1]).float()  # (k, vocab)
-    p_x = p[:k].gather(-1, x[:, None]).squeeze(-1)  # (k,)
-    q_x = q.gather(-1, x[:, None]).squeeze(-1)  # (k,)
-    accept_probability = (p_x / (lenience * q_x)).clamp(max=1.0)
-    uniforms = torch.rand(k, generator=generator, device=x.device)
-    n_accepted = _accepted_prefix(uniforms <= accept_probability)
-    if n_accepted < k:  # the target's own token: from the residual after a rejection ...
-        correction = residual(p[n_accepted], q[n_accepted])
-        new_token = sample(correction[None], generator)
-    else:  # ... else the bonus from p_{k+1}
-        correction = None
-        new_token = sample(p[k : k + 1], generator)
-    return Verdict(n_accepted, int(new_token.item()), accept_probability, uniforms, correction, p)
+    if verification == "exact":
+        return verify_token_by_token(p, q, x, generator, lenience)
+    return VERIFIERS[verification](p, q, x, generator)
 
 
-def _judge_greedy(target_logits: torch.Tensor, x: torch.Tensor, lenience: float, settings: SamplingSettings) -> Verdict:
+def _judge_greedy(
+    target_logits: torch.Tensor, x: torch.Tensor, lenience: float, settings: SamplingSettings, verification: str
+) -> Verdict:
     """Greedy: p_i is one-hot on the target's argmax, and so is q_i on x_i. Accept while x_i is the argmax; after
     a rejection the residual norm(max(0, p − q)) is p itself, so the new token is the argmax at that position."""
-    k = len(x)
     best = target_logits.argmax(-1)  # (k+1,), the token warp's one-hot would pick
     if lenience == 1.0:
-        accept_probability = (x == best[:k]).float()
+        accept_probability = (x == best[: len(x)]).float()
     else:  # lossy: accept while p(x) ≥ l · max p under the plain softmax, as the UI shows p
-        shown = display_probs(target_logits[:k], settings)  # (k, vocab)
+        shown = display_probs(target_logits[: len(x)], settings)  # (k, vocab)
         accept_probability = (shown.gather(-1, x[:, None]).squeeze(-1) >= lenience * shown.max(-1).values).float()
-    n_accepted = _accepted_prefix(accept_probability > 0)
-    return Verdict(n_accepted, int(best[n_accepted].item()), accept_probability, None, None, None)
-
-
-def _accepted_prefix(accepted: torch.Tensor) -> int:
-    """How many drafts pass before the first failure."""
-    return int(accepted.long().cumprod(0).sum().item()) if len(accepted) else 0
+    n_accepted = accepted_prefix(accept_probability > 0)
+    return Verdict(n_accepted, int(best[n_accepted].item()), accept_probability, None, None, None, verification)
 
 
 def explain_verdict(
@@ -144,3 +121,29 @@ def explain_verdict(
 
 def _ranked(top: torch.return_types.topk) -> list[list[tuple[int, float]]]:
     return [list(zip(ids, values)) for ids, values in zip(top.indices.tolist(), top.values.tolist())]
+
+
+def compare_verdicts(
+    verdict: Verdict, draft_token_ids: list[int], draft_probs: torch.Tensor | None, seed: int
+) -> tuple[SameDraftsVerdict, ...]:
+    """Every verifier's verdict on the drafts this verdict judged, as plain numbers (nothing under greedy, where all
+    three keep the same prefix, nor for an empty window)."""
+    if verdict.target_probs is None or not draft_token_ids:
+        return ()
+    p = verdict.target_probs  # (k+1, vocab)
+    x = torch.tensor(draft_token_ids, dtype=torch.long, device=p.device)  # (k,)
+    q = draft_probs if draft_probs is not None else F.one_hot(x, p.shape[-1]).float()  # (k, vocab)
+    p_x, q_x = (probs[: len(x)].gather(-1, x[:, None]).squeeze(-1).tolist() for probs in (p, q))
+    return tuple(
+        SameDraftsVerdict(
+            verification=name,
+            n_accepted=other.n_accepted,
+            new_token_id=other.new_token_id,
+            accept_probability=tuple(other.accept_probability.tolist()),
+            uniforms=tuple(other.uniforms.tolist()) if other.uniforms is not None else (),
+            block_weights=tuple(other.block_weights.tolist()) if other.block_weights is not None else (),
+            p=tuple(p_x),
+            q=tuple(q_x),
+        )
+        for name, other in same_drafts_verdicts(p, q, x, seed).items()
+    )

@@ -32,6 +32,23 @@ class DraftPosition:
 
 
 @dataclass(frozen=True)
+class SameDraftsVerdict:
+    """One verifier's verdict on a cycle's drafts, judged after the cycle's clock beside the run's own (lesson 12).
+
+    Every verifier gets the same p, q and drafts and a generator seeded alike (engine/verifiers.py).
+    """
+
+    verification: str  # "exact", "block" or "match"
+    n_accepted: int
+    new_token_id: int
+    accept_probability: tuple[float, ...]  # exact: min(1, p/q); block: h_i, the chance prefix i is kept; match: p_i(x_i)
+    uniforms: tuple[float, ...]  # exact: u_i; block: η_i; match: () (it draws tokens, not uniforms)
+    block_weights: tuple[float, ...]  # block: w_i = min(1, w_{i−1} p_i(x_i)/q_i(x_i)); () otherwise
+    p: tuple[float, ...]  # p_i(x_i) for every draft, as sampled
+    q: tuple[float, ...]  # q_i(x_i)
+
+
+@dataclass(frozen=True)
 class RunStarted:
     mode: Literal["speculative", "autoregressive"]
     prompt_token_ids: tuple[int, ...]
@@ -49,6 +66,7 @@ class RunStarted:
     prefill_s: float
     tree: str = ""  # the token tree's shape as typed ("4x2x1"); "" for a chain
     engine: str = ""  # what the target ran on: "compiled" (its package), "eager" (the same forward uncompiled), "transformers"
+    verification: str = "exact"  # how the drafts were judged: exact (token by token), block or match
 
 
 @dataclass(frozen=True)
@@ -79,6 +97,7 @@ class Cycle:
     released_s: float | None = None  # engine seconds since the request started when the emitted tokens were fixed
     parents: tuple[int, ...] = ()  # a tree's: per position, its parent's index, −1 for the last committed token
     accepted_nodes: tuple[int, ...] = ()  # a tree's accepted path, root to leaf (a chain's is its first n_accepted)
+    verdicts: tuple[SameDraftsVerdict, ...] = ()  # every verifier's verdict on these drafts, when the run compared them
 
     @property
     def draft_token_ids(self) -> tuple[int, ...]:

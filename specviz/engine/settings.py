@@ -17,6 +17,7 @@ def never_stop() -> bool:
 
 
 MAX_SEED = 2**63 - 1  # torch's generators take a 64-bit seed; a larger one overflows inside torch
+VERIFICATIONS = ("exact", "block", "match")  # engine/verifiers.py: token by token, block verification, sample-and-match
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ class DecodeSettings:
     adaptive_gamma: bool = False  # +2 after a fully accepted window, −1 otherwise (floor 1)
     top_n: int = 5  # entries of p, q and the residual kept per position for display
     tree: TreeShape | None = None  # draft a token tree of this shape instead of a chain of γ (engine/tree_speculative.py)
+    verification: str = "exact"  # how a chain's drafts are judged: one of VERIFICATIONS (engine/verifiers.py)
+    compare_verifiers: bool = False  # also judge each cycle's drafts with every verifier, after the clock (Cycle.verdicts)
 
     @property
     def lossy(self) -> bool:
@@ -72,6 +75,18 @@ class DecodeSettings:
             (
                 self.tree is None or not self.lossy,
                 "token trees accept exactly: lenient acceptance (lenience < 1) is offered for chains only",
+            ),
+            (
+                self.verification in VERIFICATIONS,
+                f"verification must be one of {', '.join(VERIFICATIONS)} (got {self.verification!r})",
+            ),
+            (
+                self.verification == "exact" or not self.lossy,
+                "lenient acceptance (lenience < 1) loosens the token-by-token test: it takes verification exact",
+            ),
+            (
+                self.tree is None or self.verification == "exact",
+                "token trees are verified token by token: block and match verification are offered for chains only",
             ),
             (
                 self.tree is None or not self.adaptive_gamma,

@@ -8,7 +8,8 @@ One cycle (`speculative_cycle`, numbered as below):
   1. draft: sample x_1..x_γ from q, one step at a time, keeping each q_i;
   2. verify: one target forward over the last token + x_1..x_γ gives p_1..p_{γ+1};
   3. accept x_i while u_i ≤ min(1, p_i(x_i) / q_i(x_i)); at the first rejection sample from
-     norm(max(0, p_i − q_i)); if all γ pass, sample a bonus token from p_{γ+1};
+     norm(max(0, p_i − q_i)); if all γ pass, sample a bonus token from p_{γ+1} (or judge the block jointly, or
+     match the target's own samples: `verification`, engine/verifiers.py);
   4. roll both KV caches back to the accepted prefix (the draft catches up next cycle);
   5. the drafter's strategy learns from what was accepted (adaptive γ, dynamic drafting, ...).
 """
@@ -21,11 +22,11 @@ from dataclasses import replace
 
 import torch
 
-from specviz.engine.acceptance import Acceptance, Verdict, explain_verdict, judge_drafts
+from specviz.engine.acceptance import Acceptance, Verdict, compare_verdicts, explain_verdict, judge_drafts
 from specviz.engine.drafter import AdaptiveGamma, Drafter, Feedback, Proposal, with_schedule
 from specviz.engine.events import Cycle, DraftPosition, Event, Summary
 from specviz.engine.kv_cache import CachedDecoder, rollback_to_accepted, synchronize
-from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
+from specviz.engine.settings import MAX_SEED, DecodeSettings, StopCheck, never_stop
 from specviz.engine.start import prefill, run_started
 from specviz.engine.tally import Tally
 from specviz.engine.vocabulary import Vocabulary
@@ -126,7 +127,13 @@ def speculative_cycle(
 
     # 3. accept a prefix of the drafts, then the target's own token
     verdict = judge_drafts(
-        target_logits, proposal.token_ids, proposal.draft_probs, settings.sampling, settings.lenience, generator
+        target_logits,
+        proposal.token_ids,
+        proposal.draft_probs,
+        settings.sampling,
+        settings.lenience,
+        generator,
+        settings.verification,
     )
     emitted = emitted_tokens(proposal.token_ids, verdict, remaining, vocabulary)
     context_length = len(committed)
@@ -152,6 +159,9 @@ def speculative_cycle(
     cycle = cycle_event(
         index, window, proposal, acceptance, emitted, vocabulary, settings, draft_stop, timings, committed[:context_length]
     )
+    if settings.compare_verifiers:  # the same drafts judged by every verifier, with their own generators (untimed)
+        seed = (settings.seed + index) % MAX_SEED
+        cycle = replace(cycle, verdicts=compare_verdicts(verdict, proposal.token_ids, proposal.draft_probs, seed))
     # overhead: the acceptance test, the rollback and the strategy's update
     return replace(cycle, overhead_s=cycle_done - verify_done)
 

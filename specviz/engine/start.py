@@ -66,4 +66,5 @@ def run_started(
         max_new_tokens=settings.max_new_tokens,
         prefill_s=prefill_s,
         engine=engine,
+        verification=settings.verification if speculative else "exact",
     )

@@ -158,8 +158,14 @@ class Tally:
 
     @property
     def acceptance_by_position(self) -> list[float | None]:
-        """P(draft i accepted | draft i tested), for i = 1..longest window."""
+        """Conditional: P(draft i accepted | drafts 1..i−1 accepted, so draft i tested), for i = 1..longest window."""
         return [ratio(a, t) for a, t in zip(self.accepted_by_position, self.tested_by_position)]
+
+    @property
+    def acceptance_rate_per_pos(self) -> list[float | None]:
+        """Unconditional, as vLLM counts it: drafts accepted at position i over all cycles (`num_accepted_tokens_per_pos`
+        / `num_drafts`), so a later position also pays for the rejections before it."""
+        return [ratio(a, self.cycles) for a in self.accepted_by_position]
 
     @property
     def drafts_per_cycle(self) -> float | None:

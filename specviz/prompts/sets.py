@@ -96,13 +96,15 @@ def heldout_code_prompts(count: int = 8, n_lines: int = 12) -> list[str]:
 
 
 def load_prompt_set(name: str) -> list[str]:
-    """A domain name, 'all', 'heldout' (code), 'chat-heldout', or a text file of prompts separated by '---' lines."""
+    """A domain name, 'all', 'heldout' (code; 'heldout:16' for 16 of them), 'chat-heldout', or a text file of prompts separated by '---' lines."""
     if name in PROMPTS:
         return PROMPTS[name]
     if name == "all":
         return [prompt for prompts in PROMPTS.values() for prompt in prompts]
     if name == "heldout":
         return heldout_code_prompts()
+    if name.startswith("heldout:") and name.removeprefix("heldout:").isdigit():  # heldout:16, more windows of held-out code
+        return heldout_code_prompts(int(name.removeprefix("heldout:")))
     if name == "chat-heldout":
         return list(CHAT_HELDOUT)
     path = Path(name)

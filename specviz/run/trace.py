@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 
-from specviz.engine.events import Cycle, DraftPosition, RunStarted, Step, Summary
+from specviz.engine.events import Cycle, DraftPosition, RunStarted, SameDraftsVerdict, Step, Summary
 from specviz.engine.tally import Tally
 from specviz.run.machine_load import OtherLoad
 from specviz.run.pair_info import PairInfo
@@ -79,7 +79,8 @@ def _build(kind, data: dict):
 
 def _cycle(data: dict) -> Cycle:
     positions = tuple(_build(DraftPosition, p) for p in data.get("positions", []))
-    return _build(Cycle, {**data, "positions": positions})
+    verdicts = tuple(_build(SameDraftsVerdict, v) for v in data.get("verdicts", []))
+    return _build(Cycle, {**data, "positions": positions, "verdicts": verdicts})
 
 
 def _summary(data: dict) -> Summary:

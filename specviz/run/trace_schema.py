@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 from specviz.checked import InputError, choice, fixed, flag, items, number, optional, record, record_of, text, whole
-from specviz.engine.events import Cycle, DraftPosition, RunStarted, Step, Summary
-from specviz.engine.settings import MAX_SEED
+from specviz.engine.events import Cycle, DraftPosition, RunStarted, SameDraftsVerdict, Step, Summary
+from specviz.engine.settings import MAX_SEED, VERIFICATIONS
 from specviz.engine.tally import Tally
 from specviz.run.machine_load import OtherLoad
 from specviz.run.runner import MAX_PROMPT_CHARS
@@ -56,6 +56,15 @@ DRAFT_POSITION = record_of(
         "top_residual": RANKED,
     },
 )
+SAME_DRAFTS_VERDICT = record_of(
+    SameDraftsVerdict,
+    {
+        "verification": choice(list(VERIFICATIONS)),
+        "n_accepted": whole(0, MAX_WINDOW),
+        "new_token_id": TOKEN_ID,
+        **dict.fromkeys(["accept_probability", "uniforms", "block_weights", "p", "q"], items(PROBABILITY, MAX_WINDOW)),
+    },
+)
 RUN_STARTED = record_of(
     RunStarted,
     {
@@ -75,6 +84,7 @@ RUN_STARTED = record_of(
         "prefill_s": SECONDS,
         "tree": text(MAX_NAME_CHARS),
         "engine": choice(["", "compiled", "eager", "transformers"]),
+        "verification": choice(list(VERIFICATIONS)),
     },
 )
 CYCLE = record_of(
@@ -98,6 +108,7 @@ CYCLE = record_of(
         "released_s": optional(SECONDS),
         "parents": items(whole(-1, MAX_WINDOW), MAX_WINDOW),
         "accepted_nodes": items(whole(0, MAX_WINDOW), MAX_WINDOW),
+        "verdicts": items(SAME_DRAFTS_VERDICT, len(VERIFICATIONS)),
     },
 )
 STEP = record_of(Step, {"index": whole(0, MAX_TOKENS), "token_id": TOKEN_ID, "text": TOKEN_TEXT, "step_s": SECONDS})

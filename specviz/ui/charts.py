@@ -85,11 +85,21 @@ def alpha_figure(so_far: SoFar) -> go.Figure:
         go.Bar(
             x=positions,
             y=final.acceptance_by_position,
-            name="accepted / tested",
+            name="conditional: accepted / tested",
             marker_color=COLOURS["accepted"],
             text=[str(n) for n in final.tested_by_position],
-            hovertemplate="position %{x}: %{y:.2f} of %{text} tested<extra></extra>",
-            showlegend=False,
+            hovertemplate="position %{x}: %{y:.2f} of %{text} tested (given the earlier drafts accepted)<extra></extra>",
+        ),
+        1,
+        2,
+    )
+    figure.add_trace(
+        go.Bar(
+            x=positions,
+            y=final.acceptance_rate_per_pos,
+            name="unconditional (vLLM): accepted / all cycles",
+            marker_color=COLOURS["resampled"],
+            hovertemplate="position %{x}: %{y:.2f} of every cycle<extra></extra>",
         ),
         1,
         2,
@@ -98,6 +108,36 @@ def alpha_figure(so_far: SoFar) -> go.Figure:
     figure.update_xaxes(title_text="cycle", row=1, col=1)
     figure.update_xaxes(title_text="position in window", dtick=1, row=1, col=2)
     return _layout(figure, "α: how often the target accepts a draft")
+
+
+@live_chart("histogram-chart", "acceptance histogram")
+def acceptance_histogram_figure(so_far: SoFar) -> go.Figure:
+    """Cycles by drafts accepted, as shares, beside Leviathan's truncated geometric law for the α measured so far."""
+    readings = so_far.readings
+    counts = readings.acceptance_histogram
+    total = sum(counts) or 1
+    ks = list(range(len(counts)))
+    figure = go.Figure(
+        go.Bar(
+            x=ks, y=[c / total for c in counts], name="measured", marker_color=COLOURS["accepted"], text=[str(c) for c in counts]
+        )
+    )
+    law = readings.acceptance_length_law
+    title = "cycles by drafts accepted"
+    if law is not None:
+        figure.add_trace(
+            go.Scatter(
+                x=list(range(len(law))),
+                y=law,
+                name=f"law for α = {readings.alpha:.2f}",
+                mode="lines+markers",
+                line={"color": COLOURS["bonus"], "dash": "dash"},
+            )
+        )
+        title += f" · distance to the law {readings.histogram_distance:.3f}"
+    figure.update_xaxes(title_text="drafts accepted in a cycle", dtick=1)
+    figure.update_yaxes(title_text="share of cycles", range=[0, 1.05])
+    return _layout(figure, title)
 
 
 @live_chart("tau-chart", "τ")

@@ -21,6 +21,7 @@ from specviz.numbers import number
 from specviz.prompts.sets import CHAT_HELDOUT, CHAT_REWRITE, PROMPTS
 from specviz.run.trace import Trace
 from specviz.ui import charts
+from specviz.ui.lesson_verifiers import explain_verifiers
 from specviz.ui.request import CHAIN, RunRequest
 from specviz.ui.tree_view import shape_words
 
@@ -459,4 +460,11 @@ def lessons(default_pair: str, plain_pair: str, real_pair: str | None = None, re
         ),
         *real,
         chain_or_tree,
+        Lesson(
+            "lesson-12",
+            "Same drafts, three verifiers",
+            replace(base, temperature=0.8, seed=12),
+            extra=tuple((name, replace(base, temperature=0.8, seed=12, verification=name)) for name in ("block", "match")),
+            explain=explain_verifiers,
+        ),
     ]

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from specviz.checked import Check, InputError, choice, fail, number, text, whole
 from specviz.drafting.registry import STRATEGIES, tree_drafter_keys
-from specviz.engine.settings import MAX_GAMMA, MAX_SEED, DecodeSettings, SamplingSettings
+from specviz.engine.settings import MAX_GAMMA, MAX_SEED, VERIFICATIONS, DecodeSettings, SamplingSettings
 from specviz.engine.tree_shape import MAX_TREE_DEPTH, MAX_TREE_NODES, TreeShape
 from specviz.run.runner import MAX_PROMPT_CHARS
 from specviz.serving.pair_cache import catalogue
@@ -26,7 +26,8 @@ SLOW_MOTION = f"slow motion ({SLOW_MOTION_S:g} s)"
 PLAYBACK = {"real pace": 1.0, SLOW_MOTION: None, "10× slower": 10.0, "50× slower": 50.0}  # choice → slowdown; None: fitted
 DEFAULT_PLAYBACK = SLOW_MOTION
 MAX_PLAYBACK_S = 600.0  # no playback lasts longer, whatever a trace's timings and the pace: a longer one is sped up
-AcceptanceRule = Literal["exact", "greedy", "lenient"]  # the page's "Verification" choice: how drafts are accepted
+AcceptanceRule = Literal["exact", "block", "match", "greedy", "lenient"]  # the page's "Verification" choice
+ACCEPTANCE_RULES = ("exact", "block", "match", "greedy", "lenient")  # exact, block, match: engine/verifiers.py
 MAX_NEW_TOKENS = 256  # the page's slider and any request: what one run may ask for (its time budget)
 MAX_TEMPERATURE = 2.0
 MAX_TOP_K = 1_000_000  # beyond any vocabulary: the same as off
@@ -89,7 +90,7 @@ RUN_FIELDS = {
     "max_new_tokens": Field("Max new tokens", whole(1, MAX_NEW_TOKENS)),
     "seed": Field("Seed", whole(0, MAX_SEED), when_empty=0),
     "drafter": Field("Drafting strategy", choice(STRATEGIES)),
-    "verification": Field("Verification", choice(["exact", "greedy", "lenient"])),
+    "verification": Field("Verification", choice(list(ACCEPTANCE_RULES))),
     "lenience": Field("Lenience", number(0, 1, above_low=True)),
     "playback": Field("Playback", choice(PLAYBACK)),
 }
@@ -163,6 +164,8 @@ class RunRequest:
             seed=request.seed,
             lenience=request.lenience if request.verification == "lenient" else 1.0,
             tree=tree,
+            verification=request.verification if request.verification in VERIFICATIONS else "exact",
+            compare_verifiers=tree is None and request.verification in VERIFICATIONS and request.temperature > 0,
         ).validate()
 
 

@@ -166,11 +166,17 @@ def _measured(report: dict) -> str:
         "step, both measured in the same run.\n\n"
         + _table(["method", "γ", "tokens/s", "speedup (end to end)", "decode speedup", "α", "τ", "ν", "tokens / cycle"], rows)
     )
-    if any(row.get("acceptance_by_position") for row in measured["rows"]):
-        text += "\n\nα by position in the window (the first draft, the second, …): " + "; ".join(
-            f"γ = {row['gamma']}: " + ", ".join(_fmt(rate, ".2f") or "–" for rate in row["acceptance_by_position"])
-            for row in measured["rows"]
-            if row.get("acceptance_by_position")
+    by_position = {
+        id(row): row.get("conditional_acceptance_rate_per_pos", row.get("acceptance_by_position")) for row in measured["rows"]
+    }
+    if any(by_position.values()):
+        text += (
+            "\n\nα by position in the window, given the drafts before it were accepted (the first draft, the second, …): "
+            + "; ".join(
+                f"γ = {row['gamma']}: " + ", ".join(_fmt(rate, ".2f") or "–" for rate in by_position[id(row)])
+                for row in measured["rows"]
+                if by_position[id(row)]
+            )
         )
     if measured.get("command"):
         text += f"\n\nRe-measured by\n\n```bash\n{measured['command']}\n```"

@@ -241,7 +241,7 @@ def measure_draft(recipe: Recipe, state: State) -> None:
     )
     keys = (
         *("method", "gamma", "tokens_per_s", "speedup", "decode_speedup", "alpha", "tau", "verify_cost", "tokens_per_cycle"),
-        "acceptance_by_position",
+        "conditional_acceptance_rate_per_pos",
     )
     sampled = replace(settings, gamma=recipe.measure_gammas[0])
     samples = [
