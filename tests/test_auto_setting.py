@@ -25,8 +25,22 @@ def test_gamma_defaults_to_the_pairs_own():
             gammas_from(wrong, catalogue.get("pycode-distilled"))
 
 
+def chain_cycle(window: int, n_accepted: int) -> SimpleNamespace:
+    """What Tally reads of a chain's cycle: its positions, how many were accepted, whether it ended in a rejection."""
+    position = SimpleNamespace(status="accepted", overlap=None)
+    return SimpleNamespace(
+        positions=[position] * window,
+        n_accepted=n_accepted,
+        ended_in_rejection=n_accepted < window,
+        emitted_token_ids=(0,) * (n_accepted + 1),
+        draft_s=0.0,
+        verify_s=0.0,
+        overhead_s=0.0,
+    )
+
+
 def test_a_chains_acceptance_is_conditional_on_the_positions_before():
-    cycles = [SimpleNamespace(positions=[0] * 3, n_accepted=n) for n in (0, 1, 3, 2)]
+    cycles = [chain_cycle(3, n) for n in (0, 1, 3, 2)]
     acceptance = chain_acceptance(cycles)
     # position 1 tested 4 times, accepted 3; position 2 tested 3 times (after an accepted 1), accepted 2; position 3: 1 of 2
     assert acceptance.by_depth == ((0.75,), (2 / 3,), (0.5,))

@@ -19,7 +19,7 @@ from specviz.analysis.readings import speed_verdict, verify_costs_of
 from specviz.analysis.timing import measure_pass_seconds
 from specviz.analysis.tree_theory import RankAcceptance, TreeChoice, TreeOption, choose_tree, measured_rank_acceptance
 from specviz.drafting.registry import strategy
-from specviz.engine import Cycle, DecodeSettings
+from specviz.engine import Cycle, DecodeSettings, Tally
 from specviz.engine.tree_shape import TreeShape
 from specviz.models.loading import LoadedPair
 from specviz.run.runner import run
@@ -122,13 +122,7 @@ def calibrate(pair: LoadedPair, prompts: list[str], settings: DecodeSettings, dr
 
 
 def chain_acceptance(cycles: list[Cycle]) -> RankAcceptance | None:
-    """A chain's acceptance at each position given the ones before it were accepted, as rank-1 rates by depth."""
-    tested: dict[int, int] = {}
-    accepted: dict[int, int] = {}
-    for cycle in cycles:
-        for position in range(1, min(len(cycle.positions), cycle.n_accepted + 1) + 1):
-            tested[position] = tested.get(position, 0) + 1
-            accepted[position] = accepted.get(position, 0) + (position <= cycle.n_accepted)
-    if not tested:
-        return None
-    return RankAcceptance(tuple((accepted.get(depth, 0) / tested[depth],) for depth in range(1, max(tested) + 1)))
+    """A chain's acceptance at each position given the ones before it were accepted (the Tally's conditional rate),
+    as rank-1 rates by depth."""
+    rates = [rate for rate in Tally.of(cycles).acceptance_by_position if rate is not None]
+    return RankAcceptance(tuple((rate,) for rate in rates)) if rates else None
