@@ -26,7 +26,7 @@ from transformers import PreTrainedModel
 
 from specviz.engine.aot_step import CompiledStack, load_or_compile, stack_is_cached
 from specviz.engine.kv_cache import Decoder
-from specviz.engine.static_cache import StaticLlama, TreeKeys, is_supported
+from specviz.engine.static_cache import Rows, StaticLlama, is_supported
 from specviz.engine.tree_rows import TreeRows
 
 log = logging.getLogger("specviz")
@@ -119,6 +119,7 @@ class FastModel:
         self.dtype = self.forward.embed_tokens.weight.dtype
         self.lm_head = model.get_output_embeddings()
         self.positions = torch.arange(self.context, device=self.device)
+        self.counts = self.positions + 1  # a causal row at position p sees p + 1 keys
         self._free: list[list[torch.Tensor]] = []
         self._lock = threading.Lock()
         missing = compiler_missing(self.device) if compile_step else None
@@ -149,33 +150,33 @@ class FastModel:
             self._free.extend(held)
             held.clear()
 
-    def step(self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Feed rows at positions start…; the hidden states of every layer (transformers' order)."""
-        rows = token_ids.shape[0]
-        if not self.report.compiled or start + rows == 1:  # a lone first token sees one position: the export's floor is 2
-            return self.eager_step(token_ids, start, cache)
-        compiled = self._compiled or self.build()
-        if compiled is None or start + rows > compiled.max_visible:
-            return self.eager_step(token_ids, start, cache)
-        positions = torch.arange(start, start + rows, device=self.device)
-        return compiled(token_ids, positions, self.positions[: start + rows], cache)
+    def step(
+        self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor], tree: TreeRows | None = None
+    ) -> list[torch.Tensor]:
+        """Feed rows at positions start…; the hidden states of every layer (transformers' order). A token tree's rows
+        (`tree`) are written at slots start… instead, each at its depth's position seeing only its keys: the same
+        package (or eager forward) with other rows (static_cache.Rows)."""
+        rows = self.rows(token_ids.shape[0], start, tree)
+        if self.report.compiled and rows.keys.shape[1] > 1:  # a lone first token sees one key: the export's floor is 2
+            compiled = self._compiled or self.build()
+            if compiled is not None and rows.keys.shape[1] <= compiled.max_visible:
+                return compiled(token_ids, rows, cache)
+        return self.forward(token_ids, rows, cache)
 
-    def eager_step(self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
-        """`step` without the compiler: what a request runs while the graphs compile in the background."""
-        rows = token_ids.shape[0]
-        return self.forward(token_ids, self.positions[start : start + rows], self.positions[: start + rows], cache)
+    def eager_step(
+        self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor], tree: TreeRows | None = None
+    ) -> list[torch.Tensor]:
+        """`step` without the compiler: what a request runs while the package compiles in the background."""
+        return self.forward(token_ids, self.rows(token_ids.shape[0], start, tree), cache)
 
-    def tree_step(self, token_ids: torch.Tensor, rows: TreeRows, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
-        """A token tree's rows written at slots start…, each at its depth's position seeing only its keys: always eager
-        (the compiled graphs are a chain's; compiling is not exact yet, docs/performance.md)."""
-        device = self.device
-        groups = [
-            (index.to(device), order.to(device), (index[:, None] * rows.n_keys + order).view(-1).to(device))
-            for index, order in rows.by_width()
-        ]
-        slots = self.positions[start : start + token_ids.shape[0]]
-        tree = TreeKeys(slots, groups, rows.n_keys)
-        return self.forward(token_ids, rows.positions.to(device), self.positions[: rows.n_keys], cache, tree=tree)
+    def rows(self, n: int, start: int, tree: TreeRows | None) -> Rows:
+        """The forward's rows: plain decoding's (n rows at positions start…, causal), or a token tree's."""
+        slots = self.positions[start : start + n]
+        if tree is not None:
+            keys, counts = tree.keys()
+            return Rows(tree.positions.to(self.device), slots, keys.to(self.device), counts.to(self.device))
+        keys = self.positions[: start + n][None]
+        return Rows(slots, slots, keys if n == 1 else keys.expand(n, -1).contiguous(), self.counts[start : start + n])
 
     def step_for_a_new_request(self):
         """The step a request starting now runs from start to end (a request never switches paths halfway)."""
@@ -257,10 +258,7 @@ class FastDecoder(Decoder):
         end = self.cached_length + token_ids.shape[0]
         if end > self.capacity:
             self._grow(end)
-        if rows is None:
-            states = self._step(token_ids, self.cached_length, self.cache)
-        else:
-            states = self.fast.tree_step(token_ids, rows, self.cached_length, self.cache)
+        states = self._step(token_ids, self.cached_length, self.cache, rows)
         self.cached_length = end
         logits = self.fast.lm_head(states[-1][-keep_last:])[:, : self.vocab_size].float()  # (keep_last, vocab)
         if not layers:

@@ -46,19 +46,17 @@ class TreeRows:
         padded.scatter_(1, torch.where(self.tail >= 0, self.tail, self.n_keys), True)
         return seen | padded[:, : self.n_keys]
 
-    def by_width(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The rows grouped by the keys they see (as many context keys, as many path keys): per group the rows and,
-        per row, its keys in order."""  # [((g,), (g, width))]
-        depths = (self.tail >= 0).sum(dim=1).tolist()
-        members: dict[tuple[int, int], list[int]] = {}
-        for row, key in enumerate(zip(self.prefix.tolist(), depths)):
-            members.setdefault(key, []).append(row)
-        groups = []
-        for (prefix, depth), rows in members.items():
-            index = torch.tensor(rows, dtype=torch.long)
-            context = torch.arange(prefix).expand(len(rows), prefix)
-            groups.append((index, torch.cat([context, self.tail[index, :depth]], dim=1)))
-        return groups
+    def keys(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's keys in its path's order: the context's slots, then its path's, then slot 0 as padding; and how
+        many of them it sees (what static_cache.Rows takes)."""  # (rows, width) long, (rows,) long
+        counts = self.prefix + (self.tail >= 0).sum(dim=1)
+        width = int(counts.max())
+        column = torch.arange(width)[None, :]
+        along = (column - self.prefix[:, None]).clamp(min=0)  # (rows, width): the index into the row's path
+        depth = self.tail.shape[1]
+        from_tail = self.tail.gather(1, along.clamp(max=depth - 1)) if depth else torch.zeros_like(along)
+        keys = torch.where(column < self.prefix[:, None], column, torch.where(column < counts[:, None], from_tail, 0))
+        return keys, counts
 
 
 def verify_rows(parents: tuple[int, ...], depths: torch.Tensor, cached_length: int, n_pending: int) -> TreeRows:
