@@ -213,8 +213,6 @@ def enable(model: PreTrainedModel, compile_step: bool | None = None) -> FastMode
         return existing
     if not is_supported(model):
         return None
-    if getattr(model.config, "_attn_implementation", None) == "specviz_row_exact":
-        return None  # AVX2: verify rows must attend one at a time to stay exact (weight_forms.py); that path stays
     reason = None
     if compile_step is None:
         compile_step, reason = compile_wanted(model)
