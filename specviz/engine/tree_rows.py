@@ -3,7 +3,7 @@
 Row r sees the cache's slots 0 … prefix[r] − 1 (the committed context, shared by every node), then the slots in
 `tail[r]` (its ancestors' and its own, from depth 1 down; −1 pads), and nothing else. That order is the one in which
 its path decoded as a chain holds the same keys, which is what lets an attention kernel give the row the very sums a
-one-token step computes (specviz/engine/static_cache.py, specviz/engine/tree_attention.py). Everything here is tensor
+one-token step computes (specviz/engine/static_cache.py's Rows: `keys`). Everything here is tensor
 operations on a few small integer tensors: nothing loops over nodes in Python once a tree's paths are known
 (`paths`, cached per tree structure).
 """
