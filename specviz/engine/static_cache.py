@@ -1,10 +1,12 @@
 """A Llama-family decoder over a static KV cache: gpt-fast's forward, reading the weights of a loaded transformers model.
 
 The cache is preallocated per request (one tensor per layer: key and value heads, length, head dim) and rolled back by
-moving a length, never by copying. A forward writes its rows' keys and values at their positions and attends over the first
-`visible` positions only (a cheap slice), so a short request reads a short cache. Every shape but `visible` and the
-number of new rows is fixed, which is what lets torch.compile turn a layer's ~45 eager operations into a few fused
-kernels (specviz/engine/compiled.py). q/k/v and gate/up each take one weight-only call where that changes no bit
+moving a length, never by copying. A forward's rows (`Rows`) say where each row's key and value are written and which
+cache slots it attends over, in order: plain decoding's row at position p sees slots 0 … p, a token tree's node the
+context's slots then its path's. So a decode step, a chain's verify pass and a tree's verify pass are one forward
+with other inputs, and one compiled package serves all three (engine/aot_step.py). Every shape but the rows' count,
+their keys' width and the cache's length is fixed, which is what lets the compiler turn a layer's ~45 eager
+operations into a few fused kernels. q/k/v and gate/up each take one weight-only call where that changes no bit
 (engine/fused_projections.py).
 
 Why our own forward and not transformers' StaticCache + compile: docs/performance.md gives the numbers. In short,
@@ -12,9 +14,10 @@ transformers' step still runs its generic masking, cache-update and output machi
 over the whole preallocated length every step; this one is ~100 lines, attends over what is filled, and hands back
 the hidden states a feature head reads without materialising transformers' output objects.
 
-The arithmetic is transformers' Llama, operation for operation (RMSNorm in float32 then back, rotary tables from the
-model's own rotary embedding, eager attention with float32 softmax), and the linear layers are the model's own
-modules: int4/int8 weight-only, bf16 or float32, whatever form the pair was loaded in.
+The arithmetic is transformers' Llama (RMSNorm in float32 then back, rotary tables from the model's own rotary
+embedding, float32 softmax), and the linear layers are the model's own modules: int4/int8 weight-only, bf16 or
+float32, whatever form the pair was loaded in. The attention is one function eager and compiled (`reduced_attention`:
+bf16 products summed in float32), so the two decide alike; transformers' own attention is the reference in tests.
 """
 
 from __future__ import annotations
