@@ -44,8 +44,13 @@ class WholeStack(nn.Module):
         super().__init__()
         self.stack = forward
 
-    def forward(self, x, positions, slots, keys, counts, cache):  # (n, hidden), Rows' four, [(2 · kv_heads, length, head_dim)]
-        return tuple(self.stack.layers_forward(x, Rows(positions, slots, keys, counts), cache))
+    def forward(
+        self, x, positions, slots, keys_by_column, counts, cache
+    ):  # (n, hidden), Rows' four, [(2 · kv_heads, length, head_dim)]
+        """`keys_by_column` is Rows.keys stored column by column (width, n): then Inductor vectorises the product with
+        the values along the head dimension, as without a gather (stored row by row, it vectorised along the keys,
+        gathering values one by one: a decode step took 8.5 ms instead of 5.8 on the real pair)."""
+        return tuple(self.stack.layers_forward(x, Rows(positions, slots, keys_by_column.t(), counts), cache))
 
 
 class CompiledModule:
@@ -69,7 +74,8 @@ class CompiledStack:
 
     def __call__(self, token_ids: torch.Tensor, rows: Rows, cache: list[torch.Tensor]) -> list[torch.Tensor]:
         x = self.embed(token_ids)
-        return [x, *self.compiled(x, *rows, *cache)]
+        keys_by_column = rows.keys.t().contiguous()  # (width, n): WholeStack.forward says why
+        return [x, *self.compiled(x, rows.positions, rows.slots, keys_by_column, rows.counts, *cache)]
 
 
 def load_or_compile(forward: StaticLlama, new_cache) -> tuple[CompiledStack, str]:
@@ -97,9 +103,9 @@ def _stack_export(forward: StaticLlama, new_cache):
     device = embedding.device
     rows_in = torch.zeros(3, embedding.shape[1], dtype=embedding.dtype, device=device)
     positions = torch.arange(3, 6, device=device)
-    keys = torch.arange(6, device=device).expand(3, 6).contiguous()
-    example = (rows_in, positions, positions.clone(), keys, positions + 1, cache)
-    shapes = ({0: rows}, {0: rows}, {0: rows}, {0: rows, 1: width}, {0: rows}, [{1: length}] * len(cache))
+    keys_by_column = torch.arange(6, device=device)[:, None].expand(6, 3).contiguous()
+    example = (rows_in, positions, positions.clone(), keys_by_column, positions + 1, cache)
+    shapes = ({0: rows}, {0: rows}, {0: rows}, {0: width, 1: rows}, {0: rows}, [{1: length}] * len(cache))
     described = {"max_length": context, "device": device.type}
     return WholeStack(forward), example, shapes, described, (static_cache, fused_projections)
 
