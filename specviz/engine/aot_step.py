@@ -45,12 +45,9 @@ class WholeStack(nn.Module):
         self.stack = forward
 
     def forward(
-        self, x, positions, slots, keys_by_column, counts, cache
-    ):  # (n, hidden), Rows' four, [(2 · kv_heads, length, head_dim)]
-        """`keys_by_column` is Rows.keys stored column by column (width, n): then Inductor vectorises the product with
-        the values along the head dimension, as without a gather (stored row by row, it vectorised along the keys,
-        gathering values one by one: a decode step took 8.5 ms instead of 5.8 on the real pair)."""
-        return tuple(self.stack.layers_forward(x, Rows(positions, slots, keys_by_column.t(), counts), cache))
+        self, x, positions, slots, visible, prefix, tail, cache
+    ):  # (n, hidden), Rows' five, [(2 · kv_heads, length, head_dim)]
+        return tuple(self.stack.layers_forward(x, Rows(positions, slots, visible, prefix, tail), cache))
 
 
 class CompiledModule:
@@ -74,8 +71,7 @@ class CompiledStack:
 
     def __call__(self, token_ids: torch.Tensor, rows: Rows, cache: list[torch.Tensor]) -> list[torch.Tensor]:
         x = self.embed(token_ids)
-        keys_by_column = rows.keys.t().contiguous()  # (width, n): WholeStack.forward says why
-        return [x, *self.compiled(x, rows.positions, rows.slots, keys_by_column, rows.counts, *cache)]
+        return [x, *self.compiled(x, *rows, *cache)]
 
 
 def load_or_compile(forward: StaticLlama, new_cache) -> tuple[CompiledStack, str]:
@@ -96,16 +92,17 @@ def _stack_export(forward: StaticLlama, new_cache):
     """What exporting the stack takes: the module, example inputs, their symbolic sizes, and what its key describes."""
     context = forward.max_length
     rows = torch.export.Dim("rows", min=1, max=context)
-    width = torch.export.Dim("width", min=2, max=context - 1)  # a lone first token (one key seen) steps eager
+    seen = torch.export.Dim("seen", min=2, max=context - 1)  # a lone first token (one position seen) steps eager
+    depth = torch.export.Dim("depth", min=1, max=context)
     length = torch.export.Dim("length", min=3, max=context)
     cache = new_cache(8)
     embedding = forward.embed_tokens.weight
     device = embedding.device
     rows_in = torch.zeros(3, embedding.shape[1], dtype=embedding.dtype, device=device)
     positions = torch.arange(3, 6, device=device)
-    keys_by_column = torch.arange(6, device=device)[:, None].expand(6, 3).contiguous()
-    example = (rows_in, positions, positions.clone(), keys_by_column, positions + 1, cache)
-    shapes = ({0: rows}, {0: rows}, {0: rows}, {0: width, 1: rows}, {0: rows}, [{1: length}] * len(cache))
+    tail = torch.full((3, 2), -1, dtype=torch.long, device=device)
+    example = (rows_in, positions, positions.clone(), torch.arange(6, device=device), positions + 1, tail, cache)
+    shapes = ({0: rows}, {0: rows}, {0: rows}, {0: seen}, {0: rows}, {0: rows, 1: depth}, [{1: length}] * len(cache))
     described = {"max_length": context, "device": device.type}
     return WholeStack(forward), example, shapes, described, (static_cache, fused_projections)
 

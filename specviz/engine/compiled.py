@@ -120,6 +120,7 @@ class FastModel:
         self.lm_head = model.get_output_embeddings()
         self.positions = torch.arange(self.context, device=self.device)
         self.counts = self.positions + 1  # a causal row at position p sees p + 1 keys
+        self.no_tail = torch.full((self.context, 1), -1, device=self.device)  # plain rows attend over the context only
         self._free: list[list[torch.Tensor]] = []
         self._lock = threading.Lock()
         missing = compiler_missing(self.device) if compile_step else None
@@ -157,9 +158,9 @@ class FastModel:
         (`tree`) are written at slots start… instead, each at its depth's position seeing only its keys: the same
         package (or eager forward) with other rows (static_cache.Rows)."""
         rows = self.rows(token_ids.shape[0], start, tree)
-        if self.report.compiled and rows.keys.shape[1] > 1:  # a lone first token sees one key: the export's floor is 2
+        if self.report.compiled and rows.visible.shape[0] > 1:  # a lone first token sees one key: the export's floor is 2
             compiled = self._compiled or self.build()
-            if compiled is not None and rows.keys.shape[1] <= compiled.max_visible:
+            if compiled is not None and rows.visible.shape[0] + rows.tail.shape[1] <= compiled.max_visible:
                 return compiled(token_ids, rows, cache)
         return self.forward(token_ids, rows, cache)
 
@@ -173,10 +174,10 @@ class FastModel:
         """The forward's rows: plain decoding's (n rows at positions start…, causal), or a token tree's."""
         slots = self.positions[start : start + n]
         if tree is not None:
-            keys, counts = tree.keys()
-            return Rows(tree.positions.to(self.device), slots, keys.to(self.device), counts.to(self.device))
-        keys = self.positions[: start + n][None]
-        return Rows(slots, slots, keys if n == 1 else keys.expand(n, -1).contiguous(), self.counts[start : start + n])
+            prefix, tail = tree.prefix.to(self.device), tree.tail.to(self.device)
+            visible = self.positions[: int(tree.prefix.max())]
+            return Rows(tree.positions.to(self.device), slots, visible, prefix, tail)
+        return Rows(slots, slots, self.positions[: start + n], self.counts[start : start + n], self.no_tail[:n])
 
     def step_for_a_new_request(self):
         """The step a request starting now runs from start to end (a request never switches paths halfway)."""

@@ -36,14 +36,17 @@ class Rows(NamedTuple):
     """A forward's rows, as the eager forward and the compiled package both take them (engine/tree_rows.py makes them).
 
     Row r is written at cache slot `slots[r]`, takes its rotary angle at `positions[r]`, and attends over the cache
-    slots `keys[r, :counts[r]]` in that order (the rest of its row pads). Plain decoding's rows are the special case
-    slots = positions and keys = 0, 1, …, with row r seeing positions[r] + 1 of them; a token tree's node sees the
-    context's slots, then its path's, in the order its path decoded one token per step holds them."""
+    slots 0 … prefix[r] − 1 (the context), then the slots tail[r, 0], tail[r, 1], … up to its first −1, in that order:
+    the order in which a one-token step of its path holds them. Plain decoding's rows are the special case slots =
+    positions, prefix = positions + 1 and an empty tail (one −1); a token tree's node sees the context, then its path.
+    Every row's context keys sit at the same indices 0 … visible − 1 and its path's right after (each node of a tree
+    has the same prefix), so a key's place in a row's reduction is its place in the path's own step."""
 
     positions: torch.Tensor  # (n,) long
     slots: torch.Tensor  # (n,) long
-    keys: torch.Tensor  # (n, width) long
-    counts: torch.Tensor  # (n,) long, 1 ≤ counts[r] ≤ width
+    visible: torch.Tensor  # (visible,): its length is the context every row's prefix fits in (prefix ≤ visible)
+    prefix: torch.Tensor  # (n,) long
+    tail: torch.Tensor  # (n, depth) long, −1 pads (after a row's slots only)
 
 
 def is_supported(model: PreTrainedModel) -> bool:
@@ -115,7 +118,7 @@ class StaticLlama(nn.Module):
         """Every layer after the embedding, then the final norm: the one stack loop, run eager by `forward` and exported
         by engine/aot_step.py. The mask and the rotary angles are made here from the rows, for one row too."""
         torch._check(x.shape[0] == rows.positions.shape[0])  # the rows' count is one symbol for every input
-        unseen = torch.arange(rows.keys.shape[1], device=x.device)[None, :] >= rows.counts[:, None]  # (n, width): the pads
+        unseen = torch.cat([rows.visible[None, :] >= rows.prefix[:, None], rows.tail < 0], dim=1)  # (n, visible + depth)
         cos, sin = self.cos[rows.positions][None], self.sin[rows.positions][None]  # (1, n, head_dim)
         states = []
         for layer, qkv, gate_up, layer_cache in zip(self.layers, self.qkv, self.gate_up, cache):
@@ -154,8 +157,10 @@ def attention(shape, module, qkv, x, rows: Rows, unseen, cos, sin, layer_cache):
     q = qk[:heads]
     layer_cache.index_copy_(1, rows.slots, torch.cat([qk[heads:], v]))  # write this step's keys and values
     if torch.compiler.is_compiling():  # one fused loop over every row's keys, padded and masked
-        keys, values = layer_cache[:kv_heads, rows.keys], layer_cache[kv_heads:, rows.keys]  # (kv_heads, n, width, head_dim)
-        out = reduced_attention(shape, q, keys, values, unseen)
+        context = layer_cache[:, : rows.visible.shape[0]]  # (2 · kv_heads, visible, head_dim): a slice, shared by every row
+        tail = layer_cache[:, rows.tail.clamp(min=0)]  # (2 · kv_heads, n, depth, head_dim): a few gathered slots
+        both = torch.cat([context[:, None].expand(-1, n, -1, -1), tail], dim=2)  # (2 · kv_heads, n, visible + depth, head_dim)
+        out = reduced_attention(shape, q, both[:kv_heads], both[kv_heads:], unseen)
     else:
         out = eager_attention(shape, q, rows, unseen, layer_cache)
     return module.o_proj(out.transpose(0, 1).reshape(n, heads * head_dim))
@@ -169,20 +174,22 @@ def eager_attention(shape, q, rows: Rows, unseen, layer_cache):
     eager makes them)."""  # (heads, n, head_dim) → same
     heads, n, head_dim = q.shape
     kv_heads = layer_cache.shape[0] // 2
+    visible, device = rows.visible.shape[0], q.device
     if n > EAGER_EXACT_ROWS:
-        sets = [(rows.keys.shape[1], list(range(n)))]
+        sets = [((visible, rows.tail.shape[1]), list(range(n)))]
     else:
-        by_count: dict[int, list[int]] = {}
-        for row, count in enumerate(rows.counts.tolist()):
-            by_count.setdefault(count, []).append(row)
-        sets = list(by_count.items())
+        by_keys: dict[tuple[int, int], list[int]] = {}
+        for row, key in enumerate(zip(rows.prefix.tolist(), (rows.tail >= 0).sum(dim=1).tolist())):
+            by_keys.setdefault(key, []).append(row)
+        sets = list(by_keys.items())
     out = q.new_empty(heads, n, head_dim)
-    for width, members in sets:
-        step = max(1, EAGER_GROUP_ELEMENTS // (heads * width * head_dim))
+    for (prefix, depth), members in sets:
+        step = max(1, EAGER_GROUP_ELEMENTS // (heads * (prefix + depth) * head_dim))
         for first in range(0, len(members), step):
-            index = torch.tensor(members[first : first + step], device=q.device)
-            keys = rows.keys[index, :width]  # (g, width)
-            masked = unseen[index, :width] if n > EAGER_EXACT_ROWS else None
+            index = torch.tensor(members[first : first + step], device=device)
+            context = torch.arange(prefix, device=device).expand(len(index), prefix)
+            keys = torch.cat([context, rows.tail[index, :depth].clamp(min=0)], dim=1)  # (g, prefix + depth)
+            masked = unseen[index] if n > EAGER_EXACT_ROWS else None
             out[:, index] = reduced_attention(
                 shape, q[:, index], layer_cache[:kv_heads, keys], layer_cache[kv_heads:, keys], masked
             )

@@ -3,7 +3,7 @@
 Row r sees the cache's slots 0 … prefix[r] − 1 (the committed context, shared by every node), then the slots in
 `tail[r]` (its ancestors' and its own, from depth 1 down; −1 pads), and nothing else. That order is the one in which
 its path decoded as a chain holds the same keys, which is what lets an attention kernel give the row the very sums a
-one-token step computes (specviz/engine/static_cache.py's Rows: `keys`). Everything here is tensor
+one-token step computes (specviz/engine/static_cache.py's Rows take `prefix` and `tail` as they are). Everything here is tensor
 operations on a few small integer tensors: nothing loops over nodes in Python once a tree's paths are known
 (`paths`, cached per tree structure).
 """
@@ -45,18 +45,6 @@ class TreeRows:
         padded = torch.zeros(rows, self.n_keys + 1, dtype=torch.bool)  # the last column takes the −1 pads
         padded.scatter_(1, torch.where(self.tail >= 0, self.tail, self.n_keys), True)
         return seen | padded[:, : self.n_keys]
-
-    def keys(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each row's keys in its path's order: the context's slots, then its path's, then slot 0 as padding; and how
-        many of them it sees (what static_cache.Rows takes)."""  # (rows, width) long, (rows,) long
-        counts = self.prefix + (self.tail >= 0).sum(dim=1)
-        width = int(counts.max())
-        column = torch.arange(width)[None, :]
-        along = (column - self.prefix[:, None]).clamp(min=0)  # (rows, width): the index into the row's path
-        depth = self.tail.shape[1]
-        from_tail = self.tail.gather(1, along.clamp(max=depth - 1)) if depth else torch.zeros_like(along)
-        keys = torch.where(column < self.prefix[:, None], column, torch.where(column < counts[:, None], from_tail, 0))
-        return keys, counts
 
 
 def verify_rows(parents: tuple[int, ...], depths: torch.Tensor, cached_length: int, n_pending: int) -> TreeRows:
