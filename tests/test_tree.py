@@ -15,7 +15,7 @@ import torch
 from specviz.engine.compiled import FastDecoder, FastModel
 from specviz.engine.kv_cache import CachedDecoder, compact_to_path, rollback_to_accepted
 from specviz.engine.tree import ROOT, TokenTree, feed_nodes, tree_positions, tree_visibility, verify_tree
-from specviz.models.weight_forms import apply_form
+from specviz.models.weight_forms import apply_form, row_exact
 from tests.tiny import tiny_llama
 
 VOCAB = 64
@@ -31,7 +31,7 @@ def target_in(form: str):
     if form in ("int8", "int4", "int4-row-by-row"):
         apply_form(model, form.split("-")[0])
         if form.endswith("row-by-row"):  # what attention_for_this_cpu picks on an AVX2 machine
-            model.set_attn_implementation("specviz_row_exact")
+            model.set_attn_implementation(row_exact())
     elif form in ("eager", "sdpa"):
         model.set_attn_implementation(form)
     return model
@@ -86,7 +86,7 @@ def test_node_logits_equal_the_path_as_a_chain_to_the_bit(form):
 def test_node_logits_equal_the_path_as_a_chain_in_float32(form):
     model = target_in("eager" if form == "fp32-row-by-row" else form)
     if form == "fp32-row-by-row":
-        model.set_attn_implementation("specviz_row_exact")
+        model.set_attn_implementation(row_exact())
     tree_logits, _ = verify_tree(prefilled(model), PROMPT, TREE)
     for node in range(len(TREE)):
         path_tokens = [TREE.token_ids[n] for n in TREE.path(node)]
@@ -136,22 +136,20 @@ def test_compacted_cache_is_the_accepted_path_as_a_chain(form):
     )
 
 
-def test_tree_rows_attend_as_one_token_steps_where_rows_are_independent():
-    """The verify pass switches eager and row-by-row attention to per-row attention over each row's own keys (for the
-    forward only), and leaves fused attention alone."""
-    from specviz.engine.tree_attention import TREE_EXACT, exact_tree_rows
+def test_a_tree_forward_changes_no_process_state():
+    """A tree's mask and positions travel with its forward: the model's attention setting and transformers' table of
+    attentions are the same before, during and after (a request beside it reads them)."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    for form, expected in (("int4", TREE_EXACT), ("int4-row-by-row", TREE_EXACT), ("sdpa", "sdpa")):
-        model = target_in(form)
-        before = model.config._attn_implementation
-        with exact_tree_rows(model):
-            assert model.config._attn_implementation == expected, f"{form}: attends with {model.config._attn_implementation}"
-        assert model.config._attn_implementation == before, f"{form}: the attention was not restored after the pass"
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    gpt2 = apply_form(GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=1, n_head=2)).eval(), "int4")
-    with exact_tree_rows(gpt2):  # eager, but not Llama's attention: per-row attention would not fit it
-        assert gpt2.config._attn_implementation == "eager"
+    model = target_in("int4")
+    before = (model.config._attn_implementation, sorted(ALL_ATTENTION_FUNCTIONS.keys()))
+    seen = []
+    for module in model.modules():
+        if hasattr(module, "num_key_value_groups"):
+            module.register_forward_pre_hook(lambda *_: seen.append(model.config._attn_implementation))
+    verify_tree(prefilled(model), PROMPT, TREE)
+    assert seen and set(seen) == {before[0]}, f"the attention was switched during the tree's forward: {set(seen)}"
+    assert (model.config._attn_implementation, sorted(ALL_ATTENTION_FUNCTIONS.keys())) == before
 
 
 # -- the static-cache fast path -----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from specviz.drafting.drafters import FeatureDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, Summary, autoregressive_decode, speculative_decode
 from specviz.engine.settings import MAX_GAMMA
 from specviz.models.feature_head import head_from_target
-from specviz.models.weight_forms import FORMS, apply_form, choose_form
+from specviz.models.weight_forms import FORMS, apply_form, choose_form, row_exact
 from tests.tiny import fake_vocabulary, tiny_llama
 
 VOCAB = 64
@@ -101,7 +101,7 @@ def test_row_by_row_attention_is_eager_attention_and_keeps_rows_independent(form
     prefix = [(7 * i) % VOCAB for i in range(150)]
     eager = formed(form)
     row_by_row = formed(form)
-    row_by_row.set_attn_implementation("specviz_row_exact")
+    row_by_row.set_attn_implementation(row_exact())
     alone, together = logits_alone_and_together(row_by_row, prefix, [11, 12, 13, 14, 15])
     assert torch.equal(alone, together)
     eager.set_attn_implementation("eager")
@@ -126,7 +126,7 @@ def test_row_by_row_attention_respects_a_padded_batch():
     """Left-padded rows (distill answers prompts in padded batches): row by row must mask the padding as eager does."""
     eager, row_by_row = formed("int8"), formed("int8")
     eager.set_attn_implementation("eager")
-    row_by_row.set_attn_implementation("specviz_row_exact")
+    row_by_row.set_attn_implementation(row_exact())
     input_ids = torch.tensor([[0, 0, 0, 5, 6, 7, 8, 9], [1, 2, 3, 4, 5, 6, 7, 8]])
     attention_mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1, 1]])
     with torch.inference_mode():

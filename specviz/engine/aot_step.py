@@ -5,9 +5,11 @@ torch.compile of one decoder layer left a Python wrapper and Dynamo's entry arou
 the final norm; the embedding lookup stays one eager operation) and compiles it to a C++ function: a step is then
 one call with no Python inside, 5.5–6 ms.
 
-- One package serves every number of rows, one included: the rows' count is a symbol of the export, so a decode step
-  and a verify pass run the same kernels and a token's arithmetic is the same alone and inside a pass (the attention
-  is written as reductions the compiler fuses, static_cache.reduced_attention).
+- One package serves every number of rows, one included, and every layout of their keys: the rows' count and the
+  attended width are symbols of the export, and each row names the cache slots it attends over, in order
+  (static_cache.Rows). A decode step, a chain's verify pass and a token tree's verify pass run the same kernels, and
+  a token's arithmetic is the same alone, inside a pass, and as a tree node over its path's keys (the attention is
+  written as reductions the compiler fuses, static_cache.reduced_attention).
 - The weights that run are the model's own tensors, handed to the package at load time without a copy
   (`load_constants(user_managed=True)`), so a package never runs stale weights.
 - Packages live in specviz's cache under a key of everything the code depends on (torch's version, the CPU's
@@ -29,28 +31,23 @@ import torch
 from torch import nn
 
 from specviz.engine import fused_projections, static_cache
-from specviz.engine.static_cache import StaticLlama, compiled_layer
+from specviz.engine.static_cache import Rows, StaticLlama
 
 FOLDER_NAME = "specviz-aot"  # beside Inductor's own caches (engine/compiled.py's use_inductor_cache)
 
 
 class WholeStack(nn.Module):
-    """StaticLlama's forward after the embedding, as export takes it: every layer through compiled_layer. The
+    """StaticLlama's forward after the embedding, as export takes it: its one stack loop (`layers_forward`). The
     embedding lookup stays outside (one eager operation), so the package carries no copy of the embedding table."""
 
     def __init__(self, forward: StaticLlama) -> None:
         super().__init__()
         self.stack = forward
 
-    def forward(self, x, positions, visible, cache):  # (n, hidden), (n,), (visible,), [(2 · kv_heads, length, head_dim)]
-        stack = self.stack
-        torch._check(x.shape[0] == positions.shape[0])
-        states = []
-        for layer, qkv, gate_up, layer_cache in zip(stack.layers, stack.qkv, stack.gate_up, cache):
-            x = compiled_layer(stack.shape, layer, qkv, gate_up, x, positions, visible, stack.cos, stack.sin, layer_cache)
-            states.append(x)
-        states[-1] = stack.norm(x)
-        return tuple(states)
+    def forward(
+        self, x, positions, slots, visible, prefix, tail, cache
+    ):  # (n, hidden), Rows' five, [(2 · kv_heads, length, head_dim)]
+        return tuple(self.stack.layers_forward(x, Rows(positions, slots, visible, prefix, tail), cache))
 
 
 class CompiledModule:
@@ -65,16 +62,16 @@ class CompiledModule:
 
 
 class CompiledStack:
-    """A model's compiled stack: `(token_ids, positions, visible, cache)` → the hidden states, as StaticLlama.forward."""
+    """A model's compiled stack: `(token_ids, rows, cache)` → the hidden states, as StaticLlama.forward."""
 
     def __init__(self, compiled: CompiledModule, embed: nn.Module, max_visible: int) -> None:
         self.compiled = compiled
         self.embed = embed
         self.max_visible = max_visible  # the export's range: longer requests step eager
 
-    def __call__(self, token_ids, positions, visible, cache) -> list[torch.Tensor]:
+    def __call__(self, token_ids: torch.Tensor, rows: Rows, cache: list[torch.Tensor]) -> list[torch.Tensor]:
         x = self.embed(token_ids)
-        return [x, *self.compiled(x, positions, visible, *cache)]
+        return [x, *self.compiled(x, *rows, *cache)]
 
 
 def load_or_compile(forward: StaticLlama, new_cache) -> tuple[CompiledStack, str]:
@@ -96,13 +93,16 @@ def _stack_export(forward: StaticLlama, new_cache):
     context = forward.max_length
     rows = torch.export.Dim("rows", min=1, max=context)
     seen = torch.export.Dim("seen", min=2, max=context - 1)  # a lone first token (one position seen) steps eager
+    depth = torch.export.Dim("depth", min=1, max=context)
     length = torch.export.Dim("length", min=3, max=context)
     cache = new_cache(8)
     embedding = forward.embed_tokens.weight
     device = embedding.device
     rows_in = torch.zeros(3, embedding.shape[1], dtype=embedding.dtype, device=device)
-    example = (rows_in, torch.arange(3, 6, device=device), torch.arange(6, device=device), cache)
-    shapes = ({0: rows}, {0: rows}, {0: seen}, [{1: length}] * len(cache))
+    positions = torch.arange(3, 6, device=device)
+    tail = torch.full((3, 2), -1, dtype=torch.long, device=device)
+    example = (rows_in, positions, positions.clone(), torch.arange(6, device=device), positions + 1, tail, cache)
+    shapes = ({0: rows}, {0: rows}, {0: rows}, {0: seen}, {0: rows}, {0: rows, 1: depth}, [{1: length}] * len(cache))
     described = {"max_length": context, "device": device.type}
     return WholeStack(forward), example, shapes, described, (static_cache, fused_projections)
 

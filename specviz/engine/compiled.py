@@ -28,7 +28,7 @@ from transformers import PreTrainedModel
 
 from specviz.engine.aot_step import CompiledStack, load_or_compile, stack_is_cached
 from specviz.engine.kv_cache import Decoder
-from specviz.engine.static_cache import StaticLlama, TreeKeys, is_supported
+from specviz.engine.static_cache import Rows, StaticLlama, is_supported
 from specviz.engine.tree_rows import TreeRows
 
 log = logging.getLogger("specviz")
@@ -121,6 +121,8 @@ class FastModel:
         self.dtype = self.forward.embed_tokens.weight.dtype
         self.lm_head = model.get_output_embeddings()
         self.positions = torch.arange(self.context, device=self.device)
+        self.counts = self.positions + 1  # a causal row at position p sees p + 1 keys
+        self.no_tail = torch.full((self.context, 1), -1, device=self.device)  # plain rows attend over the context only
         self._free: list[list[torch.Tensor]] = []
         self._lock = threading.Lock()
         missing = compiler_missing(self.device) if compile_step else None
@@ -157,36 +159,38 @@ class FastModel:
 
     def stepper(self):
         """The step a request starting now runs from its first token to its last: the loaded package's, else eager.
-        A package loaded later serves the requests that start after it (engine/compiled.py never switches inside one)."""
+        A package loaded later serves the requests that start after it: a request never switches engines halfway.
+
+        A step feeds rows at positions start…, or a token tree's rows (`tree`, written at slots start…, each at its
+        depth's position seeing only its keys): the same package (or eager forward) with other rows (static_cache.Rows),
+        and returns the hidden states of every layer (transformers' order)."""
         compiled = self._compiled
         if compiled is None:
             return self.eager_step
 
-        def step(token_ids: torch.Tensor, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
-            rows = token_ids.shape[0]
-            if start + rows == 1 or start + rows > compiled.max_visible:  # the export's range: 2 … context − 1 seen
-                return self.eager_step(token_ids, start, cache)
-            positions = torch.arange(start, start + rows, device=self.device)
-            return compiled(token_ids, positions, self.positions[: start + rows], cache)
+        def step(token_ids: torch.Tensor, start: int, cache: list[torch.Tensor], tree: TreeRows | None = None):
+            rows = self.rows(token_ids.shape[0], start, tree)
+            seen = rows.visible.shape[0]
+            if seen > 1 and seen + rows.tail.shape[1] <= compiled.max_visible:  # the export's range: 2 … context − 1
+                return compiled(token_ids, rows, cache)
+            return self.forward(token_ids, rows, cache)
 
         return step
 
-    def eager_step(self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
-        """`step` without the compiler: what a request runs while the graphs compile in the background."""
-        rows = token_ids.shape[0]
-        return self.forward(token_ids, self.positions[start : start + rows], self.positions[: start + rows], cache)
+    def eager_step(
+        self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor], tree: TreeRows | None = None
+    ) -> list[torch.Tensor]:
+        """`step` without the compiler: what a request runs while the package compiles in the background."""
+        return self.forward(token_ids, self.rows(token_ids.shape[0], start, tree), cache)
 
-    def tree_step(self, token_ids: torch.Tensor, rows: TreeRows, start: int, cache: list[torch.Tensor]) -> list[torch.Tensor]:
-        """A token tree's rows written at slots start…, each at its depth's position seeing only its keys: always eager
-        (the compiled graphs are a chain's; compiling is not exact yet, docs/performance.md)."""
-        device = self.device
-        groups = [
-            (index.to(device), order.to(device), (index[:, None] * rows.n_keys + order).view(-1).to(device))
-            for index, order in rows.by_width()
-        ]
-        slots = self.positions[start : start + token_ids.shape[0]]
-        tree = TreeKeys(slots, groups, rows.n_keys)
-        return self.forward(token_ids, rows.positions.to(device), self.positions[: rows.n_keys], cache, tree=tree)
+    def rows(self, n: int, start: int, tree: TreeRows | None) -> Rows:
+        """The forward's rows: plain decoding's (n rows at positions start…, causal), or a token tree's."""
+        slots = self.positions[start : start + n]
+        if tree is not None:
+            prefix, tail = tree.prefix.to(self.device), tree.tail.to(self.device)
+            visible = self.positions[: int(tree.prefix.max())]
+            return Rows(tree.positions.to(self.device), slots, visible, prefix, tail)
+        return Rows(slots, slots, self.positions[: start + n], self.counts[start : start + n], self.no_tail[:n])
 
     def build(self) -> CompiledStack | None:
         """Load the model's package from the cache, or export and compile it here (timed); on failure, eager from
@@ -227,8 +231,6 @@ def enable(model: PreTrainedModel, compile_step: bool | None = None) -> FastMode
         return existing
     if not is_supported(model):
         return None
-    if getattr(model.config, "_attn_implementation", None) == "specviz_row_exact":
-        return None  # AVX2: verify rows must attend one at a time to stay exact (weight_forms.py); that path stays
     reason = None
     if compile_step is None:
         compile_step, reason = compile_wanted(model)
@@ -273,10 +275,7 @@ class FastDecoder(Decoder):
         end = self.cached_length + token_ids.shape[0]
         if end > self.capacity:
             self._grow(end)
-        if rows is None:
-            states = self._step(token_ids, self.cached_length, self.cache)
-        else:
-            states = self.fast.tree_step(token_ids, rows, self.cached_length, self.cache)
+        states = self._step(token_ids, self.cached_length, self.cache, rows)
         self.cached_length = end
         logits = self.fast.lm_head(states[-1][-keep_last:])[:, : self.vocab_size].float()  # (keep_last, vocab)
         if not layers:

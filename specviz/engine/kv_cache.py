@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from specviz.engine.tree_attention import exact_tree_rows
 from specviz.engine.tree_rows import TreeRows
 
 
@@ -93,20 +92,21 @@ class CachedDecoder(Decoder):
         return logits, torch.cat([output.hidden_states[layer][0, -hidden_last:] for layer in layers], dim=-1)
 
     def forward_tree(self, token_ids, rows: TreeRows, keep_last: int, layers=(), hidden_last: int = 1):
-        """transformers' forward with the tree's mask and positions; each row attends over its own keys only where the
-        attention keeps rows independent (engine/tree_attention.py)."""
+        """transformers' forward with the tree's mask and positions, passed with this forward only. A node's logits
+        are its path's within rounding: its cousins' keys sit masked between its ancestors, and the kernels' sums can
+        round differently around them. Llama-family models run trees on the fast path instead (engine/compiled.py),
+        where each row attends over exactly its path's keys, in order: to the bit."""
         visible = rows.visible()  # (rows, keys) bool
         dtype = self.model.dtype
         mask = torch.full(visible.shape, torch.finfo(dtype).min, dtype=dtype).masked_fill(visible, 0.0)  # additive
-        with exact_tree_rows(self.model):
-            return self._forward(
-                token_ids,
-                keep_last,
-                layers,
-                hidden_last,
-                attention_mask=mask[None, None].to(self.device),
-                position_ids=rows.positions[None].to(self.device),
-            )
+        return self._forward(
+            token_ids,
+            keep_last,
+            layers,
+            hidden_last,
+            attention_mask=mask[None, None].to(self.device),
+            position_ids=rows.positions[None].to(self.device),
+        )
 
     def move_positions(self, slots: torch.Tensor, destination: int) -> None:
         end = destination + len(slots)

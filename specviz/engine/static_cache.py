@@ -1,10 +1,12 @@
 """A Llama-family decoder over a static KV cache: gpt-fast's forward, reading the weights of a loaded transformers model.
 
 The cache is preallocated per request (one tensor per layer: key and value heads, length, head dim) and rolled back by
-moving a length, never by copying. A forward writes its rows' keys and values at their positions and attends over the first
-`visible` positions only (a cheap slice), so a short request reads a short cache. Every shape but `visible` and the
-number of new rows is fixed, which is what lets torch.compile turn a layer's ~45 eager operations into a few fused
-kernels (specviz/engine/compiled.py). q/k/v and gate/up each take one weight-only call where that changes no bit
+moving a length, never by copying. A forward's rows (`Rows`) say where each row's key and value are written and which
+cache slots it attends over, in order: plain decoding's row at position p sees slots 0 … p, a token tree's node the
+context's slots then its path's. So a decode step, a chain's verify pass and a tree's verify pass are one forward
+with other inputs, and one compiled package serves all three (engine/aot_step.py). Every shape but the rows' count,
+their keys' width and the cache's length is fixed, which is what lets the compiler turn a layer's ~45 eager
+operations into a few fused kernels. q/k/v and gate/up each take one weight-only call where that changes no bit
 (engine/fused_projections.py).
 
 Why our own forward and not transformers' StaticCache + compile: docs/performance.md gives the numbers. In short,
@@ -12,9 +14,10 @@ transformers' step still runs its generic masking, cache-update and output machi
 over the whole preallocated length every step; this one is ~100 lines, attends over what is filled, and hands back
 the hidden states a feature head reads without materialising transformers' output objects.
 
-The arithmetic is transformers' Llama, operation for operation (RMSNorm in float32 then back, rotary tables from the
-model's own rotary embedding, eager attention with float32 softmax), and the linear layers are the model's own
-modules: int4/int8 weight-only, bf16 or float32, whatever form the pair was loaded in.
+The arithmetic is transformers' Llama (RMSNorm in float32 then back, rotary tables from the model's own rotary
+embedding, float32 softmax), and the linear layers are the model's own modules: int4/int8 weight-only, bf16 or
+float32, whatever form the pair was loaded in. The attention is one function eager and compiled (`reduced_attention`:
+bf16 products summed in float32), so the two decide alike; transformers' own attention is the reference in tests.
 """
 
 from __future__ import annotations
@@ -29,13 +32,21 @@ from transformers import PreTrainedModel
 from specviz.engine.fused_projections import fuse
 
 
-class TreeKeys(NamedTuple):
-    """A token tree's rows (specviz/engine/tree_rows.py): where each row's key and value go, and which keys it sees."""
+class Rows(NamedTuple):
+    """A forward's rows, as the eager forward and the compiled package both take them (engine/tree_rows.py makes them).
 
-    slots: torch.Tensor  # (rows,) cache slots the rows are written to (their rotary positions are by depth)
-    groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]  # per group of rows that see as many keys: the rows,
-    # each row's keys in its path's order (rows, width), and the same as row · n_keys + key (rows · width,)
-    n_keys: int  # slots filled once the rows are written
+    Row r is written at cache slot `slots[r]`, takes its rotary angle at `positions[r]`, and attends over the cache
+    slots 0 … prefix[r] − 1 (the context), then the slots tail[r, 0], tail[r, 1], … up to its first −1, in that order:
+    the order in which a one-token step of its path holds them. Plain decoding's rows are the special case slots =
+    positions, prefix = positions + 1 and an empty tail (one −1); a token tree's node sees the context, then its path.
+    Every row's context keys sit at the same indices 0 … visible − 1 and its path's right after (each node of a tree
+    has the same prefix), so a key's place in a row's reduction is its place in the path's own step."""
+
+    positions: torch.Tensor  # (n,) long
+    slots: torch.Tensor  # (n,) long
+    visible: torch.Tensor  # (visible,): its length is the context every row's prefix fits in (prefix ≤ visible)
+    prefix: torch.Tensor  # (n,) long
+    tail: torch.Tensor  # (n, depth) long, −1 pads (after a row's slots only)
 
 
 def is_supported(model: PreTrainedModel) -> bool:
@@ -94,31 +105,24 @@ class StaticLlama(nn.Module):
         with torch.inference_mode():  # what every step runs in: a compiled step then sees one kind of tensor
             return [torch.empty(shape, dtype=dtype, device=device) for _ in range(self.n_layers)]
 
-    def forward(
-        self,
-        token_ids: torch.Tensor,
-        positions: torch.Tensor,
-        visible: torch.Tensor,
-        cache: list[torch.Tensor],
-        tree: TreeKeys | None = None,
-    ) -> list[torch.Tensor]:
-        """Rows `token_ids` at `positions` (consecutive), eager: their keys and values are written into `cache` at
-        those positions, and each row attends over the first `visible.shape[0]` positions it may see. A token tree's
-        rows (`tree`) sit at positions by depth instead, are written at `tree.slots`, and each sees only its keys.
-        (The compiled step is engine/aot_step.py's export of compiled_layer over the same modules.)
+    def forward(self, token_ids: torch.Tensor, rows: Rows, cache: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The rows' tokens through the stack, eager (engine/aot_step.py compiles `layers`, the same code): each row's
+        key and value are written into `cache` at its slot, and it attends over its keys only.
 
         Returns transformers' hidden_states: the embeddings, each layer's input after that, and the final normed
-        state last (index −1)."""  # (n,), (n,), (visible,), [(2 · kv_heads, length, head_dim)] × layers → [(n, hidden)] × (layers + 1)
+        state last (index −1)."""  # (n,), Rows, [(2 · kv_heads, length, head_dim)] × layers → [(n, hidden)] × (layers + 1)
         x = self.embed_tokens(token_ids)  # (n, hidden)
-        unseen = None  # one row sees every visible position: nothing to mask
-        if tree is not None:
-            unseen = tree  # each row sees its own keys (attention reads the tree's groups)
-        elif token_ids.shape[0] > 1:
-            unseen = visible[None, :] > positions[:, None]  # (n, visible): causal, over what is filled
-        cos, sin = self.cos[positions][None], self.sin[positions][None]  # (1, n, head_dim)
-        states = [x]
+        return [x, *self.layers_forward(x, rows, cache)]
+
+    def layers_forward(self, x: torch.Tensor, rows: Rows, cache: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Every layer after the embedding, then the final norm: the one stack loop, run eager by `forward` and exported
+        by engine/aot_step.py. The mask and the rotary angles are made here from the rows, for one row too."""
+        torch._check(x.shape[0] == rows.positions.shape[0])  # the rows' count is one symbol for every input
+        unseen = torch.cat([rows.visible[None, :] >= rows.prefix[:, None], rows.tail < 0], dim=1)  # (n, visible + depth)
+        cos, sin = self.cos[rows.positions][None], self.sin[rows.positions][None]  # (1, n, head_dim)
+        states = []
         for layer, qkv, gate_up, layer_cache in zip(self.layers, self.qkv, self.gate_up, cache):
-            x = decoder_layer(self.shape, layer, qkv, gate_up, x, positions, visible, unseen, cos, sin, layer_cache)
+            x = decoder_layer(self.shape, layer, qkv, gate_up, x, rows, unseen, cos, sin, layer_cache)
             states.append(x)
         states[-1] = self.norm(x)
         return states
@@ -134,114 +138,87 @@ class Shape:
     scaling: float
 
 
-def compiled_layer(shape, layer, qkv, gate_up, x, positions, visible, cos_table, sin_table, layer_cache):
-    """decoder_layer as the compiler takes it (engine/aot_step.py): one graph for every number of rows, one included,
-    so a token's arithmetic is the same alone (a decode step) and inside a verify pass. Its mask and rotary angles
-    are made inside from the positions, and the mask is applied even to one row (where it hides nothing)."""
-    torch._check(x.shape[0] == positions.shape[0])  # the rows' count is one symbol for every input
-    unseen = visible[None, :] > positions[:, None]  # (n, visible)
-    cos, sin = cos_table[positions][None], sin_table[positions][None]  # (1, n, head_dim)
-    return decoder_layer(shape, layer, qkv, gate_up, x, positions, visible, unseen, cos, sin, layer_cache)
-
-
-def decoder_layer(shape, layer, qkv, gate_up, x, positions, visible, unseen, cos, sin, layer_cache):
-    """One decoder layer over the static cache: transformers' LlamaDecoderLayer, operation for operation.
-
-    A free function of the layer's modules, called for every layer by the eager forward and the compiled export alike."""
-    x = x + attention(shape, layer.self_attn, qkv, layer.input_layernorm(x), positions, visible, unseen, cos, sin, layer_cache)
+def decoder_layer(shape, layer, qkv, gate_up, x, rows, unseen, cos, sin, layer_cache):
+    """One decoder layer over the static cache: transformers' LlamaDecoderLayer, operation for operation."""
+    x = x + attention(shape, layer.self_attn, qkv, layer.input_layernorm(x), rows, unseen, cos, sin, layer_cache)
     return x + mlp(layer.mlp, gate_up, layer.post_attention_layernorm(x))
 
 
-def attention(shape, module, qkv, x, positions, visible, unseen, cos, sin, layer_cache):
-    rows, heads, kv_heads, head_dim = x.shape[0], shape.n_heads, shape.n_kv_heads, shape.head_dim
+EAGER_GROUP_ELEMENTS = 2**22  # eager attention takes rows in groups of at most this many products (memory)
+EAGER_EXACT_ROWS = 64  # eager forwards of up to this many rows (verify passes, trees) reduce each row over its keys only
+
+
+def attention(shape, module, qkv, x, rows: Rows, unseen, cos, sin, layer_cache):
+    n, heads, kv_heads, head_dim = x.shape[0], shape.n_heads, shape.n_kv_heads, shape.head_dim
     qkv = project(qkv, (module.q_proj, module.k_proj, module.v_proj), x)  # (n, (heads + 2 kv) · head_dim)
-    qkv = qkv.view(rows, heads + 2 * kv_heads, head_dim).transpose(0, 1)  # (heads + 2 kv, n, head_dim)
+    qkv = qkv.view(n, heads + 2 * kv_heads, head_dim).transpose(0, 1)  # (heads + 2 kv, n, head_dim)
     qk, v = qkv[: heads + kv_heads], qkv[heads + kv_heads :]
     qk = qk * cos + rotate_half(qk) * sin  # rotary on q and k at once: elementwise, so the same bits
     q = qk[:heads]
-    slots = unseen.slots if isinstance(unseen, TreeKeys) else positions  # a tree's rows are written after the context
-    layer_cache.index_copy_(1, slots, torch.cat([qk[heads:], v]))  # write this step's keys and values
-    keys = layer_cache[:kv_heads, : visible.shape[0]]  # (kv_heads, visible, head_dim): only the filled part is read
-    values = layer_cache[kv_heads:, : visible.shape[0]]
-    if isinstance(unseen, TreeKeys):
-        out = tree_attention(shape, q, keys, values, unseen)
-    elif torch.compiler.is_compiling():  # the compiler's own reductions, the same loop for any number of rows
-        out = reduced_attention(shape, q, keys, values, unseen)
+    layer_cache.index_copy_(1, rows.slots, torch.cat([qk[heads:], v]))  # write this step's keys and values
+    if torch.compiler.is_compiling():  # one fused loop over every row's keys, padded and masked
+        context = layer_cache[:, : rows.visible.shape[0]]  # (2 · kv_heads, visible, head_dim): a slice, shared by every row
+        tail = layer_cache[:, rows.tail.clamp(min=0)]  # (2 · kv_heads, n, depth, head_dim): a few gathered slots
+        both = torch.cat([context[:, None].expand(-1, n, -1, -1), tail], dim=2)  # (2 · kv_heads, n, visible + depth, head_dim)
+        out = reduced_attention(shape, q, both[:kv_heads], both[kv_heads:], unseen)
     else:
-        out = grouped_attention(shape, q, keys, values, unseen)
-    return module.o_proj(out.transpose(0, 1).reshape(rows, heads * head_dim))
+        out = eager_attention(shape, q, rows, unseen, layer_cache)
+    return module.o_proj(out.transpose(0, 1).reshape(n, heads * head_dim))
 
 
-def grouped_attention(shape, q, keys, values, unseen):
-    """transformers' eager attention, each key/value head serving its group of query heads in one product of
-    (group · n) rows: the rows of transformers' repeat_kv products, bit for bit, without copying the keys and
-    values group times (about 6 % of a decode step's CPU time on the real pair)."""  # (heads, n, head_dim) → same
-    heads, rows, head_dim = q.shape
-    kv_heads = keys.shape[0]
-    group = heads // kv_heads
-    q = q.reshape(kv_heads, group * rows, head_dim)
-    scores = torch.matmul(q, keys.transpose(1, 2)) * shape.scaling  # (kv_heads, group · n, visible)
-    if unseen is not None:
-        scores = scores.masked_fill(unseen.repeat(group, 1), torch.finfo(scores.dtype).min)  # each row's mask, per head
-    weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-    return torch.matmul(weights, values).view(heads, rows, head_dim)
+def eager_attention(shape, q, rows: Rows, unseen, layer_cache):
+    """reduced_attention eager. Up to EAGER_EXACT_ROWS rows (verify passes, trees), each row reduces over its own keys
+    exactly, rows that see as many keys together: torch's eager reductions round a row differently when masked keys
+    follow it (docs/trees.md), so this is what keeps a pass's rows equal to one-token steps. A longer forward (a
+    prefill) is one padded, masked pass. Rows go in groups small enough for memory (compiled, the products are fused;
+    eager makes them)."""  # (heads, n, head_dim) → same
+    heads, n, head_dim = q.shape
+    kv_heads = layer_cache.shape[0] // 2
+    visible, device = rows.visible.shape[0], q.device
+    if n > EAGER_EXACT_ROWS:
+        sets = [((visible, rows.tail.shape[1]), list(range(n)))]
+    else:
+        by_keys: dict[tuple[int, int], list[int]] = {}
+        for row, key in enumerate(zip(rows.prefix.tolist(), (rows.tail >= 0).sum(dim=1).tolist())):
+            by_keys.setdefault(key, []).append(row)
+        sets = list(by_keys.items())
+    out = q.new_empty(heads, n, head_dim)
+    for (prefix, depth), members in sets:
+        step = max(1, EAGER_GROUP_ELEMENTS // (heads * (prefix + depth) * head_dim))
+        for first in range(0, len(members), step):
+            index = torch.tensor(members[first : first + step], device=device)
+            context = torch.arange(prefix, device=device).expand(len(index), prefix)
+            keys = torch.cat([context, rows.tail[index, :depth].clamp(min=0)], dim=1)  # (g, prefix + depth)
+            masked = unseen[index] if n > EAGER_EXACT_ROWS else None
+            out[:, index] = reduced_attention(
+                shape, q[:, index], layer_cache[:kv_heads, keys], layer_cache[kv_heads:, keys], masked
+            )
+    return out
 
 
 def reduced_attention(shape, q, keys, values, unseen):
-    """transformers' eager attention for the compiler: each key/value head broadcast over its group of query heads,
-    and both products written as multiply-and-sum in float32, rounded to bf16 where eager's bmm rounds its output.
+    """transformers' eager attention written as reductions: each key/value head broadcast over its group of query heads,
+    both products as multiply-and-sum in float32, rounded to bf16 where eager's bmm rounds its output. `keys` and
+    `values` are each row's own, (kv_heads, n, width, head_dim), or shared by every row, (kv_heads, 1, width, head_dim);
+    `unseen` (n, width) masks the pads.
 
-    Inductor fuses them into its own reduction loops, which reduce every row the same way whatever the rows' count
-    (the count is one unbacked symbol, engine/compiled.py), so a token's attention is bit-identical alone and inside
-    a verify pass. In float32 a product of two bf16 numbers is exact, so only the order of the sums differs from
-    eager's kernel. Eager's bf16 bmm through an opaque op cost ~40 µs a call (two a layer, 2.5 ms of a 13.5 ms step
-    on 2 threads); the fused loops replaced it and the layer's own kernels got no slower (docs/performance.md)."""  # (heads, n, head_dim) → same
-    heads, rows, head_dim = q.shape
+    The fast path's one attention, eager and compiled. Compiled, Inductor fuses it into its own reduction loops,
+    which reduce every row the same way whatever the rows' count and wherever its keys sit in the cache (the count
+    is one symbol, engine/aot_step.py), so a token's attention is bit-identical alone, inside a verify pass, and as a
+    tree node over its path's keys. In float32 a product of two bf16 numbers is exact, so only the order of the sums
+    differs from eager's kernel. Eager's bf16 bmm through an opaque op cost ~40 µs a call (two a layer, 2.5 ms of a
+    13.5 ms step on 2 threads); the fused loops replaced it and the layer's own kernels got no slower
+    (docs/performance.md)."""  # (heads, n, head_dim) → same
+    heads, n, head_dim = q.shape
     kv_heads = keys.shape[0]
     group = heads // kv_heads
-    grouped = q.view(kv_heads, group, rows, 1, head_dim).float()
-    scores = (grouped * keys[:, None, None].float()).sum(-1).to(q.dtype) * shape.scaling  # (kv_heads, group, n, visible)
+    grouped = q.view(kv_heads, group, n, 1, head_dim).float()
+    scores = (grouped * keys[:, None].float()).sum(-1).to(q.dtype) * shape.scaling  # (kv_heads, group, n, width)
     if unseen is not None:
         scores = scores.masked_fill(unseen, torch.finfo(scores.dtype).min)
     weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-    out = (weights.float()[..., None] * values[:, None, None].float()).sum(-2).to(q.dtype)  # (kv_heads, group, n, head_dim)
-    return out.view(heads, rows, head_dim)
-
-
-def tree_attention(shape, q, keys, values, tree: TreeKeys):
-    """A token tree's attention (eager): the scores as a step's repeat_kv product makes them, then each row's softmax
-    and product with the values over exactly its keys, in its path's order (attend_by_path)."""  # (heads, n, head_dim) → same
-    heads, length, head_dim = q.shape[0], keys.shape[1], q.shape[2]
-    group = heads // keys.shape[0]
-    keys = keys[:, None].expand(-1, group, -1, -1).reshape(heads, length, head_dim)  # repeat_kv
-    scores = torch.matmul(q, keys.transpose(1, 2)) * shape.scaling  # (heads, n, visible)
-    return attend_by_path(scores, values, tree.groups)
-
-
-def attend_by_path(scores: torch.Tensor, layer_values: torch.Tensor, groups) -> torch.Tensor:
-    """A token tree's attention, each row over exactly its keys, gathered in its path's order: the softmax and the
-    product with the values then reduce the very terms, in the very order, of its path's one-token step.
-
-    Both reductions depend on where a term sits, not only on its value: torch's float32 softmax sums in vector
-    lanes and unrolled blocks (measured: 5 in 500 rows change in the last bit when masked keys follow them), and
-    the bf16 product with the values adds key pairs in one instruction, so a masked cousin between two ancestors
-    changes which terms are added together (on SmolLM2 in int4 a node's keys differed from its step's from layer
-    13 on, and a held-out answer parted at a tie). Gathering costs one copy of each row's values per layer (about
-    what a step's own repeat of the keys and values costs), the scores are shared."""  # (heads, n, keys), (kv_heads, length, head_dim) → (heads, n, head_dim)
-    heads, rows, length = scores.shape
-    kv_heads, _, head_dim = layer_values.shape
-    group = heads // kv_heads
-    flat = scores.reshape(heads, rows * length)
-    out = scores.new_empty(heads, rows, head_dim)
-    for row_index, key_index, flat_index in groups:
-        n_rows, width = key_index.shape
-        ordered = flat.index_select(1, flat_index).view(heads, n_rows, width)  # each row's keys, in its path's order
-        weights = nn.functional.softmax(ordered, dim=-1, dtype=torch.float32).to(scores.dtype)
-        weights = weights.view(kv_heads, group, n_rows, width).transpose(1, 2)  # (kv_heads, n_rows, group, width)
-        values = layer_values.index_select(1, key_index.view(-1)).view(kv_heads, n_rows, width, head_dim)
-        attended = torch.matmul(weights, values)  # (kv_heads, n_rows, group, head_dim)
-        out.index_copy_(1, row_index, attended.transpose(1, 2).reshape(heads, n_rows, head_dim))
-    return out
+    out = (weights.float()[..., None] * values[:, None].float()).sum(-2).to(q.dtype)  # (kv_heads, group, n, head_dim)
+    return out.view(heads, n, head_dim)
 
 
 def mlp(module, gate_up, x):

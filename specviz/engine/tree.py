@@ -5,8 +5,9 @@ whose parent is the last committed token. A chain is the tree with one child per
 is one row; it attends to the committed context and to its own ancestors only (`tree_visibility`) and sits at the
 position of its depth (`tree_positions`), so its logits are those of its path decoded as a chain
 (tests/test_tree.py holds every attention path the target uses to that). Each row attends over its own keys only,
-in its path's order (specviz/engine/tree_rows.py), on both the static-cache fast path (engine/static_cache.py) and
-transformers' forward (engine/tree_attention.py), so where the weight form keeps rows independent that holds to the bit.
+in its path's order (specviz/engine/tree_rows.py) on the static-cache fast path (engine/static_cache.py, eager or
+compiled, the same package as plain decoding), so where the weight form keeps rows independent that holds to the
+bit; transformers' forward (models the fast path does not know) gets the tree's mask and holds it to rounding.
 A chain-shaped tree is verified by the chain's own pass, as engine/speculative.py verifies it.
 """
 

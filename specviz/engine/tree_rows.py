@@ -3,7 +3,7 @@
 Row r sees the cache's slots 0 … prefix[r] − 1 (the committed context, shared by every node), then the slots in
 `tail[r]` (its ancestors' and its own, from depth 1 down; −1 pads), and nothing else. That order is the one in which
 its path decoded as a chain holds the same keys, which is what lets an attention kernel give the row the very sums a
-one-token step computes (specviz/engine/static_cache.py, specviz/engine/tree_attention.py). Everything here is tensor
+one-token step computes (specviz/engine/static_cache.py's Rows take `prefix` and `tail` as they are). Everything here is tensor
 operations on a few small integer tensors: nothing loops over nodes in Python once a tree's paths are known
 (`paths`, cached per tree structure).
 """
@@ -45,20 +45,6 @@ class TreeRows:
         padded = torch.zeros(rows, self.n_keys + 1, dtype=torch.bool)  # the last column takes the −1 pads
         padded.scatter_(1, torch.where(self.tail >= 0, self.tail, self.n_keys), True)
         return seen | padded[:, : self.n_keys]
-
-    def by_width(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The rows grouped by the keys they see (as many context keys, as many path keys): per group the rows and,
-        per row, its keys in order."""  # [((g,), (g, width))]
-        depths = (self.tail >= 0).sum(dim=1).tolist()
-        members: dict[tuple[int, int], list[int]] = {}
-        for row, key in enumerate(zip(self.prefix.tolist(), depths)):
-            members.setdefault(key, []).append(row)
-        groups = []
-        for (prefix, depth), rows in members.items():
-            index = torch.tensor(rows, dtype=torch.long)
-            context = torch.arange(prefix).expand(len(rows), prefix)
-            groups.append((index, torch.cat([context, self.tail[index, :depth]], dim=1)))
-        return groups
 
 
 def verify_rows(parents: tuple[int, ...], depths: torch.Tensor, cached_length: int, n_pending: int) -> TreeRows:

@@ -81,7 +81,7 @@ class DraftStep(nn.Module):
         cache.index_copy_(1, positions, torch.cat([k, v]))
         keys, values = cache[:kv_heads, : visible.shape[0]], cache[kv_heads:, : visible.shape[0]]
         unseen = visible[None, :] > positions[:, None]  # (n, visible): causal
-        attended = reduced_attention(self.attention_shape, q, keys, values, unseen)  # (heads, n, d)
+        attended = reduced_attention(self.attention_shape, q, keys[:, None], values[:, None], unseen)  # (heads, n, d)
         predicted = head.finish(x[None], attended[None])[0]  # (n, hidden)
         return predicted, head.kept_logits(predicted[-1:])
 

@@ -97,6 +97,7 @@ class Int4WeightOnly(nn.Module):
         return out.view(*x.shape[:-1], self.out_features)
 
 
+ROW_EXACT = "specviz_row_exact"
 ROW_BY_ROW_UP_TO = MAX_GAMMA + 1  # every verify pass (γ + 1 rows) attends row by row; a longer prefill keeps one product
 
 
@@ -136,11 +137,17 @@ def attention_for_this_cpu(model: nn.Module | None = None) -> str:
         return "eager"
     if model is not None and not any(hasattr(module, "num_key_value_groups") for module in model.modules()):
         return "eager"
-    return "specviz_row_exact"
+    return row_exact()
 
 
-AttentionInterface.register("specviz_row_exact", row_exact_attention)
-AttentionMaskInterface.register("specviz_row_exact", eager_mask)  # the causal mask eager attention is given
+def row_exact() -> str:
+    """row_exact_attention's name, told to transformers on the first call (a model loaded on an AVX2 CPU), never at
+    import. A model is set to it once, at load, never during a request. Llama-family models decode on the fast path
+    (engine/compiled.py), whose own attention keeps rows independent on any CPU: this one serves transformers'
+    forward where the fast path is off."""
+    AttentionInterface.register(ROW_EXACT, row_exact_attention)
+    AttentionMaskInterface.register(ROW_EXACT, eager_mask)  # the causal mask eager attention is given
+    return ROW_EXACT
 
 
 def supports(form: str, linear: nn.Linear) -> bool:
