@@ -67,9 +67,9 @@ def test_a_request_keeps_the_engine_it_started_with(model):
     class Package:  # stands in for a package loaded meanwhile (the eager forward, counted)
         max_visible = 10**6
 
-        def __call__(self, token_ids, positions, visible, cache):
+        def __call__(self, token_ids, rows, cache):
             calls.append(len(token_ids))
-            return fast.forward(token_ids, positions, visible, cache)
+            return fast.forward(token_ids, rows, cache)
 
     fast._compiled = Package()
     running.feed([1, 2, 3])
