@@ -151,7 +151,9 @@ def stored_parameters(folder) -> int:
     """Parameters in a folder's weights file (tied embeddings are stored once, as they are counted once)."""
     from safetensors import safe_open
 
-    with safe_open(str(folder / "model.safetensors"), "pt") as weights:
+    from specviz.models.stored import readable_folder  # a packed folder is read from its copy in specviz's cache
+
+    with safe_open(str(readable_folder(folder) / "model.safetensors"), "pt") as weights:
         return sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())
 
 
