@@ -90,9 +90,21 @@ def test_the_real_model_lessons_explain_their_own_measurements(real_pair, key):
     """The real pair's lessons (its feature head, the exactness lesson, three drafters side by side) on SmolLM2."""
     lesson = next(lesson for lesson in lessons("pycode-distilled", "pycode-plain", real_pair.name, 3) if lesson.key == key)
     main = measured(real_pair, "main", lesson.request)
+    if lesson.advises:  # lesson 8: which chain or tree pays for the pair here, measured in the slot
+        from dataclasses import replace
+
+        from specviz.serving.recorder import setting_advice
+
+        request = lesson.request
+        main = replace(main, advice=setting_advice(real_pair, request.prompt, request.settings(), request.drafter))
+        assert main.advice.startswith("on this machine "), main.advice
     extra = [measured(real_pair, label, request) for label, request in lesson.extra]
     text = lesson.explain(main, extra)
     assert "Question" in text
+    if main.advice:
+        import html
+
+        assert html.escape(main.advice) in text, "the measured advice is missing from lesson 8's text"
     runs = [main, *extra]
     if key == "lesson-9":  # the exactness lesson counts the answers identical to plain decoding
         identical = sum(m.trace.summary.new_token_ids == m.trace.baseline.new_token_ids for m in runs)
