@@ -2,39 +2,17 @@
 constant α agree with it, and a law that forgets the truncation at γ + 1 tokens is rejected by the same test."""
 
 import random
-from dataclasses import dataclass, field
 
 import pytest
 import torch
 
 from specviz.analysis.readings import readings_of
+from specviz.analysis.same_drafts import JudgedCycle
 from specviz.analysis.theory import acceptance_length_law, histogram_distance
 from specviz.engine.tally import Tally
 from tests.test_sampling_lossless import chi_square_p_value
 
 ALPHA, GAMMA, CYCLES = 0.7, 4, 3000
-
-
-@dataclass
-class Position:
-    status: str
-    overlap: float | None = None
-
-
-@dataclass
-class SimulatedCycle:
-    """What a tally reads from a cycle whose drafts are each accepted with chance α, independently."""
-
-    n_accepted: int
-    positions: list = field(default_factory=list)
-    emitted_token_ids: tuple = ()
-    draft_s: float = 0.0
-    verify_s: float = 0.0
-    overhead_s: float = 0.0
-
-    @property
-    def ended_in_rejection(self) -> bool:
-        return self.n_accepted < len(self.positions)
 
 
 def simulated_tally(alpha: float, gamma: int, cycles: int, seed: int = 0) -> Tally:
@@ -44,8 +22,7 @@ def simulated_tally(alpha: float, gamma: int, cycles: int, seed: int = 0) -> Tal
         n = 0
         while n < gamma and rng.random() < alpha:
             n += 1
-        statuses = ["accepted"] * n + (["rejected"] if n < gamma else []) + ["unverified"] * (gamma - n - 1)
-        tally = tally.add(SimulatedCycle(n, [Position(s) for s in statuses], tuple(range(n + 1))))
+        tally = tally.add(JudgedCycle.of_counts(gamma, n))
     return tally
 
 

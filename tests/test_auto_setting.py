@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
+from specviz.analysis.same_drafts import JudgedCycle
 from specviz.analysis.tree_theory import RankAcceptance, choose_tree, expected_tokens_of_shape
 from specviz.cli.options import AUTO, UsageError, gammas_from
 from specviz.deployment.auto_setting import AutoChoice, chain_acceptance, choose_setting
@@ -25,22 +24,8 @@ def test_gamma_defaults_to_the_pairs_own():
             gammas_from(wrong, catalogue.get("pycode-distilled"))
 
 
-def chain_cycle(window: int, n_accepted: int) -> SimpleNamespace:
-    """What Tally reads of a chain's cycle: its positions, how many were accepted, whether it ended in a rejection."""
-    position = SimpleNamespace(status="accepted", overlap=None)
-    return SimpleNamespace(
-        positions=[position] * window,
-        n_accepted=n_accepted,
-        ended_in_rejection=n_accepted < window,
-        emitted_token_ids=(0,) * (n_accepted + 1),
-        draft_s=0.0,
-        verify_s=0.0,
-        overhead_s=0.0,
-    )
-
-
 def test_a_chains_acceptance_is_conditional_on_the_positions_before():
-    cycles = [chain_cycle(3, n) for n in (0, 1, 3, 2)]
+    cycles = [JudgedCycle.of_counts(3, n) for n in (0, 1, 3, 2)]
     acceptance = chain_acceptance(cycles)
     # position 1 tested 4 times, accepted 3; position 2 tested 3 times (after an accepted 1), accepted 2; position 3: 1 of 2
     assert acceptance.by_depth == ((0.75,), (2 / 3,), (0.5,))

@@ -37,8 +37,13 @@ class JudgedCycle:
 
     @classmethod
     def of(cls, verdict: SameDraftsVerdict) -> JudgedCycle:
-        k, n = len(verdict.p), verdict.n_accepted
-        statuses = ["accepted"] * n + ["rejected"] * (n < k) + ["unverified"] * max(0, k - n - 1)
+        return cls.of_counts(len(verdict.p), verdict.n_accepted)
+
+    @classmethod
+    def of_counts(cls, window: int, n_accepted: int) -> JudgedCycle:
+        """A chain's cycle of `window` drafts whose first `n_accepted` were kept (then one rejected, if any was)."""
+        n = n_accepted
+        statuses = ["accepted"] * n + ["rejected"] * (n < window) + ["unverified"] * max(0, window - n - 1)
         return cls(tuple(_Position(s) for s in statuses), n, (0,) * (n + 1))
 
 
