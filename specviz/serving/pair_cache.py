@@ -94,14 +94,11 @@ def compile_in_background(name: str, pair: LoadedPair) -> None:
     has finished. Until then the pair serves eager, and the status line says so."""
     import torch
 
-    from specviz.engine.compiled import compile_summary, fast_models, load_cached_packages
+    from specviz.engine.compiled import load_cached_packages
     from specviz.serving import compile_worker
 
-    waiting = load_cached_packages(pair)
-    if not waiting:
-        _compile_reports[name] = {role: vars(fast.report) for role, fast in fast_models(pair).items()}
-        if _compile_reports[name]:
-            log.info("%s: %s", name, compile_summary({role: fast.report for role, fast in fast_models(pair).items()}))
+    if not load_cached_packages(pair):
+        _record_reports(name, pair)
         return
 
     def done(reports: dict | None, failure: str | None) -> None:
@@ -119,7 +116,7 @@ def compile_in_background(name: str, pair: LoadedPair) -> None:
 def _adopt_packages(name: str, pair: LoadedPair, reports: dict | None, failure: str | None) -> None:
     """The worker has exited: load its packages between requests (in the measuring slot, so no run is inside),
     or say in one sentence why the pair keeps serving eager."""
-    from specviz.engine.compiled import compile_summary, fast_models, load_cached_packages
+    from specviz.engine.compiled import fast_models, load_cached_packages
     from specviz.serving import recorder  # imports this module: imported here, once both are loaded
 
     if failure is None:
@@ -131,11 +128,19 @@ def _adopt_packages(name: str, pair: LoadedPair, reports: dict | None, failure: 
     for role, report in (reports or {}).items():  # the worker's compile seconds beside this process's load seconds
         if role in models and models[role].engine == "compiled":
             models[role].report.seconds.update({k: v for k, v in report.get("seconds", {}).items() if k == "compile"})
+    _record_reports(name, pair, failure)
+
+
+def _record_reports(name: str, pair: LoadedPair, failure: str | None = None) -> None:
+    """What compiling cost each model (or why it runs eager), for the page; the compile is over: one log line."""
+    from specviz.engine.compiled import compile_summary, fast_models
+
+    models = fast_models(pair)
     _compile_reports[name] = {role: vars(fast.report) for role, fast in models.items()}
     _compiling.pop(name, None)
     if failure is not None:
         log.warning("specviz: %s.", failure)
-    else:
+    elif models:
         log.info("%s: %s", name, compile_summary({role: fast.report for role, fast in models.items()}))
 
 
