@@ -1,6 +1,6 @@
 """The app's first start, as a new user gets it, timed: `python app.py` from an empty cache, then a warm restart.
 
-    python benchmarks/first_start.py [--runs 3] [--out benchmarks/results/first_start.json]
+    python benchmarks/first_start.py [--runs 3] [--out ANOTHER.json]
 
 Measures, in Chromium, with everything as it ships (compiling on, the real pair loading in the background) and only
 the real model's downloaded files linked into the new cache:
@@ -9,7 +9,8 @@ the real model's downloaded files linked into the new cache:
 - the same prompt and settings through `python -m specviz bench` on the warm cache: the app's speedup ÷ bench's,
 - a restart on the warm cache: seconds from `python app.py` to "Ready" on the page, and the engine of its first run,
 - the lines of the server's logs with a traceback or "failed".
-Printed as JSON (and written to `--out`); never asserted: tests/test_first_start.py holds the behaviour.
+Printed as JSON and written to benchmarks/results/first_start.json (benchmarks/results.py: with the command, machine
+and date; also to `--out`); never asserted: tests/test_first_start.py holds the behaviour.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from benchmarks.browser import (  # noqa: E402
     stop_app,
     wait_for_compiled_step,
 )
+from benchmarks.results import write_results  # noqa: E402
 
 KEPT = ("speedup", "engine", "alpha", "tokensPerS", "baselineTokensPerS", "otherLoad")
 
@@ -61,7 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--bench-repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--out", type=Path, help="also write the JSON here (it always goes to benchmarks/results/)")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -107,6 +109,7 @@ def main() -> None:
     report["log_problems"] = [line for log in logs for line in problems_in(log)]
     text = json.dumps(report, indent=1)
     print(text)
+    write_results("first_start", report)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")

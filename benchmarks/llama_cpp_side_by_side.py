@@ -3,6 +3,8 @@
     python benchmarks/llama_cpp_side_by_side.py [--llama-bench PATH] [--threads 2] [--max-new-tokens 128]
                                                 [--count 4] [--gamma 1] [--repeats 3] [--json OUT]
 
+Writes benchmarks/results/llama_cpp_side_by_side.json (benchmarks/results.py: with the command, machine and date).
+
 Rows, in the order they run:
   1. llama.cpp before: `llama-bench -m <the pair's GGUF> -t T -p 0 -n N -r R` (decoding N tokens, C++, the Q4_1 file);
   2. ours, eager: plain decoding through transformers' dynamic cache (the engine before the fast path);
@@ -37,6 +39,7 @@ os.environ.setdefault("SPECVIZ_COMPILE", "1")  # the compiled step is opt-in (en
 
 import torch  # noqa: E402
 
+from benchmarks.results import write_results  # noqa: E402
 from specviz import engine  # noqa: E402
 from specviz.engine import DecodeSettings  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
@@ -271,10 +274,20 @@ def main() -> None:
         f"ours fast speculative ÷ llama.cpp = {table['ours fast speculative'] / llama:.2f} (goal ≥ 1.0)"
     )
     costs = verify_costs(pair)
-    print(f"\nfast path: one step {costs.pop('step_ms'):.2f} ms; ν(k) = a pass over k rows ÷ one step:")
+    step_ms = costs.pop("step_ms")
+    print(f"\nfast path: one step {step_ms:.2f} ms; ν(k) = a pass over k rows ÷ one step:")
     print("  " + "  ".join(f"{rows}: {cost:.2f}" for rows, cost in costs.items()))
+    result = {
+        "tokens_per_s": table,
+        "over_llama_cpp": {name: rate / llama for name, rate in table.items()},
+        "llama_cpp_mean_tokens_per_s": llama,
+        "step_ms": step_ms,
+        "verify_cost": costs,
+        "compile": str(report),
+        "settings": vars(args),
+    }
+    write_results("llama_cpp_side_by_side", result)
     if args.json:
-        result = {"rows": table, "verify_cost": costs, "compile": str(report), "settings": vars(args)}
         Path(args.json).write_text(json.dumps(result, indent=1))
 
 

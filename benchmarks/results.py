@@ -1,0 +1,82 @@
+"""Results files: what a benchmark measured, with the command, the machine and the date, in benchmarks/results/.
+
+Every measured number the README and docs/ quote comes from such a file (or from a report the project already
+writes, such as a head's distill_report.json), and tests/test_doc_numbers.py checks each quoted number against it.
+A benchmark script calls `write_results(name, values)`; a command that prints JSON (`python -m specviz bench --json`)
+is saved by this script itself:
+
+    python benchmarks/results.py NAME -- python -m specviz bench ... --json
+
+which runs the command, reads the JSON it printed and writes benchmarks/results/NAME.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDER = ROOT / "benchmarks" / "results"
+ENVIRONMENT = ("SPECVIZ_COMPILE", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS", "SPECVIZ_CACHE")
+
+
+def machine() -> dict:
+    """The machine a number was measured on: CPU model, the kernels torch runs (AVX-512 or AVX2), cores, versions."""
+    import torch
+
+    model = next((line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")), None)
+    return {
+        "cpu": model or platform.processor() or platform.machine(),
+        "kernels": torch.backends.cpu.get_cpu_capability(),  # AVX512 or AVX2 (ATEN_CPU_CAPABILITY can lower it)
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "environment": {name: os.environ[name] for name in ENVIRONMENT if name in os.environ},
+    }
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
+def write_results(name: str, values: dict, command: str | None = None) -> Path:
+    """Write benchmarks/results/NAME.json: the command that measured `values`, the machine, the date, the values."""
+    record = {
+        "command": command or shlex.join(["python", *sys.argv]),
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "results": values,
+    }
+    FOLDER.mkdir(parents=True, exist_ok=True)
+    path = FOLDER / f"{name}.json"
+    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
+    return path
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) < 3 or argv[1] != "--":
+        sys.exit("usage: python benchmarks/results.py NAME -- COMMAND ... (a command that prints JSON)")
+    name, command = argv[0], argv[2:]
+    done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{shlex.join(command)} exited with {done.returncode}; nothing written")
+    output = done.stdout
+    values, _end = json.JSONDecoder().raw_decode(output, output.index("{"))  # the JSON, after any lines before it
+    write_results(name, values, command=shlex.join(command))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
