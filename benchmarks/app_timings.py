@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.browser import CHROMIUM, COLOURED, FLAGS, choose, free_port, numbers, start_app, stop_app, wait_state  # noqa: E402
+from benchmarks.results import write_results  # noqa: E402
 
 
 def wait(page, state: str, after: str | None = None, timeout: int = 300_000) -> dict:
@@ -167,6 +168,7 @@ def main() -> None:
     finally:
         stop_app(process)
     print(json.dumps(report, indent=2))
+    write_results("app_timings", report)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
-
 import argparse
 import json
 import math
 
 import torch
 
+from benchmarks.results import write_results  # noqa: E402
 from specviz.engine import DecodeSettings
 from specviz.engine.events import Cycle
 from specviz.models.catalogue import load_catalogue
@@ -79,8 +79,9 @@ def main() -> None:
         rows = [parting(pair, prompt, args.max_new_tokens, args.gamma) for prompt in prompts]
         for row in rows:
             print(json.dumps({"dtype": dtype, **row}, ensure_ascii=False))
-        summary[dtype] = {"prompts": len(rows), "identical": sum(row["identical"] for row in rows)}
-    print(json.dumps({"summary": summary}))
+        summary[dtype] = {"prompts": len(rows), "identical": sum(row["identical"] for row in rows), "rows": rows}
+    print(json.dumps({"summary": {dtype: {k: v for k, v in s.items() if k != "rows"} for dtype, s in summary.items()}}))
+    write_results("bf16_parting", summary)
 
 
 if __name__ == "__main__":

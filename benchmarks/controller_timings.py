@@ -19,6 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.results import write_results  # noqa: E402
+
 SPIN = "import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass"
 PROMPT = "def parse(text):\n    return"
 
@@ -143,6 +145,7 @@ def main() -> None:
     report = {"pair": name, **playback_numbers(trace), "retired_run_ended_s": takeover_s(name), **refusals(pair)}
     report |= machine_load_numbers()
     print(json.dumps(report, indent=2))
+    write_results("controller_timings", report)
 
 
 if __name__ == "__main__":

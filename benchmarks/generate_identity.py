@@ -21,9 +21,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
-
 import torch  # noqa: E402
 
+from benchmarks.results import write_results  # noqa: E402
 from specviz.engine import DecodeSettings, Summary  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
 from specviz.prompts.sets import CHAT_HELDOUT  # noqa: E402
@@ -51,11 +51,12 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     pair_entry = catalogue().get(args.pair)
+    results = {}
     for form in args.weights.split(","):
         pair = load_pair(args.pair, pair_entry, catalogue().offline_pairs(), dtype="float32", weights=form)
         drafter = args.drafter or pair_entry.drafter
         settings = DecodeSettings(max_new_tokens=args.max_new_tokens, gamma=args.gamma or pair_entry.gamma)
-        identical = 0
+        identical, partings = 0, []
         print(f"\n{form}: target {pair.target.form or 'fp32'}, drafter {drafter}, γ {settings.gamma}", flush=True)
         for prompt in CHAT_HELDOUT[: args.count]:
             summary = list(run(pair, prompt, settings, drafter=drafter))[-1]
@@ -77,7 +78,11 @@ def main() -> None:
             part = next((i for i, (a, b) in enumerate(zip(ours, reference)) if a != b), min(len(ours), len(reference)))
             gap = top_two_gap(pair.target.model, prompt_ids + reference[:part])
             print(f"  parts at token {part:3d}, top-2 logit gap {gap:.2e}  {prompt}", flush=True)
-        print(f"{form}: identical to generate() on {identical} of {min(args.count, len(CHAT_HELDOUT))} questions", flush=True)
+            partings.append({"prompt": prompt, "token": part, "top_two_gap": gap})
+        questions = min(args.count, len(CHAT_HELDOUT))
+        print(f"{form}: identical to generate() on {identical} of {questions} questions", flush=True)
+        results[form] = {"questions": questions, "identical": identical, "partings": partings}
+    write_results("generate_identity", results)
 
 
 if __name__ == "__main__":

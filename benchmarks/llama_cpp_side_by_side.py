@@ -10,7 +10,7 @@ Rows, in the order they run:
   2. ours, eager: plain decoding through transformers' dynamic cache (the engine before the fast path);
   3. ours, fast: plain decoding over the static cache with the compiled step (specviz/engine/compiled.py);
   4. ours, fast speculative: the pair's drafter at γ on the fast path;
-     then both again uncompiled (the static-cache forward run eager: the default without $SPECVIZ_COMPILE=1);
+     then both again uncompiled (the static-cache forward run eager, as while the package compiles);
   5. transformers' generate() (greedy) on the same loaded target;
   6. llama.cpp after (the machine may have changed speed: compare each of ours with both).
 Ours are decoding rates (tokens after the prompt over the time spent decoding them, the prompt's prefill left out, as
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
-os.environ.setdefault("SPECVIZ_COMPILE", "1")  # the compiled step is opt-in (engine/compiled.py): measure it
+os.environ.setdefault("SPECVIZ_COMPILE", "1")  # compile whatever the model's size (engine/compiled.py): measure it
 
 import torch  # noqa: E402
 
@@ -134,7 +134,7 @@ def ours(pair, prompts: list[str], settings: DecodeSettings, mode: str, drafter:
 
 
 def uncompiled(pair, measure):
-    """`measure()` with the fast path's static-cache forward run eager (the default without $SPECVIZ_COMPILE=1)."""
+    """`measure()` with the fast path's static-cache forward run eager (what a request runs while its package compiles)."""
     from specviz.engine.compiled import eager_meanwhile
 
     with eager_meanwhile(pair):  # what a request sees while the packages compile: the eager static-cache step

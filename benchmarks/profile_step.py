@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
-os.environ.setdefault("SPECVIZ_COMPILE", "1")  # the compiled step is opt-in (engine/compiled.py): measure it
+os.environ.setdefault("SPECVIZ_COMPILE", "1")  # compile whatever the model's size (engine/compiled.py): measure it
 
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402

@@ -25,9 +25,9 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
-
 import torch  # noqa: E402
 
+from benchmarks.results import write_results  # noqa: E402
 from specviz.drafting.tree_drafters import FeatureTreeDrafter, LookupTreeDrafter, ModelTreeDrafter  # noqa: E402
 from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode  # noqa: E402
 from specviz.engine.compiled import decoder_for, enable  # noqa: E402
@@ -84,6 +84,7 @@ def main() -> None:
         f"{'ms/token':>15}  {'plain ms/token':>15}  {'speedup':>7}  same as plain"
     )
 
+    rows = []
     for text in args.shapes:
         shape = TreeShape.parse(text)
         tokens = passes = draft_forwards = 0
@@ -113,6 +114,22 @@ def main() -> None:
             f"{label:>22}  {shape.n_nodes + 1:>5}  {tokens / passes:>15.3f}  {draft_forwards / passes:>13.2f}  "
             f"{verify_s / passes / step_s:>5.2f}  {draft_s / passes / step_s:>5.2f}  {ms:>7.2f} ms/token  {plain_ms:>7.2f} ms/token  {plain_ms / ms:>6.2f}x  {same}/{len(prompts)}"
         )
+        rows.append(
+            {
+                "shape": shape.text,
+                "rows": shape.n_nodes + 1,
+                "tokens_per_pass": tokens / passes,
+                "draft_forwards_per_cycle": draft_forwards / passes,
+                "verify_cost": verify_s / passes / step_s,
+                "draft_cost": draft_s / passes / step_s,
+                "ms_per_token": ms,
+                "plain_ms_per_token": plain_ms,
+                "speedup": plain_ms / ms,
+                "same_as_plain": same,
+                "prompts": len(prompts),
+            }
+        )
+    write_results("tree_vs_chain", {"settings": vars(args), "rows": rows})
 
 
 if __name__ == "__main__":
