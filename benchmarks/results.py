@@ -73,9 +73,18 @@ def main(argv: list[str]) -> None:
     done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
         sys.exit(f"{shlex.join(command)} exited with {done.returncode}; nothing written")
-    output = done.stdout
-    values, _end = json.JSONDecoder().raw_decode(output, output.index("{"))  # the JSON, after any lines before it
-    write_results(name, values, command=shlex.join(command))
+    write_results(name, printed_json(done.stdout), command=shlex.join(command))
+
+
+def printed_json(output: str):
+    """The JSON document a command printed, after any lines of text before it (the first line that starts one)."""
+    for start in [0] + [i + 1 for i, c in enumerate(output) if c == "\n"]:
+        if output.startswith(("{", "["), start):
+            try:
+                return json.JSONDecoder().raw_decode(output, start)[0]
+            except json.JSONDecodeError:
+                continue
+    sys.exit("the command printed no JSON; nothing written")
 
 
 if __name__ == "__main__":

@@ -239,3 +239,11 @@ def test_algorithm_md_numbers_the_cycles_steps_as_the_code_does():
         f"algorithm.md's steps {[f'{n}. {name}' for n, name in steps]} against {named.group(2)}'s phase comments "
         f"{[f'{n}. {text}' for n, text in numbered]}"
     )
+
+
+def test_the_bundles_facts_file_matches_the_assets():
+    """benchmarks/results/bundle_facts.json is rewritten when assets/ changes (python benchmarks/bundle_facts.py)."""
+    from benchmarks.bundle_facts import facts
+
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "bundle_facts.json").read_text())["results"]
+    assert facts() == recorded, "assets/ changed since bundle_facts.json was written: run python benchmarks/bundle_facts.py"
