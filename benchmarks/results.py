@@ -26,8 +26,9 @@ FOLDER = ROOT / "benchmarks" / "results"
 ENVIRONMENT = ("SPECVIZ_COMPILE", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS", "SPECVIZ_CACHE")
 
 
-def machine() -> dict:
-    """The machine a number was measured on: CPU model, the kernels torch runs (AVX-512 or AVX2), cores, versions."""
+def machine(in_this_process: bool = True) -> dict:
+    """The machine a number was measured on: CPU model, the kernels torch runs (AVX-512 or AVX2), cores, versions;
+    torch's thread count only where the measurement ran in this process (a command's own `--threads` is in it)."""
     import torch
 
     model = next((line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")), None)
@@ -35,7 +36,7 @@ def machine() -> dict:
         "cpu": model or platform.processor() or platform.machine(),
         "kernels": torch.backends.cpu.get_cpu_capability(),  # AVX512 or AVX2 (ATEN_CPU_CAPABILITY can lower it)
         "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": torch.get_num_threads() if in_this_process else None,
         "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -52,10 +53,11 @@ def _cpuinfo() -> str:
 
 
 def write_results(name: str, values: dict, command: str | None = None) -> Path:
-    """Write benchmarks/results/NAME.json: the command that measured `values`, the machine, the date, the values."""
+    """Write benchmarks/results/NAME.json: the command that measured `values`, the machine, the date, the values.
+    `command` names another process that measured them (benchmarks/results.py NAME -- COMMAND); default: this one."""
     record = {
         "command": command or shlex.join(["python", *sys.argv]),
-        "machine": machine(),
+        "machine": machine(in_this_process=command is None),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "results": values,
     }
