@@ -130,7 +130,9 @@ def test_stop_has_the_last_word_on_the_status_line(screen):
 def test_app_only_lays_the_parts_out():
     tree = ast.parse((ROOT / "app.py").read_text())
     listeners = {"click", "change", "input", "upload", "load", "submit", "select", "then"}
-    wired = [node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in listeners]
+    wired = [
+        node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in listeners
+    ]
     assert not wired, f"app.py wires events itself ({wired}): a part's events belong beside its components"
 
 
