@@ -199,7 +199,7 @@ def test_a_failing_compiler_falls_back_to_eager_with_one_line(target, monkeypatc
     def broken(*inputs):
         raise RuntimeError("C++ compile error: no compiler")
 
-    monkeypatch.setattr("specviz.engine.compiled.load_or_compile", broken)
+    monkeypatch.setattr("specviz.engine.compiled.load_or_compile_module", broken)
     fast.warm_up()  # compiling happens before requests (the CLI, or the app's worker process), never inside one
     decoder = FastDecoder(fast, VOCAB)
     assert decoder.engine == "eager"
