@@ -191,10 +191,6 @@ class FastModel(CompiledPart):
                     return self._free.pop(i)
         return self.forward.new_cache(length, self.dtype)
 
-    def release(self, cache: list[torch.Tensor]) -> None:
-        with self._lock:
-            self._free.append(cache)
-
     def release_all(self, held: list[list[torch.Tensor]]) -> None:
         """Return a decoder's caches to the pool (emptying its list, so none is returned twice)."""
         with self._lock:
@@ -209,21 +205,16 @@ class FastModel(CompiledPart):
         A step feeds rows at positions start…, or a token tree's rows (`tree`, written at slots start…, each at its
         depth's position seeing only its keys): the same package (or eager forward) with other rows (static_cache.Rows),
         and returns the hidden states of every layer (transformers' order)."""
-        package = self.package
-        if package is None:
-            return self.eager_step
+        package = self.package  # None: the same stack eager
 
         def step(token_ids: torch.Tensor, start: int, cache: list[torch.Tensor], tree: TreeRows | None = None):
+            rows = self.rows(token_ids.shape[0], start, tree)
+            if package is None:
+                return self.forward(token_ids, rows, cache)
             x = self.forward.embed_tokens(token_ids)  # one eager lookup: the package carries no embedding table
-            return [x, *package(x, *self.rows(token_ids.shape[0], start, tree), *cache)]
+            return [x, *package(x, *rows, *cache)]
 
         return step
-
-    def eager_step(
-        self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor], tree: TreeRows | None = None
-    ) -> list[torch.Tensor]:
-        """`step` without the compiler: what a request runs while the package compiles in the background."""
-        return self.forward(token_ids, self.rows(token_ids.shape[0], start, tree), cache)
 
     def rows(self, n: int, start: int, tree: TreeRows | None) -> Rows:
         """The forward's rows: plain decoding's (n rows at positions start…, causal), or a token tree's. The context
