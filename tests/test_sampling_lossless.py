@@ -93,16 +93,14 @@ def test_speculative_sampling_matches_the_target_distribution(target, draft, dra
 
 
 @pytest.fixture(scope="module")
-def compiled_pair(target, draft, tmp_path_factory):
-    """Both tiny models on one compiled package, built once per test session in its own cache folder (about 20 s
-    on 2 cores): the draft has the target's layout, so it loads the target's package and runs its own weights."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
-        fast_target, fast_draft = FastModel(target, compile_step=True), FastModel(draft, compile_step=True)
-        if not fast_target.report.compiled:
-            pytest.skip(fast_target.report.reason)
-        assert set(fast_target.warm_up().seconds) == {"compile"}
-        assert set(fast_draft.warm_up().seconds) == {"load"}
+def compiled_pair(target, draft):
+    """Both tiny models on one compiled package, compiled once (about 20 s on 2 cores; later sessions load it from
+    Inductor's cache, as tests/test_compiled_exact.py's): the draft has the target's layout, so it loads the target's
+    package and runs its own weights."""
+    fast_target, fast_draft = FastModel(target, compile_step=True), FastModel(draft, compile_step=True)
+    if fast_target.build() is None:
+        pytest.skip(f"the step cannot compile here: {fast_target.report.reason}")
+    assert set(fast_draft.warm_up().seconds) == {"load"}
     return fast_target, fast_draft
 
 
