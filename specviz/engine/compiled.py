@@ -8,7 +8,8 @@ are symbolic too, so nothing recompiles as a request grows. Packages are kept in
 
 `FastDecoder` is `CachedDecoder` with the same methods, so the engine, the drafters and the rollback helper do not
 know which one they hold. Where compiling cannot work (no C++ compiler on a CPU machine, or the compiler fails), the
-same static-cache forward runs eager, and one line says so.
+same static-cache forward runs eager, and one line says so. `CompiledPart` owns a package (build, cache, load, warm
+up) for the target, the draft and a feature head alike; a request keeps the engine it started on to its last token.
 """
 
 from __future__ import annotations
