@@ -109,7 +109,7 @@ def random_tree(rng: random.Random, n_nodes: int) -> tuple[list[int], list[float
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_engines_greedy_acceptance_yields_the_formula(seed):
-    """Monte Carlo through engine/tree_acceptance.py: at each row the target's argmax is child i's token with that
+    """Monte Carlo through engine/acceptance.py: at each row the target's argmax is child i's token with that
     child's acceptance, else a token no child holds; the mean of accepted + 1 over 20,000 passes matches E."""
     rng = random.Random(seed)
     parents, rates = random_tree(rng, 12)

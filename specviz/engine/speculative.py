@@ -217,6 +217,9 @@ def cycle_event(
         for node, token in enumerate(tree.token_ids)
     )
     is_tree = settings.tree is not None  # a tree run's cycles carry the tree's structure; a chain's leave it implied
+    if is_tree:  # a node shows p, q and u; the target's distribution is bonus_top_p. Σ min(p, q) is a chain's analytic
+        # α (Tally reads it): a sibling tested against a residual has none
+        positions = tuple(replace(position, overlap=None, top_p=(), top_q=(), top_residual=()) for position in positions)
     return Cycle(
         index=index,
         gamma=depth,
