@@ -11,6 +11,7 @@ coming decision, and the acceptance test is unchanged.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -85,11 +86,7 @@ class ModelDrafter(Drafter):
         """Keep the accepted nodes the draft has fed (a prefix of the path: a node is fed only if it branched)."""
         grown = [self.grown_ids[node] if self.grown_ids else node for node in accepted_nodes]
         slot = {node: index for index, node in enumerate(self.fed)}
-        kept = []
-        for node in grown:
-            if node not in slot:
-                break
-            kept.append(slot[node])
+        kept = [slot[node] for node in itertools.takewhile(slot.__contains__, grown)]
         compact_to_path(self.decoder, self.tree_start, kept)
         rollback_to_accepted(self.decoder, committed)
 

@@ -161,9 +161,8 @@ class Shown:
     accept_probability: list[float | None]
     uniforms: list[float | None]  # None under greedy, for match, and for untested nodes
     overlap: list[float | None]  # Σ_x min(p(x), q(x)) at the parent, where tested
-    top_p: list[Ranked]  # per node, at its parent
-    top_q: list[Ranked]
-    top_residual: list[Ranked]  # on the last rejected node: what the target's token was drawn from
+    tops: tuple[list[Ranked], list[Ranked], list[Ranked]]  # per node: top of p and q at its parent, and on the last
+    # rejected node the top of what the target's token was drawn from (the residual)
     bonus_top_p: Ranked  # p after the accepted path: where the target's own token came from
 
 
@@ -209,9 +208,7 @@ def explain(
         accept_probability=[accept[i] if i in tested else None for i in range(n)],
         uniforms=[uniforms[i] if i in tested and uniforms is not None else None for i in range(n)],
         overlap=[overlap[i] if i in tested else None for i in range(n)],
-        top_p=[top_p[parent + 1] for parent in tree.parents],
-        top_q=top_q,
-        top_residual=[residual if i == rejected else [] for i in range(n)],
+        tops=([top_p[parent + 1] for parent in tree.parents], top_q, [residual if i == rejected else [] for i in range(n)]),
         bonus_top_p=top_p[last + 1],
     )
 

@@ -200,26 +200,18 @@ def cycle_event(
     tree = proposal.tree
     pieces = node_pieces(vocabulary, context, tree)
     accepted_ids = [tree.token_ids[node] for node in verdict.accepted_nodes]
+    # a tree's node shows p, q and u, and its target distribution is bonus_top_p; Σ min(p, q) is a chain's analytic α
+    # (Tally reads it), which a sibling tested against a residual does not have
+    is_tree = settings.tree is not None  # a tree run's cycles carry the tree's structure; a chain's leave it implied
     positions = tuple(
         DraftPosition(
-            token_id=token,
-            text=pieces[node],
-            status=shown.status[node],
-            q=shown.q[node],
-            p=shown.p[node],
-            accept_probability=shown.accept_probability[node],
-            u=shown.uniforms[node],
-            overlap=shown.overlap[node],
-            top_p=named(shown.top_p[node]),
-            top_q=named(shown.top_q[node]),
-            top_residual=named(shown.top_residual[node]),
+            token,
+            pieces[node],
+            *(numbers[node] for numbers in (shown.status, shown.q, shown.p, shown.accept_probability, shown.uniforms)),
+            *((None, (), (), ()) if is_tree else (shown.overlap[node], *(named(top[node]) for top in shown.tops))),
         )
         for node, token in enumerate(tree.token_ids)
     )
-    is_tree = settings.tree is not None  # a tree run's cycles carry the tree's structure; a chain's leave it implied
-    if is_tree:  # a node shows p, q and u; the target's distribution is bonus_top_p. Σ min(p, q) is a chain's analytic
-        # α (Tally reads it): a sibling tested against a residual has none
-        positions = tuple(replace(position, overlap=None, top_p=(), top_q=(), top_residual=()) for position in positions)
     return Cycle(
         index=index,
         gamma=depth,
