@@ -50,6 +50,7 @@ class ModelDrafter(Drafter):
         self.decoder.reset()
         if len(prompt_ids) > 1:
             self.decoder.feed(prompt_ids[:-1])
+        self.tree_start, self.fed, self.grown_ids = self.decoder.cached_length, [], None
 
     def propose(self, committed, shape: TreeShape, settings: SamplingSettings, generator, siblings="without_replacement"):
         logits = self.decoder.feed(committed[self.decoder.cached_length :])  # (1, vocab): q after the last committed token
@@ -89,6 +90,7 @@ class ModelDrafter(Drafter):
         kept = [slot[node] for node in itertools.takewhile(slot.__contains__, grown)]
         compact_to_path(self.decoder, self.tree_start, kept)
         rollback_to_accepted(self.decoder, committed)
+        self.tree_start, self.fed, self.grown_ids = self.decoder.cached_length, [], None  # a cycle with no draft keeps all
 
 
 class DynamicDrafter(ModelDrafter):

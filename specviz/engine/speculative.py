@@ -154,11 +154,10 @@ def speculative_cycle(
     # 4. roll both KV caches back to the accepted path
     compact_to_path(target, tree_start, verdict.accepted_nodes)
     rollback_to_accepted(target, committed)
-    if depth > 0:
-        drafter.rollback(committed, verdict.accepted_nodes)
+    drafter.rollback(committed, verdict.accepted_nodes)
 
-        # 5. the drafting strategy learns from what was accepted
-        drafter.update(Feedback(depth, len(tree), tuple(verdict.accepted_nodes), tuple(committed), hidden_states))
+    # 5. the drafting strategy learns from what was accepted
+    drafter.update(Feedback(depth, len(tree), tuple(verdict.accepted_nodes), tuple(committed), hidden_states))
     synchronize(target.device)
     cycle_done = time.perf_counter()
 
