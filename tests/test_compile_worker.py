@@ -17,6 +17,7 @@ import torch
 from specviz.engine import DecodeSettings
 from specviz.engine.autoregressive import autoregressive_decode
 from specviz.engine.compiled import FastDecoder, FastModel, fast_models, pair_engine
+from specviz.engine.static_cache import Rows
 from specviz.serving import compile_worker, pair_cache
 from tests.tiny import fake_vocabulary, tiny_llama
 
@@ -64,14 +65,13 @@ def test_a_request_keeps_the_engine_it_started_with(model):
     eager_step = running._step
     calls = []
 
-    class Package:  # stands in for a package loaded meanwhile (the eager forward, counted)
-        max_visible = 10**6
+    class Package:  # stands in for a package loaded meanwhile (the eager stack, counted)
+        def __call__(self, x, *tensors):
+            calls.append(len(x))
+            rows, cache = Rows(*tensors[:5]), list(tensors[5:])
+            return fast.forward.layers_forward(x, rows, cache)
 
-        def __call__(self, token_ids, rows, cache):
-            calls.append(len(token_ids))
-            return fast.forward(token_ids, rows, cache)
-
-    fast._compiled = Package()
+    fast.package = Package()
     running.feed([1, 2, 3])
     assert calls == [] and running._step is eager_step  # the running request did not switch
     later = FastDecoder(fast, VOCAB)

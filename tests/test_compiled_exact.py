@@ -122,6 +122,16 @@ def test_compiled_chain_pass_rows_equal_one_token_steps_to_the_bit(int8_target, 
     assert torch.equal(together, alone), f"max |Δ logit| {(together - alone).abs().max():.2e}"
 
 
+def test_a_request_runs_compiled_from_its_first_token(int8_target, monkeypatch):
+    """No step falls back to eager: a lone first token (its context padded to two slots) runs the package too, and
+    gets the logits it gets as the first row of a longer prefill."""
+    only_compiled(int8_target, monkeypatch)
+    alone = FastDecoder(int8_target, VOCAB)
+    assert alone.engine == "compiled"
+    first = alone.feed(PROMPT[:1])
+    torch.testing.assert_close(first, FastDecoder(int8_target, VOCAB).feed(PROMPT[:3], keep_last=3)[:1], rtol=0, atol=0)
+
+
 def speculative(fast: FastModel, draft: FastModel, method: str, prompt=PROMPT) -> list[int]:
     """Greedy speculative output on `fast`: a chain of γ drafts ("3"), or a token tree of the shape given."""
     target = FastDecoder(fast, VOCAB)

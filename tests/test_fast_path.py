@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from specviz.drafting.drafters import ModelDrafter
-from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode, speculative_decode
+from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode, speculative_decode, static_cache
 from specviz.engine.compiled import (
     FastDecoder,
     FastModel,
@@ -70,6 +70,18 @@ def test_static_cache_logits_equal_transformers_after_steps_passes_and_rollbacks
             continue
         expected, got = reference.feed(tokens, keep_last=keep), fast.feed(tokens, keep_last=keep)
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-4, msg=lambda m, tokens=tokens: f"after feeding {tokens}: {m}")
+
+
+def test_an_eager_prefill_in_parts_equals_one_pass(target, monkeypatch):
+    """A long eager forward goes through in parts of rows (static_cache.EAGER_PRODUCTS, memory): in a weight-only
+    form (rows independent) the same logits and the same cache as one pass, to the bit."""
+    model = weight_only(target, "int8")
+    whole, parts = (FastDecoder(FastModel(model, compile_step=False), VOCAB) for _ in range(2))
+    expected = whole.feed(PROMPT, keep_last=len(PROMPT))
+    monkeypatch.setattr(static_cache, "EAGER_PRODUCTS", 1)  # one row a part
+    got = parts.feed(PROMPT, keep_last=len(PROMPT))
+    assert torch.equal(got, expected)
+    assert all(torch.equal(a[:, : len(PROMPT)], b[:, : len(PROMPT)]) for a, b in zip(parts.cache, whole.cache))
 
 
 def test_hidden_states_are_transformers_own(target):
@@ -199,7 +211,7 @@ def test_a_failing_compiler_falls_back_to_eager_with_one_line(target, monkeypatc
     def broken(*inputs):
         raise RuntimeError("C++ compile error: no compiler")
 
-    monkeypatch.setattr("specviz.engine.compiled.load_or_compile", broken)
+    monkeypatch.setattr("specviz.engine.compiled.load_or_compile_module", broken)
     fast.warm_up()  # compiling happens before requests (the CLI, or the app's worker process), never inside one
     decoder = FastDecoder(fast, VOCAB)
     assert decoder.engine == "eager"

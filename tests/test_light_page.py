@@ -25,7 +25,8 @@ app.demo.launch(server_name="127.0.0.1", server_port={port}, prevent_thread_lock
 config = json.load(urllib.request.urlopen("http://127.0.0.1:{port}/config", timeout=60))
 served = [name for name in {heavy!r} if name in sys.modules]
 app.demo.close()
-live = [chart.key for chart in app.charts.LIVE_CHARTS]
+from specviz.ui.charts import LIVE_CHARTS
+live = [chart.key for chart in LIVE_CHARTS]
 components = {{c["props"]["elem_id"]: {{"type": c["type"], **c["props"]}} for c in config["components"] if c["props"].get("elem_id")}}
 print(json.dumps({{"imported": imported, "served": served, "live": live, "components": components}}))
 """

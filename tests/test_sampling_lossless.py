@@ -4,10 +4,13 @@ On a six-token vocabulary the target's exact joint distribution of the first two
 computed from its logits; a chi-square test compares it with thousands of speculative samples.
 """
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from specviz.drafting.drafters import FeatureDrafter, ModelDrafter, PromptLookupDrafter
+from specviz.drafting.tree_drafters import ModelTreeDrafter
 from specviz.engine import (
     CachedDecoder,
     DecodeSettings,
@@ -15,6 +18,8 @@ from specviz.engine import (
     speculative_decode,
 )
 from specviz.engine.compiled import FastDecoder, FastModel
+from specviz.engine.tree_shape import TreeShape
+from specviz.engine.tree_speculative import tree_speculative_decode
 from specviz.models.feature_head import head_from_target
 from tests.tiny import fake_vocabulary, tiny_llama
 
@@ -87,22 +92,46 @@ def test_speculative_sampling_matches_the_target_distribution(target, draft, dra
     assert p_value > SIGNIFICANCE, f"samples do not follow the target's distribution (chi-square p = {p_value:.2e})"
 
 
-@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)])
-def test_speculative_sampling_on_the_fast_path_matches_the_target_distribution(target, draft, compiled, tmp_path, monkeypatch):
-    """The same test with both models on the fast path (engine/compiled.py): the static cache run eager, and the
-    compiled package; the reference is still transformers' own forward."""
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
-    fast_target, fast_draft = FastModel(target, compile_step=compiled), FastModel(draft, compile_step=compiled)
-    if compiled:
-        if not fast_target.report.compiled:
-            pytest.skip(fast_target.report.reason)
-        assert set(fast_target.warm_up().seconds) == {"compile"}
-        assert set(fast_draft.warm_up().seconds) == {"load"}  # the same layout: the target's package, the draft's weights
+@pytest.fixture(scope="module")
+def compiled_pair(target, draft):
+    """Both tiny models on one compiled package, compiled once (about 20 s on 2 cores; later sessions load it from
+    Inductor's cache, as tests/test_compiled_exact.py's): the draft has the target's layout, so it loads the target's
+    package and runs its own weights."""
+    fast_target, fast_draft = FastModel(target, compile_step=True), FastModel(draft, compile_step=True)
+    if fast_target.build() is None:
+        pytest.skip(f"the step cannot compile here: {fast_target.report.reason}")
+    assert set(fast_draft.warm_up().seconds) == {"load"}
+    return fast_target, fast_draft
+
+
+@pytest.mark.parametrize("engine,method", [("eager", "chain"), ("compiled", "chain"), ("compiled", "tree")])
+def test_speculative_sampling_on_the_fast_path_matches_the_target_distribution(target, draft, engine, method, request):
+    """The same test with both models on the fast path (engine/compiled.py), the shipped path: the static cache run
+    eager, and the compiled package, with a chain and with a token tree; the reference is transformers' own forward."""
+    if engine == "compiled":
+        fast_target, fast_draft = request.getfixturevalue("compiled_pair")
+    else:
+        fast_target, fast_draft = FastModel(target, compile_step=False), FastModel(draft, compile_step=False)
     settings = DecodeSettings(max_new_tokens=3, gamma=3, sampling=SamplingSettings(temperature=1.0))
-    drafter = lambda: ModelDrafter(FastDecoder(fast_draft, VOCAB))  # noqa: E731
-    counts = speculative_counts(target, drafter, settings, target_decoder=FastDecoder(fast_target, VOCAB))
+    target_decoder = FastDecoder(fast_target, VOCAB)
+    assert target_decoder.engine == engine
+    if method == "chain":
+        drafter = lambda: ModelDrafter(FastDecoder(fast_draft, VOCAB))  # noqa: E731
+        counts = speculative_counts(target, drafter, settings, target_decoder=target_decoder)
+    else:
+        settings = replace(settings, tree=TreeShape((3, 2)))
+        counts = tree_counts(target_decoder, ModelTreeDrafter(FastDecoder(fast_draft, VOCAB)), settings)
     p_value = chi_square_p_value(counts, reference_joint(target, 0))
     assert p_value > SIGNIFICANCE, f"samples do not follow the target's distribution (chi-square p = {p_value:.2e})"
+
+
+def tree_counts(target_decoder, drafter, settings: DecodeSettings) -> torch.Tensor:
+    counts = torch.zeros(VOCAB, VOCAB)
+    for seed in range(N_SAMPLES):
+        events = list(tree_speculative_decode(target_decoder, drafter, PROMPT, replace(settings, seed=seed), fake_vocabulary()))
+        a, b = events[-1].new_token_ids[:2]
+        counts[a, b] += 1
+    return counts
 
 
 def test_lenient_mode_is_detectably_lossy(target, draft):

@@ -1,7 +1,7 @@
 """A token tree verified in one pass: each node's logits must be those of its path decoded as a chain.
 
 Checked in every weight form and attention path the target uses: to the bit in the row-independent forms (int8,
-int4: eager attention, and the row-by-row attention of AVX2 machines), and within FLOAT_TOLERANCE in float32, whose
+int4 with eager attention), and within FLOAT_TOLERANCE in float32, whose
 matrix products (MKL, SDPA) round a row differently with the number of rows beside it even in a chain. Then the
 cache, compacted to an accepted path, must be the cache of that path decoded as a chain. The same on the static-cache
 fast path (engine/static_cache.py, run eager: the form in which it is bit-identical to transformers).
@@ -15,7 +15,7 @@ import torch
 from specviz.engine.compiled import FastDecoder, FastModel
 from specviz.engine.kv_cache import CachedDecoder, compact_to_path, rollback_to_accepted
 from specviz.engine.tree import ROOT, TokenTree, feed_nodes, tree_positions, tree_visibility, verify_tree
-from specviz.models.weight_forms import apply_form, row_exact
+from specviz.models.weight_forms import apply_form
 from tests.tiny import tiny_llama
 
 VOCAB = 64
@@ -28,10 +28,8 @@ FLOAT_TOLERANCE = 1e-3  # |Δ logit| in float32, logits of order 10 (measured: u
 def target_in(form: str):
     """A tiny Llama (hidden 64: int4 groups of 32 need it) in a weight form, with the attention path named."""
     model = tiny_llama(VOCAB, seed=0, hidden=64)
-    if form in ("int8", "int4", "int4-row-by-row"):
-        apply_form(model, form.split("-")[0])
-        if form.endswith("row-by-row"):  # what attention_for_this_cpu picks on an AVX2 machine
-            model.set_attn_implementation(row_exact())
+    if form in ("int8", "int4"):
+        apply_form(model, form)
     elif form in ("eager", "sdpa"):
         model.set_attn_implementation(form)
     return model
@@ -68,7 +66,7 @@ def test_a_node_sees_the_context_and_its_ancestors_only():
     assert positions == [4, 5, 6, 6, 7, 7, 7, 8, 8, 8, 9], "each node sits at the root's position plus its depth"
 
 
-@pytest.mark.parametrize("form", ["int8", "int4", "int4-row-by-row"])
+@pytest.mark.parametrize("form", ["int8", "int4"])
 def test_node_logits_equal_the_path_as_a_chain_to_the_bit(form):
     model = target_in(form)
     tree_logits, _ = verify_tree(prefilled(model), PROMPT, TREE)
@@ -82,11 +80,9 @@ def test_node_logits_equal_the_path_as_a_chain_to_the_bit(form):
     assert torch.equal(tree_logits[0], path_as_chain(model, [])), f"{form}: the root's logits moved"
 
 
-@pytest.mark.parametrize("form", ["sdpa", "eager", "fp32-row-by-row"])
+@pytest.mark.parametrize("form", ["sdpa", "eager"])
 def test_node_logits_equal_the_path_as_a_chain_in_float32(form):
-    model = target_in("eager" if form == "fp32-row-by-row" else form)
-    if form == "fp32-row-by-row":
-        model.set_attn_implementation(row_exact())
+    model = target_in(form)
     tree_logits, _ = verify_tree(prefilled(model), PROMPT, TREE)
     for node in range(len(TREE)):
         path_tokens = [TREE.token_ids[n] for n in TREE.path(node)]
@@ -105,7 +101,7 @@ def test_a_wrong_mask_is_caught():
     assert not torch.equal(causal[node + 1], chain)
 
 
-@pytest.mark.parametrize("form", ["int4", "int4-row-by-row", "sdpa"])
+@pytest.mark.parametrize("form", ["int4", "sdpa"])
 def test_compacted_cache_is_the_accepted_path_as_a_chain(form):
     model = target_in(form)
     accepted = TREE.path(7)  # 1 → 4 → 7: not a prefix of the node order

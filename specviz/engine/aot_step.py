@@ -61,38 +61,13 @@ class CompiledModule:
         return self._loader.boxed_run(list(tensors))
 
 
-class CompiledStack:
-    """A model's compiled stack: `(token_ids, rows, cache)` → the hidden states, as StaticLlama.forward."""
-
-    def __init__(self, compiled: CompiledModule, embed: nn.Module, max_visible: int) -> None:
-        self.compiled = compiled
-        self.embed = embed
-        self.max_visible = max_visible  # the export's range: longer requests step eager
-
-    def __call__(self, token_ids: torch.Tensor, rows: Rows, cache: list[torch.Tensor]) -> list[torch.Tensor]:
-        x = self.embed(token_ids)
-        return [x, *self.compiled(x, *rows, *cache)]
-
-
-def load_or_compile(forward: StaticLlama, new_cache) -> tuple[CompiledStack, str]:
-    """The model's compiled stack and how it was had ("loaded" from the cache, or "compiled" now and saved).
-
-    `new_cache(length)` makes a throwaway cache for the export's example inputs."""
-    compiled, how = load_or_compile_module(*_stack_export(forward, new_cache))
-    return CompiledStack(compiled, forward.embed_tokens, max_visible=forward.max_length - 1), how
-
-
-def stack_is_cached(forward: StaticLlama, new_cache) -> bool:
-    """Whether the model's package is in the cache (loading it takes about a second; compiling it, a minute or more)."""
-    module, _example, _shapes, described, sources = _stack_export(forward, new_cache)
-    return package_path(module, described, sources).is_file()
-
-
-def _stack_export(forward: StaticLlama, new_cache):
-    """What exporting the stack takes: the module, example inputs, their symbolic sizes, and what its key describes."""
+def stack_export(forward: StaticLlama, new_cache):
+    """What exporting the stack takes: the module, example inputs, their symbolic sizes, and what its key describes.
+    The ranges cover every step a request can take, a lone first token (its context padded to two slots) included.
+    `new_cache(length)` makes a throwaway cache for the example inputs."""
     context = forward.max_length
     rows = torch.export.Dim("rows", min=1, max=context)
-    seen = torch.export.Dim("seen", min=2, max=context - 1)  # a lone first token (one position seen) steps eager
+    seen = torch.export.Dim("seen", min=2, max=context)  # a size-1 dimension would be specialised: two at least
     depth = torch.export.Dim("depth", min=1, max=context)
     length = torch.export.Dim("length", min=3, max=context)
     cache = new_cache(8)

@@ -8,7 +8,8 @@ are symbolic too, so nothing recompiles as a request grows. Packages are kept in
 
 `FastDecoder` is `CachedDecoder` with the same methods, so the engine, the drafters and the rollback helper do not
 know which one they hold. Where compiling cannot work (no C++ compiler on a CPU machine, or the compiler fails), the
-same static-cache forward runs eager, and one line says so.
+same static-cache forward runs eager, and one line says so. `CompiledPart` owns a package (build, cache, load, warm
+up) for the target, the draft and a feature head alike; a request keeps the engine it started on to its last token.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel
 
-from specviz.engine.aot_step import CompiledStack, load_or_compile, stack_is_cached
+from specviz.engine.aot_step import CompiledModule, load_or_compile_module, package_path, stack_export
 from specviz.engine.kv_cache import Decoder
 from specviz.engine.static_cache import Rows, StaticLlama, is_supported
 from specviz.engine.tree_rows import TreeRows
@@ -110,10 +111,64 @@ def compile_wanted(model: PreTrainedModel) -> tuple[bool, str | None]:
     return True, None
 
 
-class FastModel:
-    """One model's static-cache forward, its step functions (compiled or eager) and a pool of caches."""
+class CompiledPart:
+    """What owns one compiled package (engine/aot_step.py): building it, finding it in the cache, loading it and
+    warming it up, for a model's stack (FastModel) and a feature head's draft step (models/head_fast_path.FastHead)
+    alike. A part says what it exports (`export`); until its package is loaded, or where compiling cannot work, the
+    same module runs eager. Which of the two a request runs is chosen when it starts, and kept to its end."""
+
+    what = "the step"  # as the failure line names it
+
+    def __init__(self, compile_step: bool, device: torch.device) -> None:
+        missing = compiler_missing(device) if compile_step else None
+        self.report = CompileReport(compiled=compile_step and missing is None, reason=missing)
+        if not compile_step:
+            self.report.reason = "compiling is off"
+        self.package: CompiledModule | None = None  # once compiled or loaded
+        self._building = threading.Lock()
+
+    def export(self) -> tuple:
+        """(module, example inputs, their symbolic sizes, what the package's key describes, the source modules)."""
+        raise NotImplementedError
+
+    @property
+    def engine(self) -> str:
+        """What a request starting now runs on: "compiled" (the package is loaded) or "eager"."""
+        return "compiled" if self.package is not None else "eager"
+
+    def build(self) -> CompiledModule | None:
+        """Load the package from the cache, or export and compile it here (timed); on failure, eager from then on.
+        Exporting traces the modules, which patches them for the whole process: only a process that runs no request
+        meanwhile may compile (the CLI before it times anything, serving/compile_worker.py)."""
+        with self._building:
+            if self.package is None and self.report.compiled:
+                self.package = timed_build(self.report, self.what, lambda: load_or_compile_module(*self.export()))
+            return self.package
+
+    def is_cached(self) -> bool:
+        """Whether building means loading a cached package (about a second), not compiling one."""
+        module, _example, _shapes, described, sources = self.export()
+        return package_path(module, described, sources).is_file()
+
+    def load_cached(self) -> bool:
+        """Load the package if the cache holds it (never compiles): whether requests now run compiled."""
+        if self.package is None and self.report.compiled and self.is_cached():
+            self.build()
+        return self.package is not None
+
+    def warm_up(self) -> CompileReport:
+        """Compile (or load) the package now, in this process: a request then never waits for the compiler."""
+        self.build()
+        return self.report
+
+
+class FastModel(CompiledPart):
+    """One model's static-cache forward, its step (the package, or the same forward eager) and a pool of caches."""
 
     def __init__(self, model: PreTrainedModel, compile_step: bool) -> None:
+        super().__init__(compile_step, model.device)
+        if compile_step and not self.report.compiled:
+            print(f"specviz: {self.report.reason}.")
         self.model = model
         self.context = getattr(model.config, "max_position_embeddings", None) or 2048
         self.forward = StaticLlama(model, max_length=self.context)
@@ -125,14 +180,9 @@ class FastModel:
         self.no_tail = torch.full((self.context, 1), -1, device=self.device)  # plain rows attend over the context only
         self._free: list[list[torch.Tensor]] = []
         self._lock = threading.Lock()
-        missing = compiler_missing(self.device) if compile_step else None
-        if missing:
-            print(f"specviz: {missing}.")
-        self.report = CompileReport(compiled=compile_step and missing is None, reason=missing)
-        self._compiled: CompiledStack | None = None  # the model's package (engine/aot_step.py), once compiled or loaded
-        self._building = threading.Lock()
-        if not compile_step and self.report.reason is None:
-            self.report.reason = "compiling is off"
+
+    def export(self) -> tuple:
+        return stack_export(self.forward, lambda length: self.forward.new_cache(length, self.dtype))
 
     def new_cache(self, length: int) -> list[torch.Tensor]:
         """A cache for `length` positions (one tensor per layer): a pooled one if long enough, else a new one."""
@@ -142,81 +192,41 @@ class FastModel:
                     return self._free.pop(i)
         return self.forward.new_cache(length, self.dtype)
 
-    def release(self, cache: list[torch.Tensor]) -> None:
-        with self._lock:
-            self._free.append(cache)
-
     def release_all(self, held: list[list[torch.Tensor]]) -> None:
         """Return a decoder's caches to the pool (emptying its list, so none is returned twice)."""
         with self._lock:
             self._free.extend(held)
             held.clear()
 
-    @property
-    def engine(self) -> str:
-        """What a request starting now runs on: "compiled" (the package is loaded) or "eager"."""
-        return "compiled" if self._compiled is not None else "eager"
-
     def stepper(self):
         """The step a request starting now runs from its first token to its last: the loaded package's, else eager.
-        A package loaded later serves the requests that start after it: a request never switches engines halfway.
+        A package loaded later serves the requests that start after it: a request never switches engines halfway,
+        and the package's range covers every step a request can take (one token included, up to the context).
 
         A step feeds rows at positions start…, or a token tree's rows (`tree`, written at slots start…, each at its
         depth's position seeing only its keys): the same package (or eager forward) with other rows (static_cache.Rows),
         and returns the hidden states of every layer (transformers' order)."""
-        compiled = self._compiled
-        if compiled is None:
-            return self.eager_step
+        package = self.package  # None: the same stack eager
 
         def step(token_ids: torch.Tensor, start: int, cache: list[torch.Tensor], tree: TreeRows | None = None):
             rows = self.rows(token_ids.shape[0], start, tree)
-            seen = rows.visible.shape[0]
-            if seen > 1 and seen + rows.tail.shape[1] <= compiled.max_visible:  # the export's range: 2 … context − 1
-                return compiled(token_ids, rows, cache)
-            return self.forward(token_ids, rows, cache)
+            if package is None:
+                return self.forward(token_ids, rows, cache)
+            x = self.forward.embed_tokens(token_ids)  # one eager lookup: the package carries no embedding table
+            return [x, *package(x, *rows, *cache)]
 
         return step
 
-    def eager_step(
-        self, token_ids: torch.Tensor, start: int, cache: list[torch.Tensor], tree: TreeRows | None = None
-    ) -> list[torch.Tensor]:
-        """`step` without the compiler: what a request runs while the package compiles in the background."""
-        return self.forward(token_ids, self.rows(token_ids.shape[0], start, tree), cache)
-
     def rows(self, n: int, start: int, tree: TreeRows | None) -> Rows:
-        """The forward's rows: plain decoding's (n rows at positions start…, causal), or a token tree's."""
+        """The forward's rows: plain decoding's (n rows at positions start…, causal), or a token tree's. The context
+        is at least two slots wide (a lone first token's second slot is masked): the export's floor."""
         slots = self.positions[start : start + n]
         if tree is not None:
             prefix, tail = tree.prefix.to(self.device), tree.tail.to(self.device)
-            visible = self.positions[: int(tree.prefix.max())]
+            visible = self.positions[: max(2, int(tree.prefix.max()))]
             return Rows(tree.positions.to(self.device), slots, visible, prefix, tail)
-        return Rows(slots, slots, self.positions[: start + n], self.counts[start : start + n], self.no_tail[:n])
-
-    def build(self) -> CompiledStack | None:
-        """Load the model's package from the cache, or export and compile it here (timed); on failure, eager from
-        then on. Exporting traces the model's modules, which patches them for the whole process: only a process
-        that runs no request meanwhile may compile (the CLI before it times anything, serving/compile_worker.py)."""
-        with self._building:
-            if self._compiled is None and self.report.compiled:
-                new_cache = lambda length: self.forward.new_cache(length, self.dtype)  # noqa: E731
-                self._compiled = timed_build(self.report, "the step", lambda: load_or_compile(self.forward, new_cache))
-            return self._compiled
-
-    def is_cached(self) -> bool:
-        """Whether building means loading a cached package (about a second), not compiling one."""
-        return stack_is_cached(self.forward, lambda length: self.forward.new_cache(length, self.dtype))
-
-    def load_cached(self) -> bool:
-        """Load the package if the cache holds it (never compiles): whether the model now runs compiled."""
-        if self._compiled is None and self.report.compiled and self.is_cached():
-            self.build()
-        return self._compiled is not None
-
-    def warm_up(self) -> CompileReport:
-        """Compile (or load) the package now, in this process: a request then never waits for the compiler."""
-        if self.report.compiled:
-            self.build()
-        return self.report
+        visible = self.positions[: max(2, start + n)]
+        return Rows(slots, slots, visible, self.counts[start : start + n], self.no_tail[:n])
 
 
 def fast_model(model: PreTrainedModel) -> FastModel | None:
@@ -337,14 +347,14 @@ def pair_engine(pair) -> str:
 @contextmanager
 def eager_meanwhile(pair) -> Iterator[None]:
     """Requests that start inside run the eager step, as before the packages loaded (benchmarks compare the two)."""
-    held = [(fast, fast._compiled) for fast in fast_models(pair).values()]
+    held = [(fast, fast.package) for fast in fast_models(pair).values()]
     for fast, _package in held:
-        fast._compiled = None
+        fast.package = None
     try:
         yield
     finally:
         for fast, package in held:
-            fast._compiled = package
+            fast.package = package
 
 
 def compile_summary(reports: dict[str, CompileReport]) -> str:

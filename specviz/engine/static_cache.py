@@ -99,20 +99,30 @@ class StaticLlama(nn.Module):
 
     def new_cache(self, length: int, dtype: torch.dtype) -> list[torch.Tensor]:
         """One tensor per layer, (2 · kv_heads, length, head_dim): the keys' heads, then the values' heads. Separate
-        tensors, so a compiled step writes each in place (one stacked tensor made Inductor copy it whole per layer)."""
+        tensors, so a compiled step writes each in place (one stacked tensor made Inductor copy it whole per layer).
+        Zeros, not garbage: a masked slot's weight is an exact zero, and zero times a finite value adds nothing."""
         device = self.embed_tokens.weight.device
         shape = (2 * self.n_kv_heads, length, self.head_dim)
         with torch.inference_mode():  # what every step runs in: a compiled step then sees one kind of tensor
-            return [torch.empty(shape, dtype=dtype, device=device) for _ in range(self.n_layers)]
+            return [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.n_layers)]
 
     def forward(self, token_ids: torch.Tensor, rows: Rows, cache: list[torch.Tensor]) -> list[torch.Tensor]:
-        """The rows' tokens through the stack, eager (engine/aot_step.py compiles `layers`, the same code): each row's
-        key and value are written into `cache` at its slot, and it attends over its keys only.
+        """The rows' tokens through the stack, eager (engine/aot_step.py compiles `layers_forward`, the same code): each
+        row's key and value are written into `cache` at its slot, and it attends over its keys only. A long forward (a
+        prefill) goes through in parts of rows, in order, so that eager's attention products fit in memory (compiled,
+        they are fused): a row attends only to rows before it, so each part finds their keys written.
 
         Returns transformers' hidden_states: the embeddings, each layer's input after that, and the final normed
         state last (index −1)."""  # (n,), Rows, [(2 · kv_heads, length, head_dim)] × layers → [(n, hidden)] × (layers + 1)
         x = self.embed_tokens(token_ids)  # (n, hidden)
-        return [x, *self.layers_forward(x, rows, cache)]
+        width = rows.visible.shape[0] + rows.tail.shape[1]
+        step = max(1, EAGER_PRODUCTS // (self.n_heads * width * self.head_dim))
+        if x.shape[0] <= step:
+            return [x, *self.layers_forward(x, rows, cache)]
+        parts = [
+            self.layers_forward(x[first : first + step], rows_part(rows, first, step), cache) for first in range(0, len(x), step)
+        ]
+        return [x, *(torch.cat(states) for states in zip(*parts))]
 
     def layers_forward(self, x: torch.Tensor, rows: Rows, cache: list[torch.Tensor]) -> list[torch.Tensor]:
         """Every layer after the embedding, then the final norm: the one stack loop, run eager by `forward` and exported
@@ -126,6 +136,17 @@ class StaticLlama(nn.Module):
             states.append(x)
         states[-1] = self.norm(x)
         return states
+
+
+EAGER_PRODUCTS = 2**25  # an eager forward's attention products, at most (float32: 128 MiB); longer ones go in parts
+
+
+def rows_part(rows: Rows, first: int, count: int) -> Rows:
+    """Rows first … first + count − 1 of `rows`, their context cut to what they see."""
+    part = slice(first, first + count)
+    prefix = rows.prefix[part]
+    visible = rows.visible[: max(2, int(prefix.max()))]
+    return Rows(rows.positions[part], rows.slots[part], visible, prefix, rows.tail[part])
 
 
 @dataclass(frozen=True)
@@ -144,56 +165,21 @@ def decoder_layer(shape, layer, qkv, gate_up, x, rows, unseen, cos, sin, layer_c
     return x + mlp(layer.mlp, gate_up, layer.post_attention_layernorm(x))
 
 
-EAGER_GROUP_ELEMENTS = 2**22  # eager attention takes rows in groups of at most this many products (memory)
-EAGER_EXACT_ROWS = 64  # eager forwards of up to this many rows (verify passes, trees) reduce each row over its keys only
-
-
 def attention(shape, module, qkv, x, rows: Rows, unseen, cos, sin, layer_cache):
+    """The layer's attention block, eager and compiled alike: every row attends over the context's slots then its tail's,
+    padded to one width and masked (`unseen`). The masked keys add exact zeros after a row's own keys, which leave its
+    sums as they were, so a token's output is the same alone, in a verify pass and as a tree node (docs/trees.md)."""
     n, heads, kv_heads, head_dim = x.shape[0], shape.n_heads, shape.n_kv_heads, shape.head_dim
     qkv = project(qkv, (module.q_proj, module.k_proj, module.v_proj), x)  # (n, (heads + 2 kv) · head_dim)
     qkv = qkv.view(n, heads + 2 * kv_heads, head_dim).transpose(0, 1)  # (heads + 2 kv, n, head_dim)
     qk, v = qkv[: heads + kv_heads], qkv[heads + kv_heads :]
     qk = qk * cos + rotate_half(qk) * sin  # rotary on q and k at once: elementwise, so the same bits
-    q = qk[:heads]
     layer_cache.index_copy_(1, rows.slots, torch.cat([qk[heads:], v]))  # write this step's keys and values
-    if torch.compiler.is_compiling():  # one fused loop over every row's keys, padded and masked
-        context = layer_cache[:, : rows.visible.shape[0]]  # (2 · kv_heads, visible, head_dim): a slice, shared by every row
-        tail = layer_cache[:, rows.tail.clamp(min=0)]  # (2 · kv_heads, n, depth, head_dim): a few gathered slots
-        both = torch.cat([context[:, None].expand(-1, n, -1, -1), tail], dim=2)  # (2 · kv_heads, n, visible + depth, head_dim)
-        out = reduced_attention(shape, q, both[:kv_heads], both[kv_heads:], unseen)
-    else:
-        out = eager_attention(shape, q, rows, unseen, layer_cache)
+    context = layer_cache[:, : rows.visible.shape[0]]  # (2 · kv_heads, visible, head_dim): a slice, shared by every row
+    tail = layer_cache[:, rows.tail.clamp(min=0)]  # (2 · kv_heads, n, depth, head_dim): a few gathered slots
+    both = torch.cat([context[:, None].expand(-1, n, -1, -1), tail], dim=2)  # (2 · kv_heads, n, visible + depth, head_dim)
+    out = reduced_attention(shape, qk[:heads], both[:kv_heads], both[kv_heads:], unseen)
     return module.o_proj(out.transpose(0, 1).reshape(n, heads * head_dim))
-
-
-def eager_attention(shape, q, rows: Rows, unseen, layer_cache):
-    """reduced_attention eager. Up to EAGER_EXACT_ROWS rows (verify passes, trees), each row reduces over its own keys
-    exactly, rows that see as many keys together: torch's eager reductions round a row differently when masked keys
-    follow it (docs/trees.md), so this is what keeps a pass's rows equal to one-token steps. A longer forward (a
-    prefill) is one padded, masked pass. Rows go in groups small enough for memory (compiled, the products are fused;
-    eager makes them)."""  # (heads, n, head_dim) → same
-    heads, n, head_dim = q.shape
-    kv_heads = layer_cache.shape[0] // 2
-    visible, device = rows.visible.shape[0], q.device
-    if n > EAGER_EXACT_ROWS:
-        sets = [((visible, rows.tail.shape[1]), list(range(n)))]
-    else:
-        by_keys: dict[tuple[int, int], list[int]] = {}
-        for row, key in enumerate(zip(rows.prefix.tolist(), (rows.tail >= 0).sum(dim=1).tolist())):
-            by_keys.setdefault(key, []).append(row)
-        sets = list(by_keys.items())
-    out = q.new_empty(heads, n, head_dim)
-    for (prefix, depth), members in sets:
-        step = max(1, EAGER_GROUP_ELEMENTS // (heads * (prefix + depth) * head_dim))
-        for first in range(0, len(members), step):
-            index = torch.tensor(members[first : first + step], device=device)
-            context = torch.arange(prefix, device=device).expand(len(index), prefix)
-            keys = torch.cat([context, rows.tail[index, :depth].clamp(min=0)], dim=1)  # (g, prefix + depth)
-            masked = unseen[index] if n > EAGER_EXACT_ROWS else None
-            out[:, index] = reduced_attention(
-                shape, q[:, index], layer_cache[:kv_heads, keys], layer_cache[kv_heads:, keys], masked
-            )
-    return out
 
 
 def reduced_attention(shape, q, keys, values, unseen):

@@ -10,18 +10,16 @@ from, and what is accepted is judged against the target's p as before.
 
 from __future__ import annotations
 
-import threading
-
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from specviz.engine import static_cache
-from specviz.engine.aot_step import CompiledModule, load_or_compile_module, package_path
-from specviz.engine.compiled import ATTRIBUTE, CACHE_CHUNK, CompileReport, compiler_missing, timed_build
-from specviz.engine.static_cache import Shape, reduced_attention
+from specviz.engine.aot_step import CompiledModule
+from specviz.engine.compiled import ATTRIBUTE, CACHE_CHUNK, CompiledPart
+from specviz.engine.static_cache import Shape, reduced_attention, rotate_half
 from specviz.models import feature_head
-from specviz.models.feature_head import FeatureHead, _rotate
+from specviz.models.feature_head import FeatureHead
 
 
 class StaticFeatureCache:
@@ -77,7 +75,7 @@ class DraftStep(nn.Module):
         angles = positions.float()[:, None] * self.rope_inverse[None, :]  # (n, d/2), float32 as FeatureHead.rotary
         angles = torch.cat([angles, angles], dim=-1)
         cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
-        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin  # FeatureHead's rotation
         cache.index_copy_(1, positions, torch.cat([k, v]))
         keys, values = cache[:kv_heads, : visible.shape[0]], cache[kv_heads:, : visible.shape[0]]
         unseen = visible[None, :] > positions[:, None]  # (n, visible): causal
@@ -86,24 +84,24 @@ class DraftStep(nn.Module):
         return predicted, head.kept_logits(predicted[-1:])
 
 
-class FastHead:
-    """A feature head's compiled draft step (built or loaded once, as engine/compiled.FastModel builds a model's),
-    with the same report and warm-up; until it is loaded, the same step runs eager."""
+class FastHead(CompiledPart):
+    """A feature head's draft step (DraftStep): its package built, cached, loaded and warmed up as a model's are
+    (engine/compiled.CompiledPart); until it is loaded, or where compiling cannot work, the same step runs eager.
+    Any head with FeatureHead's drafting interface (`shape`, `embedding`, `fuse`, `finish`, `kept_logits`, `widen`…)."""
 
-    def __init__(self, head: FeatureHead) -> None:
+    what = "the head's step"
+
+    def __init__(self, head: FeatureHead, compile_step: bool = True) -> None:
+        super().__init__(compile_step, head.embedding.device)
         self.head = head
         self.step_module = DraftStep(head)
-        self.report = CompileReport(compiled=True)
-        self._compiled: CompiledModule | None = None
-        self._building = threading.Lock()
 
-    @property
-    def engine(self) -> str:
-        return "compiled" if self._compiled is not None else "eager"
+    def export(self) -> tuple:
+        return step_export(self.step_module)
 
     def new_cache(self) -> StaticFeatureCache:
         """A request's cache, with the draft step it runs from start to end (the package loaded now, else eager)."""
-        return StaticFeatureCache(self.head, compiled=self._compiled)
+        return StaticFeatureCache(self.head, compiled=self.package)
 
     @torch.inference_mode()
     def draft_step(self, token_ids: torch.Tensor, features: torch.Tensor, cache: StaticFeatureCache):
@@ -112,48 +110,22 @@ class FastHead:
         cache.make_room(self.head, rows)
         device = cache.tensor.device
         positions = torch.arange(start, start + rows, device=device)
-        visible = torch.arange(start + rows, device=device)
+        visible = torch.arange(max(2, start + rows), device=device)  # the export's floor: a lone first one's is masked
         features = features.view(rows, -1).to(self.head.input_norm.weight.dtype)
-        compiled = cache.compiled if start + rows >= 2 else None  # the export's floor: two positions seen
-        step = compiled if compiled is not None else self.step_module
+        step = cache.compiled if cache.compiled is not None else self.step_module
         embedded = F.embedding(token_ids, self.head.embedding)
         predicted, kept = step(embedded, features, positions, visible, cache.tensor)
         cache.length = start + rows
         return predicted[-1:], self.head.widen(kept)
 
-    def build(self) -> CompiledModule | None:
-        """Load the head's package from the cache, or export and compile it here (timed); on failure, eager from then
-        on. Only a process that runs no request meanwhile compiles (engine/compiled.FastModel.build says why)."""
-        with self._building:
-            if self._compiled is None and self.report.compiled:
-                make = lambda: load_or_compile_module(*_step_export(self.step_module))  # noqa: E731
-                self._compiled = timed_build(self.report, "the head's step", make)
-            return self._compiled
 
-    def is_cached(self) -> bool:
-        """Whether building means loading a cached package, not compiling one."""
-        module, _example, _shapes, described, sources = _step_export(self.step_module)
-        return package_path(module, described, sources).is_file()
-
-    def load_cached(self) -> bool:
-        """Load the package if the cache holds it (never compiles): whether the head now drafts compiled."""
-        if self._compiled is None and self.report.compiled and self.is_cached():
-            self.build()
-        return self._compiled is not None
-
-    def warm_up(self) -> CompileReport:
-        self.build()
-        return self.report
-
-
-def enable_fast_head(head: FeatureHead) -> FastHead | None:
-    """Give a loaded head its compiled draft step (once), where compiling can work here; None where it cannot."""
+def enable_fast_head(head: FeatureHead, compile_step: bool = True) -> FastHead:
+    """Give a loaded head its draft step over a static cache (once), compiled where `compile_step` and compiling can
+    work here, else the same step eager."""
     existing = getattr(head, ATTRIBUTE, None)
     if existing is not None:
         return existing
-    if compiler_missing(head.embedding.device) is not None:
-        return None  # the target's FastModel already said why, in one line
-    fast = FastHead(head)
+    fast = FastHead(head, compile_step)
     object.__setattr__(head, ATTRIBUTE, fast)  # not a submodule: the head's state dict stays as it was
     return fast
 
@@ -162,7 +134,7 @@ def fast_head(head: FeatureHead) -> FastHead | None:
     return getattr(head, ATTRIBUTE, None)
 
 
-def _step_export(step: DraftStep):
+def step_export(step: DraftStep):
     """What exporting the draft step takes: the module, example inputs, their symbolic sizes, what its key describes."""
     head = step.head
     device = head.embedding.device
@@ -183,7 +155,7 @@ def _step_export(step: DraftStep):
 
 def _new_cache(head: FeatureHead, capacity: int) -> torch.Tensor:
     shape = head.shape
-    with torch.inference_mode():  # what every draft step runs in
-        return torch.empty(
+    with torch.inference_mode():  # what every draft step runs in; zeros: a masked slot adds exact zeros
+        return torch.zeros(
             2 * shape.kv_heads, capacity, shape.head_dim, dtype=head.input_norm.weight.dtype, device=head.embedding.device
         )

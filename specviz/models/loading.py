@@ -280,7 +280,7 @@ def load_pair(
 
 def enable_fast_path(pair: LoadedPair) -> None:
     """Both models decode over a static cache with a compiled step where their layout allows (engine/compiled.py), and
-    a feature head drafts with a compiled step beside a compiled target (models/head_fast_path.py). Nothing compiles
+    a feature head drafts over a static cache too, compiled beside a compiled target (models/head_fast_path.py). Nothing compiles
     here: `warm_up_pair` (the CLI, before timing) or the app's background compile does, else the first step."""
     from specviz.engine.compiled import enable, fast_model, use_inductor_cache
 
@@ -289,10 +289,11 @@ def enable_fast_path(pair: LoadedPair) -> None:
         if part is not None:
             enable(part.model)
     fast_target = fast_model(pair.target.model)
-    if pair.feature_head is not None and fast_target is not None and fast_target.report.compiled:
+    if pair.feature_head is not None:
         from specviz.models.head_fast_path import enable_fast_head
 
-        enable_fast_head(pair.feature_head.head)  # its draft step compiled like the target's (models/head_fast_path.py)
+        compile_head = fast_target is not None and fast_target.report.compiled  # compiled beside a compiled target
+        enable_fast_head(pair.feature_head.head, compile_head)  # its draft step (models/head_fast_path.py)
 
 
 def in_form(loaded: LoadedModel, form: str) -> LoadedModel:

@@ -15,8 +15,9 @@ Row independence also needs plain ("eager") attention: torch's fused CPU attenti
 number of query rows, so a token's output differs in the last bits between a one-row step and a five-row pass, and
 oneDNN's bf16 GEMM blocks by rows too (measured on SmolLM2, AVX-512: |Δ logit| up to 0.78 with SDPA, 1.16 in bf16).
 The weight-only forms switch the model to eager attention; with it their logits are bit-identical alone and in a pass
-where torch has AVX-512 kernels. On AVX2 its bf16 matmul blocks by query rows too, so there a verify pass attends row
-by row (row_exact_attention).
+where torch has AVX-512 kernels. On AVX2 its bf16 matmul blocks by query rows too, so there transformers' forward
+does not keep rows independent; Llama-family models decode on the fast path (engine/compiled.py), whose one
+attention (static_cache.attention) keeps them independent on any CPU, and nothing is registered into transformers.
 
 Not `quantize_dynamic`: it quantises activations with one scale shared by all rows of a forward, so a token's
 logits would depend on which other tokens share the verify pass, and greedy speculation would stop being exact.
@@ -28,11 +29,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from transformers import AttentionInterface
-from transformers.masking_utils import AttentionMaskInterface, eager_mask
-from transformers.models.llama.modeling_llama import eager_attention_forward, repeat_kv
-
-from specviz.engine.settings import MAX_GAMMA
 
 FORMS = ("bf16", "int8", "int4", "fp32")
 INT4_GROUP = 32
@@ -97,59 +93,6 @@ class Int4WeightOnly(nn.Module):
         return out.view(*x.shape[:-1], self.out_features)
 
 
-ROW_EXACT = "specviz_row_exact"
-ROW_BY_ROW_UP_TO = MAX_GAMMA + 1  # every verify pass (γ + 1 rows) attends row by row; a longer prefill keeps one product
-
-
-def row_exact_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """transformers' eager attention, except that a pass of a few new rows attends one row at a time, each over exactly
-    the keys it may see: then every row runs the very products a one-token step runs, whatever the CPU's kernels.
-
-    Needed on AVX2: there torch's bf16 matmul blocks its work by the number of query rows, so in one batched product
-    a token's attention output depended on its neighbours (SmolLM2 in int4 with the AVX2 settings: |Δ logit| 0.69
-    after a 200-token prefix, and 3 of 16 held-out answers parted from generate() at bf16 near-ties; with this, 0 and
-    16 of 16). Not needed with AVX-512, where it only costs time (attention_for_this_cpu)."""
-    rows = query.shape[2]
-    if rows == 1 or rows > ROW_BY_ROW_UP_TO:
-        return eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout, **kwargs)
-    keys = repeat_kv(key, module.num_key_value_groups)
-    values = repeat_kv(value, module.num_key_value_groups)
-    length = keys.shape[2]
-    outputs = []
-    for row in range(rows):
-        visible = length - rows + row + 1  # causal: the keys up to and including this row's own
-        scores = torch.matmul(query[:, :, row : row + 1], keys[:, :, :visible].transpose(2, 3)) * scaling
-        if attention_mask is not None:
-            scores = scores + attention_mask[:, :, row : row + 1, :visible]
-        weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-        outputs.append(torch.matmul(weights, values[:, :, :visible]))  # (batch, heads, 1, head_dim)
-    return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), None
-
-
-def attention_for_this_cpu(model: nn.Module | None = None) -> str:
-    """Plain eager attention where torch has AVX-512 kernels (rows measured independent, |Δ| 0 after 300 tokens);
-    row by row in verify passes elsewhere (AVX2), where batched bf16 products depend on the number of rows.
-
-    Row by row follows Llama's attention (grouped key/value heads: Llama, Qwen2, Mistral, SmolLM…); a model whose
-    attention has no `num_key_value_groups` (GPT-2, GPT-NeoX) keeps eager attention, rows then not guaranteed
-    independent on AVX2."""
-    if torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
-        return "eager"
-    if model is not None and not any(hasattr(module, "num_key_value_groups") for module in model.modules()):
-        return "eager"
-    return row_exact()
-
-
-def row_exact() -> str:
-    """row_exact_attention's name, told to transformers on the first call (a model loaded on an AVX2 CPU), never at
-    import. A model is set to it once, at load, never during a request. Llama-family models decode on the fast path
-    (engine/compiled.py), whose own attention keeps rows independent on any CPU: this one serves transformers'
-    forward where the fast path is off."""
-    AttentionInterface.register(ROW_EXACT, row_exact_attention)
-    AttentionMaskInterface.register(ROW_EXACT, eager_mask)  # the causal mask eager attention is given
-    return ROW_EXACT
-
-
 def supports(form: str, linear: nn.Linear) -> bool:
     if form == "int4":
         return linear.in_features % INT4_GROUP == 0 and linear.out_features % 16 == 0
@@ -169,7 +112,7 @@ def apply_form(model: nn.Module, form: str) -> nn.Module:
     if hasattr(model, "set_attn_implementation"):
         # torch's fused CPU attention blocks its work by the number of query rows, so one token's output changed
         # with the tokens beside it (|Δ logit| up to 0.78 on SmolLM2); plain attention keeps rows independent
-        model.set_attn_implementation(attention_for_this_cpu(model))
+        model.set_attn_implementation("eager")
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear) and supports(form, child):

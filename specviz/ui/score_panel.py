@@ -1,7 +1,7 @@
 """The "Score my draft" panel: paste text (or pick a prompt set) and see, without generating, how often the
 draft would be accepted along it, where it struggles, and what speedup that predicts over γ.
 
-specviz/ui/score_tab.py lays the panel out and wires its button to `score_views`; everything it shows comes from the pure
+specviz/ui/parts/score_tab.py lays the panel out and wires its button to `score_views`; everything it shows comes from the pure
 renderers below (tested without a browser). Scoring needs torch: it is imported on the first score, so the
 app's first page does not wait for transformers.
 """

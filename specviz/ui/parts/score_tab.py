@@ -6,10 +6,11 @@ import gradio as gr
 
 from specviz.engine.settings import MAX_GAMMA
 from specviz.ui.guard import in_sentences
+from specviz.ui.parts.screen import AS_SENT
 from specviz.ui.score_panel import CONTINUATION_TOKENS, HARDEST_HEADERS, MAX_SCORE_CHARS, MY_TEXT, PROMPT_SETS, score_views
 
 
-def score_tab(pair_box: gr.Dropdown) -> None:
+def build(pair_box: gr.Dropdown) -> None:
     """Build the tab inside an open gr.Tab; it scores the pair chosen in `pair_box`."""
     gr.Markdown(
         "### Score my draft\nHow often would this draft be accepted on *your* text? One teacher-forced pass "
@@ -45,4 +46,4 @@ def score_tab(pair_box: gr.Dropdown) -> None:
         return {outputs[name]: value for name, value in views.items()}
 
     inputs = [pair_box, text, prompt_set, temperature, gamma, own]
-    button.click(score_clicked, inputs, set(outputs.values()), preprocess=False)  # checked by score_views, as sent
+    button.click(score_clicked, inputs, set(outputs.values()), **AS_SENT)  # checked by score_views, as sent
