@@ -23,11 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 import torch  # noqa: E402
 
 from specviz.cli.options import compile_before_timing  # noqa: E402
-from specviz.drafting.registry import make_drafter, make_tree_drafter  # noqa: E402
+from specviz.drafting.registry import make_drafter  # noqa: E402
 from specviz.engine import DecodeSettings, autoregressive_decode, speculative_decode  # noqa: E402
 from specviz.engine.compiled import decoder_for, fast_models  # noqa: E402
 from specviz.engine.tree_shape import TreeShape  # noqa: E402
-from specviz.engine.tree_speculative import tree_speculative_decode  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
 from specviz.prompts.sets import CHAT_HELDOUT  # noqa: E402
 from specviz.run.runner import encode_prompt  # noqa: E402
@@ -59,12 +58,8 @@ def main() -> None:
 
     def speculative(ids: list[int], tree: bool) -> list[int]:
         target = decoder_for(pair.target.model, vocab)
-        if tree:
-            shape = TreeShape.parse(args.tree)
-            drafter = make_tree_drafter(pair, entry.drafter)
-            events = tree_speculative_decode(target, drafter, ids, replace(settings, tree=shape), pair.vocabulary)
-        else:
-            events = speculative_decode(target, make_drafter(pair, entry.drafter), ids, settings, pair.vocabulary)
+        chosen = replace(settings, tree=TreeShape.parse(args.tree)) if tree else settings
+        events = speculative_decode(target, make_drafter(pair, entry.drafter, tree), ids, chosen, pair.vocabulary)
         return list(list(events)[-1].new_token_ids)
 
     expected = [plain(ids) for ids in prompts]

@@ -5,7 +5,7 @@
                                        [--shapes 1 1x1x1 3 2x1:1 nodes=8,depth=4 ...]
 
 Greedy, the pair in its default form (the real pair: int4 target, int8 feature head). For each shape, every prompt is
-decoded by the tree engine (engine/tree_speculative.py; a chain is the shape 1x…x1), and its output is checked against
+decoded by the engine (engine/speculative.py; a chain is the shape 1x…x1), and its output is checked against
 plain decoding in the same form. Printed per shape: rows per verify pass (nodes + 1), tokens per target pass, the
 draft forwards per cycle, ms per token, and the speedup over plain decoding timed prompt by prompt right before each
 tree run (interleaved, so a machine whose load changes during the run still compares like with like; quote ratios).
@@ -28,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 import torch  # noqa: E402
 
 from benchmarks.results import write_results  # noqa: E402
-from specviz.drafting.tree_drafters import FeatureTreeDrafter, LookupTreeDrafter, ModelTreeDrafter  # noqa: E402
+from specviz.drafting.drafters import FeatureDrafter, ModelDrafter, PromptLookupDrafter  # noqa: E402
 from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode  # noqa: E402
 from specviz.engine.compiled import decoder_for, enable  # noqa: E402
-from specviz.engine.tree_drafter import TreeShape  # noqa: E402
-from specviz.engine.tree_speculative import tree_speculative_decode  # noqa: E402
+from specviz.engine.speculative import speculative_decode  # noqa: E402
+from specviz.engine.tree_shape import TreeShape  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
 from specviz.prompts.sets import load_prompt_set  # noqa: E402
 from specviz.run.runner import encode_prompt  # noqa: E402
@@ -93,13 +93,13 @@ def main() -> None:
             baseline = plain(ids)
             plain_s, step_s = plain_s + baseline.wall_s, step_s + baseline.step_s / len(prompts)
             if args.drafter == "feature":
-                drafter = FeatureTreeDrafter(pair.feature_head.head, vocab)
+                drafter = FeatureDrafter(pair.feature_head.head, vocab, compiled=False)
             elif args.drafter == "model":
-                drafter = ModelTreeDrafter(decoder(pair.draft.model))
+                drafter = ModelDrafter(decoder(pair.draft.model))
             else:
-                drafter = LookupTreeDrafter()
+                drafter = PromptLookupDrafter()
             tree_settings = replace(settings, tree=shape)
-            events = list(tree_speculative_decode(decoder(pair.target.model), drafter, ids, tree_settings, pair.vocabulary))
+            events = list(speculative_decode(decoder(pair.target.model), drafter, ids, tree_settings, pair.vocabulary))
             summary = events[-1]
             wall_s += summary.wall_s
             tokens += len(summary.new_token_ids)

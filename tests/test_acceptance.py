@@ -1,4 +1,5 @@
-"""The acceptance test's decision against the algorithm written out, its display numbers, and what the cycle's clock counts."""
+"""The acceptance test's decision against the algorithm written out, the chain's fast path against the tree's walk, its
+display numbers, and what the cycle's clock counts."""
 
 import time
 
@@ -9,8 +10,9 @@ import torch.nn.functional as F
 from specviz.drafting.drafters import ModelDrafter
 from specviz.engine import CachedDecoder, Cycle, DecodeSettings, SamplingSettings, speculative_decode
 from specviz.engine import speculative as speculative_module
-from specviz.engine.acceptance import explain_verdict, judge_drafts
+from specviz.engine.acceptance import explain, judge, judge_sampled_tree
 from specviz.engine.sampling import residual, warp
+from specviz.engine.tree import TokenTree
 from tests.tiny import fake_vocabulary, tiny_llama
 
 VOCAB = 50
@@ -36,7 +38,7 @@ def test_greedy_decision_is_the_algorithm_with_one_hot_distributions(seed):
     best = target_logits.argmax(-1).tolist()
     wrong_from = seed % (k + 1)  # drafts agree with the target's argmax up to here, then one differs
     drafts = [best[i] if i < wrong_from else (best[i] + 1) % VOCAB for i in range(k)]
-    verdict = judge_drafts(target_logits, drafts, None, GREEDY, 1.0, generator)
+    verdict = judge(target_logits, TokenTree.chain(drafts), None, GREEDY, generator)
     assert (verdict.n_accepted, verdict.new_token_id) == greedy_by_definition(target_logits, drafts)
     assert verdict.n_accepted == min(wrong_from, k)
 
@@ -46,8 +48,8 @@ def test_lenient_greedy_accepts_while_p_of_the_draft_is_near_the_top():
     target_logits[0, 3], target_logits[0, 4] = 2.0, 1.9  # draft 4 is a near-tie with the argmax 3
     target_logits[1, 7], target_logits[1, 8] = 2.0, -1.0  # draft 8 is far below the argmax 7
     target_logits[2, 9] = 5.0
-    exact = judge_drafts(target_logits, [4, 8], None, GREEDY, 1.0, torch.Generator())
-    lenient = judge_drafts(target_logits, [4, 8], None, GREEDY, 0.5, torch.Generator())
+    exact = judge(target_logits, TokenTree.chain([4, 8]), None, GREEDY, torch.Generator())
+    lenient = judge(target_logits, TokenTree.chain([4, 8]), None, GREEDY, torch.Generator(), lenience=0.5)
     assert (exact.n_accepted, exact.new_token_id) == (0, 3)
     assert (lenient.n_accepted, lenient.new_token_id) == (1, 7)
 
@@ -57,14 +59,18 @@ def test_display_numbers_under_greedy():
     best = target_logits.argmax(-1).tolist()
     drafts = [best[0], (best[1] + 1) % VOCAB]
     draft_logits = torch.randn(2, VOCAB)
-    verdict = judge_drafts(target_logits, drafts, None, GREEDY, 1.0, torch.Generator())
-    shown = explain_verdict(verdict, target_logits, drafts, None, draft_logits, GREEDY)
+    chain = TokenTree.chain(drafts)
+    verdict = judge(target_logits, chain, None, GREEDY, torch.Generator())
+    shown = explain(verdict, target_logits, chain, None, draft_logits, GREEDY)
     softmax = torch.softmax(target_logits, -1)
-    assert shown.p_shown == pytest.approx([softmax[0, drafts[0]].item(), softmax[1, drafts[1]].item()])
-    assert shown.q_shown == pytest.approx(torch.softmax(draft_logits, -1)[[0, 1], drafts].tolist())
+    assert shown.status == ["accepted", "rejected"]
+    assert shown.p == pytest.approx([softmax[0, drafts[0]].item(), softmax[1, drafts[1]].item()])
+    assert shown.q == pytest.approx(torch.softmax(draft_logits, -1)[[0, 1], drafts].tolist())
     assert shown.overlap == [1.0, 0.0]  # one-hot p and q: they overlap fully where the draft is the argmax
-    assert shown.top_residual == [(best[1], 1.0)]
-    assert [token for token, _ in shown.top_p[2]] == torch.topk(target_logits[2], 5).indices.tolist()
+    assert shown.top_residual == [[], [(best[1], 1.0)]], "the residual is shown on the rejected draft only"
+    for row in range(2):  # each draft shows the top of p where it was tested; the target's token came from row 1
+        assert [token for token, _ in shown.top_p[row]] == torch.topk(target_logits[row], 5).indices.tolist()
+    assert shown.bonus_top_p == shown.top_p[1]
 
 
 def test_display_numbers_under_sampling_come_from_the_tested_distributions():
@@ -78,15 +84,42 @@ def test_display_numbers_under_sampling_come_from_the_tested_distributions():
     ratio = (p[0, 4] / q[0, 4]).item()
     assert ratio < 0.2
     seed = next(seed for seed in range(100) if torch.rand(1, generator=torch.Generator().manual_seed(seed)).item() > ratio)
-    verdict = judge_drafts(target_logits, [4], q, settings, 1.0, torch.Generator().manual_seed(seed))
+    chain = TokenTree.chain([4])
+    verdict = judge(target_logits, chain, q, settings, torch.Generator().manual_seed(seed))
     assert verdict.n_accepted == 0, "u > p/q: the draft is rejected"
-    shown = explain_verdict(verdict, target_logits, [4], q, draft_logits, settings)
-    assert shown.p_shown == pytest.approx([p[0, 4].item()])
+    shown = explain(verdict, target_logits, chain, q, draft_logits, settings)
+    assert shown.p == pytest.approx([p[0, 4].item()])
     assert shown.accept_probability == pytest.approx([ratio])
     assert shown.overlap == pytest.approx([torch.minimum(p[0], q[0]).sum().item()])
     expected = torch.topk(residual(p[0], q[0]), 5)
-    assert [token for token, _ in shown.top_residual] == expected.indices.tolist()
+    assert [token for token, _ in shown.top_residual[0]] == expected.indices.tolist()
     assert verdict.new_token_id != 4 and verdict.new_token_id < 10, "resampled from max(0, p − q): not 4, inside top-k"
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_a_chains_fast_path_decides_exactly_as_the_trees_walk(seed):
+    """A chain under sampling is judged by the vectorised token-by-token test; the tree's walk on the same chain must
+    keep the same drafts, emit the same token, read the same uniforms and leave the generator in the same state."""
+    rng = torch.Generator().manual_seed(seed)
+    k = 1 + seed % 6
+    settings = SamplingSettings(temperature=[0.6, 1.0, 1.4][seed % 3], top_k=[0, 8][seed % 2])
+    target_logits = torch.randn(k + 1, VOCAB, generator=rng) * 2
+    near = target_logits[:k] + torch.randn(k, VOCAB, generator=rng)  # a draft that mostly agrees, so paths get long
+    deterministic = seed % 5 == 0  # a draft with no q (lookup): q is one-hot on each draft
+    q = None if deterministic else warp(near, settings)  # (k, vocab)
+    drafts = near.argmax(-1) if deterministic else torch.multinomial(q, 1, generator=rng).squeeze(-1)
+    chain = TokenTree.chain(drafts.tolist())
+    fast_generator, walk_generator = (torch.Generator().manual_seed(seed + 1) for _ in range(2))
+    fast = judge(target_logits, chain, q, settings, fast_generator)
+    walk = judge_sampled_tree(warp(target_logits, settings), chain, q, "without_replacement", walk_generator)
+    assert (fast.accepted_nodes, fast.new_token_id, fast.is_bonus) == (walk.accepted_nodes, walk.new_token_id, walk.is_bonus)
+    assert fast.tested_nodes == walk.tested_nodes
+    assert torch.equal(fast.uniforms, walk.uniforms), "both read one uniform per draft, in order"
+    tested = walk.tested_nodes
+    assert torch.equal(fast.accept_probability[tested], walk.accept_probability[tested])
+    assert torch.equal(fast_generator.get_state(), walk_generator.get_state()), "the next cycle's draws must not move"
+    if not fast.is_bonus:
+        assert torch.equal(fast.correction, walk.correction), "the same residual is drawn from after a rejection"
 
 
 def slowed(function, seconds: float):
@@ -113,10 +146,10 @@ def test_the_cycle_clock_holds_the_decision_but_not_the_display_work(monkeypatch
     """The baseline's timed step is forward, warp and draw; a cycle's overhead holds its acceptance decision, and not
     the numbers only the UI shows."""
     delay_s = 0.2
-    monkeypatch.setattr(speculative_module, "explain_verdict", slowed(speculative_module.explain_verdict, delay_s))
+    monkeypatch.setattr(speculative_module, "explain", slowed(speculative_module.explain, delay_s))
     cycles = cycles_of_a_run()
     assert cycles and all(cycle.overhead_s < delay_s / 2 for cycle in cycles)
     assert all(cycle.bonus_top_p for cycle in cycles)  # the display numbers are still there
 
-    monkeypatch.setattr(speculative_module, "judge_drafts", slowed(speculative_module.judge_drafts, delay_s))
+    monkeypatch.setattr(speculative_module, "judge", slowed(speculative_module.judge, delay_s))
     assert all(cycle.overhead_s >= delay_s for cycle in cycles_of_a_run())

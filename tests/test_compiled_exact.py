@@ -17,12 +17,10 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specviz.drafting.drafters import ModelDrafter
-from specviz.drafting.tree_drafters import ModelTreeDrafter
 from specviz.engine import DecodeSettings, autoregressive_decode, speculative_decode
 from specviz.engine.compiled import FastDecoder, FastModel
 from specviz.engine.tree import ROOT, TokenTree, verify_tree
 from specviz.engine.tree_shape import TreeShape
-from specviz.engine.tree_speculative import tree_speculative_decode
 from specviz.models.weight_forms import apply_form
 from tests.test_greedy_exact import transformers_greedy
 from tests.tiny import fake_vocabulary
@@ -142,8 +140,8 @@ def speculative(fast: FastModel, draft: FastModel, method: str, prompt=PROMPT) -
         events = speculative_decode(target, ModelDrafter(FastDecoder(draft, VOCAB)), prompt, settings, fake_vocabulary())
     else:
         settings = replace(DecodeSettings(max_new_tokens=NEW_TOKENS), tree=TreeShape.parse(method))
-        drafter = ModelTreeDrafter(FastDecoder(draft, VOCAB))
-        events = tree_speculative_decode(target, drafter, prompt, settings, fake_vocabulary())
+        drafter = ModelDrafter(FastDecoder(draft, VOCAB))
+        events = speculative_decode(target, drafter, prompt, settings, fake_vocabulary())
     return list(list(events)[-1].new_token_ids)
 
 

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from specviz.drafting.drafters import FeatureDrafter, ModelDrafter, PromptLookupDrafter
-from specviz.drafting.tree_drafters import ModelTreeDrafter
 from specviz.engine import (
     CachedDecoder,
     DecodeSettings,
@@ -19,7 +18,6 @@ from specviz.engine import (
 )
 from specviz.engine.compiled import FastDecoder, FastModel
 from specviz.engine.tree_shape import TreeShape
-from specviz.engine.tree_speculative import tree_speculative_decode
 from specviz.models.feature_head import head_from_target
 from tests.tiny import fake_vocabulary, tiny_llama
 
@@ -120,7 +118,7 @@ def test_speculative_sampling_on_the_fast_path_matches_the_target_distribution(t
         counts = speculative_counts(target, drafter, settings, target_decoder=target_decoder)
     else:
         settings = replace(settings, tree=TreeShape((3, 2)))
-        counts = tree_counts(target_decoder, ModelTreeDrafter(FastDecoder(fast_draft, VOCAB)), settings)
+        counts = tree_counts(target_decoder, ModelDrafter(FastDecoder(fast_draft, VOCAB)), settings)
     p_value = chi_square_p_value(counts, reference_joint(target, 0))
     assert p_value > SIGNIFICANCE, f"samples do not follow the target's distribution (chi-square p = {p_value:.2e})"
 
@@ -128,7 +126,7 @@ def test_speculative_sampling_on_the_fast_path_matches_the_target_distribution(t
 def tree_counts(target_decoder, drafter, settings: DecodeSettings) -> torch.Tensor:
     counts = torch.zeros(VOCAB, VOCAB)
     for seed in range(N_SAMPLES):
-        events = list(tree_speculative_decode(target_decoder, drafter, PROMPT, replace(settings, seed=seed), fake_vocabulary()))
+        events = list(speculative_decode(target_decoder, drafter, PROMPT, replace(settings, seed=seed), fake_vocabulary()))
         a, b = events[-1].new_token_ids[:2]
         counts[a, b] += 1
     return counts

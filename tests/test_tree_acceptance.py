@@ -13,10 +13,10 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from specviz.engine.acceptance import draw_children, explain, judge
 from specviz.engine.sampling import warp
 from specviz.engine.settings import SamplingSettings
 from specviz.engine.tree import ROOT, TokenTree
-from specviz.engine.tree_acceptance import draw_children, explain_tree_verdict, judge_tree
 
 VOCAB = 5
 ROOT_CHILDREN, GRANDCHILDREN = 3, 2
@@ -65,7 +65,7 @@ def emitted_pairs(draw: str, judged_as: str, seed: int = 0) -> torch.Tensor:
     for _ in range(N_SAMPLES):
         tree, draft_probs = drafted_tree(draw, generator)
         target_logits = P[[0] + [1 + token for token in tree.token_ids]].log()  # (nodes + 1, VOCAB)
-        verdict = judge_tree(target_logits, tree, draft_probs, SAMPLING, judged_as, generator)
+        verdict = judge(target_logits, tree, draft_probs, SAMPLING, generator, judged_as)
         emitted = [tree.token_ids[node] for node in verdict.accepted_nodes] + [verdict.new_token_id]
         if len(emitted) == 1:  # the next cycle draws the second token from p given the first
             emitted.append(int(torch.multinomial(P[1 + emitted[0]], 1, generator=generator)))
@@ -109,13 +109,13 @@ def test_greedy_follows_the_target_argmax_down_the_tree():
     tree = TokenTree((7, 3, 5, 1, 2), (ROOT, ROOT, 1, 1, 0))
     argmax_per_row = [3, 9, 1, 9, 4, 9]  # row 0 the root, row i + 1 after node i
     target_logits = torch.nn.functional.one_hot(torch.tensor(argmax_per_row), 10).float()
-    verdict = judge_tree(target_logits, tree, None, SamplingSettings(), "without_replacement", torch.Generator())
+    verdict = judge(target_logits, tree, None, SamplingSettings(), torch.Generator())
     assert verdict.accepted_nodes == [1, 3] and verdict.new_token_id == 4, (
         f"expected the path 3 → 1 (nodes 1, 3) then the target's 4, got nodes {verdict.accepted_nodes} then "
         f"{verdict.new_token_id}"
     )
-    shown = explain_tree_verdict(verdict, target_logits, tree, None, SamplingSettings())
-    assert shown.status == ["rejected", "accepted", "rejected", "accepted", "untested"], shown.status
+    shown = explain(verdict, target_logits, tree, None, None, SamplingSettings())
+    assert shown.status == ["rejected", "accepted", "rejected", "accepted", "unverified"], shown.status
     assert shown.accept_probability[4] is None and shown.accept_probability[1] == 1.0
 
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from specviz.drafting.tree_drafters import FeatureTreeDrafter
+from specviz.drafting.drafters import FeatureDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode
 from specviz.engine.compiled import FastDecoder, FastModel
-from specviz.engine.tree_drafter import TreeShape
-from specviz.engine.tree_speculative import tree_speculative_decode
+from specviz.engine.speculative import speculative_decode
+from specviz.engine.tree_shape import TreeShape
 from specviz.models.catalogue import load_catalogue
 from specviz.models.feature_head import load_head
 from specviz.models.weight_forms import apply_form
@@ -39,9 +39,9 @@ def decoder(model, vocab: int, engine: str):
 
 def tree_output(model, head, ids, vocabulary, vocab, shape=SHAPE, new_tokens=NEW_TOKENS, engine="transformers") -> list[int]:
     events = list(
-        tree_speculative_decode(
+        speculative_decode(
             decoder(model, vocab, engine),
-            FeatureTreeDrafter(head, vocab),
+            FeatureDrafter(head, vocab, compiled=False),
             ids,
             DecodeSettings(max_new_tokens=new_tokens, tree=shape),
             vocabulary,

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.drafting.tree_drafters import LookupTreeDrafter, lookup_continuations, merged_tree
+from specviz.drafting.drafters import PromptLookupDrafter, lookup_continuations, merged_tree
+from specviz.drafting.growth import grow_tree, keep_most_probable
 from specviz.engine import SamplingSettings
 from specviz.engine.tree import ROOT, TokenTree
-from specviz.engine.tree_drafter import TreeShape, grow_tree, keep_most_probable
+from specviz.engine.tree_shape import TreeShape
 
 GREEDY = SamplingSettings()
 
@@ -77,11 +78,11 @@ def test_a_dynamic_shape_grows_eagle_2s_way():
         return logits
 
     shape = TreeShape.dynamic(nodes=5, depth=3, width=2)
-    proposal = grow_tree(root, shape, feed, GREEDY, "without_replacement", torch.Generator())
+    proposal, grown_ids = grow_tree(root, shape, feed, GREEDY, "without_replacement", torch.Generator())
     assert fed == [[0, 1], [2, 4]], "depth 2 expands the two depth-1 nodes, depth 3 the two best depth-2 nodes"
     tree = proposal.tree
     assert len(tree) == 5 and tree.token_ids[:2] == (0, 1)
-    assert proposal.grown_ids == (0, 1, 2, 4, 6), "kept: both depth-1 nodes, their sure children, and 0 → 5 → 5"
+    assert grown_ids == (0, 1, 2, 4, 6), "kept: both depth-1 nodes, their sure children, and 0 → 5 → 5"
     assert all(parent < node for node, parent in enumerate(tree.parents))
 
 
@@ -91,5 +92,5 @@ def test_lookup_offers_several_earlier_matches_as_branches():
     tree = merged_tree([[4, 5, 8], [3, 9, 1], [4, 6]], max_nodes=10)
     assert tree == TokenTree((4, 3, 5, 6, 9, 8, 1), (ROOT, ROOT, 0, 0, 1, 2, 4)), "shared beginnings share a node"
     assert len(merged_tree([[4, 5, 8], [3, 9, 1]], max_nodes=3)) == 3
-    proposal = LookupTreeDrafter().propose_tree(tokens, TreeShape.parse("2x1x1"), GREEDY, "without_replacement", None)
+    proposal = PromptLookupDrafter().propose(tokens, TreeShape.parse("2x1x1"), GREEDY, None)
     assert proposal.tree.children(ROOT) == (0, 1) and proposal.draft_probs is None and proposal.draft_logits is None

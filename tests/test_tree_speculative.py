@@ -13,12 +13,12 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specviz.drafting.tree_drafters import FeatureTreeDrafter, LookupTreeDrafter, ModelTreeDrafter
+from specviz.drafting.drafters import FeatureDrafter, ModelDrafter, PromptLookupDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, SamplingSettings
 from specviz.engine.compiled import FastDecoder, FastModel
 from specviz.engine.events import Cycle, Summary
-from specviz.engine.tree_drafter import TreeShape
-from specviz.engine.tree_speculative import tree_speculative_decode
+from specviz.engine.speculative import speculative_decode
+from specviz.engine.tree_shape import TreeShape
 from specviz.models.feature_head import head_from_target
 from tests.test_greedy_exact import transformers_greedy
 from tests.tiny import fake_vocabulary, tiny_llama
@@ -41,15 +41,15 @@ def target():
 
 def drafter_for(kind: str, target):
     if kind == "same model":  # always agrees: every cycle accepts a full path
-        return ModelTreeDrafter(CachedDecoder(target, VOCAB))
+        return ModelDrafter(CachedDecoder(target, VOCAB))
     if kind == "other model":  # a different random model: mostly rejected, side branches matter
-        return ModelTreeDrafter(CachedDecoder(tiny_llama(VOCAB, seed=1, layers=1, sharpness=3.0), VOCAB))
-    return FeatureTreeDrafter(head_from_target(target, list(range(VOCAB))), VOCAB)
+        return ModelDrafter(CachedDecoder(tiny_llama(VOCAB, seed=1, layers=1, sharpness=3.0), VOCAB))
+    return FeatureDrafter(head_from_target(target, list(range(VOCAB))), VOCAB, compiled=False)
 
 
 def run(target, drafter, shape, settings, prompt=PROMPT, decoder=None) -> tuple[list[Cycle], Summary]:
     decoder = decoder or CachedDecoder(target, VOCAB)
-    events = list(tree_speculative_decode(decoder, drafter, prompt, replace(settings, tree=shape), fake_vocabulary()))
+    events = list(speculative_decode(decoder, drafter, prompt, replace(settings, tree=shape), fake_vocabulary()))
     assert events[0].tree == shape.text, "the run announces its tree's shape"
     return events[1:-1], events[-1]
 
@@ -78,12 +78,12 @@ def test_greedy_tree_on_the_fast_path_equals_transformers_generate(target, kind,
     """The target (and the draft model) on the static-cache fast path, run eager as it runs by default."""
     fast_target = FastModel(target, compile_step=False)
     if kind == "lookup":
-        drafter = LookupTreeDrafter()
+        drafter = PromptLookupDrafter()
     elif kind == "feature head":
         drafter = drafter_for(kind, target)
     else:
         draft = target if kind == "same model" else tiny_llama(VOCAB, seed=1, layers=1, sharpness=3.0)
-        drafter = ModelTreeDrafter(FastDecoder(FastModel(draft, compile_step=False), VOCAB))
+        drafter = ModelDrafter(FastDecoder(FastModel(draft, compile_step=False), VOCAB))
     prompt = PROMPT * 3  # repeats, so that prompt lookup finds matches
     reference = transformers_greedy(target, prompt, 30)
     cycles, summary = run(target, drafter, shape, DecodeSettings(max_new_tokens=30), prompt, FastDecoder(fast_target, VOCAB))
@@ -146,12 +146,10 @@ def test_tree_sampling_through_the_models_follows_the_target(siblings, shape):
             ]
         )
     counts = torch.zeros(SMALL_VOCAB, SMALL_VOCAB, dtype=torch.float64)
-    target_decoder, drafter = CachedDecoder(small_target, SMALL_VOCAB), ModelTreeDrafter(CachedDecoder(draft, SMALL_VOCAB))
+    target_decoder, drafter = CachedDecoder(small_target, SMALL_VOCAB), ModelDrafter(CachedDecoder(draft, SMALL_VOCAB))
     for seed in range(N_SAMPLES):
         settings = DecodeSettings(max_new_tokens=3, sampling=SamplingSettings(temperature=1.0), seed=seed, tree=shape)
-        events = list(
-            tree_speculative_decode(target_decoder, drafter, SMALL_PROMPT, settings, fake_vocabulary(), siblings=siblings)
-        )
+        events = list(speculative_decode(target_decoder, drafter, SMALL_PROMPT, settings, fake_vocabulary(), siblings=siblings))
         a, b = events[-1].new_token_ids[:2]
         counts[a, b] += 1
     result = chisquare(counts.flatten().numpy(), (joint.flatten() * N_SAMPLES).numpy())
@@ -168,11 +166,11 @@ def test_greedy_tree_equals_generate_on_the_bundled_pair(bundled_pair):
     vocab = bundled_pair.shared_vocab_size
     for prompt in PROMPTS["code"][:2]:
         ids = encode_prompt(bundled_pair, prompt, 40, 4)
-        drafter = ModelTreeDrafter(CachedDecoder(bundled_pair.draft.model, vocab))
+        drafter = ModelDrafter(CachedDecoder(bundled_pair.draft.model, vocab))
         target_decoder = CachedDecoder(bundled_pair.target.model, vocab)
         shape = TreeShape((3, 2, 1), expanded=2)
         settings = DecodeSettings(max_new_tokens=40, tree=shape)
-        events = list(tree_speculative_decode(target_decoder, drafter, ids, settings, bundled_pair.vocabulary))
+        events = list(speculative_decode(target_decoder, drafter, ids, settings, bundled_pair.vocabulary))
         reference = transformers_greedy(bundled_pair.target.model, ids, 40)
         ours = list(events[-1].new_token_ids)
         assert ours == reference[: len(ours)] and len(ours) > 0, f"the tree parted from generate() on {prompt!r}"
@@ -183,13 +181,13 @@ def test_the_drafters_keep_the_accepted_path(target):
     After every cycle, the draft model's cache must be a fresh cache of the committed tokens, and the feature head's
     known features the target's own hidden states over them, whichever branch was accepted."""
     draft = tiny_llama(VOCAB, seed=1, layers=1, sharpness=3.0)
-    model_drafter = ModelTreeDrafter(CachedDecoder(draft, VOCAB))
-    feature_drafter = FeatureTreeDrafter(head_from_target(target, list(range(VOCAB))), VOCAB)
+    model_drafter = ModelDrafter(CachedDecoder(draft, VOCAB))
+    feature_drafter = FeatureDrafter(head_from_target(target, list(range(VOCAB))), VOCAB, compiled=False)
     # the head built from a random target is a poor guesser: it needs a wide tree to have side branches accepted
     for drafter, shape in ((model_drafter, TreeShape((4, 2), expanded=2)), (feature_drafter, TreeShape((16, 2), expanded=2))):
         committed, side_branches = list(PROMPT), 0
         settings = DecodeSettings(max_new_tokens=40, tree=shape)
-        events = tree_speculative_decode(CachedDecoder(target, VOCAB), drafter, PROMPT, settings, fake_vocabulary())
+        events = speculative_decode(CachedDecoder(target, VOCAB), drafter, PROMPT, settings, fake_vocabulary())
         for cycle in events:
             if isinstance(cycle, Summary):
                 break
@@ -206,7 +204,7 @@ def test_the_drafters_keep_the_accepted_path(target):
                             f"cycle {cycle.index}: the draft's cache lost the path"
                         )
                 else:
-                    known = drafter.chain.features
+                    known = drafter.features
                     fresh = target(torch.tensor([committed[: len(known)]]), output_hidden_states=True).hidden_states[-1][0]
                     assert (known - fresh).abs().max() < 1e-4, f"cycle {cycle.index}: the head's features are not the path's"
         assert side_branches > 0, f"{drafter.name}: no side branch was accepted, so compaction was never put to the test"

@@ -29,10 +29,11 @@ from specviz.analysis.tree_theory import (
     shape_tree,
     why_trees_pay_sentence,
 )
+from specviz.drafting.growth import grow_tree
+from specviz.engine.acceptance import judge
 from specviz.engine.settings import SamplingSettings
 from specviz.engine.tree import TokenTree
-from specviz.engine.tree_acceptance import judge_tree
-from specviz.engine.tree_drafter import TreeShape, grow_tree
+from specviz.engine.tree_shape import TreeShape
 from tests.test_cli import specviz, specviz_json
 
 REAL_PAIR = RankAcceptance.from_coverage([0.53, 0.65, 0.72, 0.75, 0.77])  # issue 28: top-1 … top-5 coverage
@@ -108,7 +109,7 @@ def random_tree(rng: random.Random, n_nodes: int) -> tuple[list[int], list[float
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_engines_greedy_acceptance_yields_the_formula(seed):
-    """Monte Carlo through engine/tree_acceptance.py: at each row the target's argmax is child i's token with that
+    """Monte Carlo through engine/acceptance.py: at each row the target's argmax is child i's token with that
     child's acceptance, else a token no child holds; the mean of accepted + 1 over 20,000 passes matches E."""
     rng = random.Random(seed)
     parents, rates = random_tree(rng, 12)
@@ -122,9 +123,7 @@ def test_the_engines_greedy_acceptance_yields_the_formula(seed):
     generator = torch.Generator().manual_seed(seed)
     argmax = torch.multinomial(rows.clamp(min=0), trials, replacement=True, generator=generator).T  # (trials, rows)
     logits = torch.nn.functional.one_hot(argmax, vocab).float()  # (trials, rows, vocab)
-    tokens = [
-        judge_tree(logits[t], tree, None, SamplingSettings(), "independent", generator).n_accepted + 1 for t in range(trials)
-    ]
+    tokens = [judge(logits[t], tree, None, SamplingSettings(), generator, "independent").n_accepted + 1 for t in range(trials)]
     mean = sum(tokens) / trials
     spread = (sum((x - mean) ** 2 for x in tokens) / trials) ** 0.5
     expected = expected_tokens_per_pass(parents, rates)
@@ -143,7 +142,9 @@ def test_the_engine_grows_the_tree_the_theory_prices(branching, expanded):
     def feed(tree: TokenTree, nodes: list[int]) -> torch.Tensor:
         return logits.expand(len(nodes), vocab)
 
-    proposal = grow_tree(logits[None], TreeShape(branching, expanded), feed, SamplingSettings(), "independent", torch.Generator())
+    proposal, _ = grow_tree(
+        logits[None], TreeShape(branching, expanded), feed, SamplingSettings(), "independent", torch.Generator()
+    )
     tree = proposal.tree
     node_rates = [
         acceptance.rate(tree.depths[node], tree.children(tree.parents[node]).index(node) + 1) for node in range(len(tree))

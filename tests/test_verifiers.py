@@ -87,7 +87,7 @@ def wrong_block(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, generator: to
     n = int(kept[-1]) + 1 if len(kept) else 0
     target = p[n] if n == k else (p[n] - q[n]).clamp_min(0)
     token = int(torch.multinomial(target / target.sum(), 1, generator=generator))
-    return Verdict(n, token, weights, etas, None, p, "block")
+    return Verdict.of_chain(n, token, weights, etas, None, p, "block")
 
 
 @pytest.fixture(scope="module")

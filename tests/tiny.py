@@ -6,7 +6,6 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specviz.drafting.drafters import ModelDrafter
-from specviz.drafting.tree_drafters import ModelTreeDrafter
 from specviz.engine import (
     CachedDecoder,
     Cycle,
@@ -19,7 +18,6 @@ from specviz.engine import (
     speculative_decode,
 )
 from specviz.engine.tree_shape import TreeShape
-from specviz.engine.tree_speculative import tree_speculative_decode
 from specviz.run.machine_load import OtherLoad
 from specviz.run.pair_info import PairInfo
 from specviz.run.trace import Trace
@@ -89,8 +87,8 @@ def record_tiny_trace(tree: TreeShape | None = None, verification: str = "exact"
             target_decoder, ModelDrafter(CachedDecoder(draft, TRACE_VOCAB)), [1, 2, 3], settings, fake_vocabulary()
         )
     else:
-        drafter = ModelTreeDrafter(CachedDecoder(draft, TRACE_VOCAB))
-        events = tree_speculative_decode(target_decoder, drafter, [1, 2, 3], settings, fake_vocabulary())
+        drafter = ModelDrafter(CachedDecoder(draft, TRACE_VOCAB))
+        events = speculative_decode(target_decoder, drafter, [1, 2, 3], settings, fake_vocabulary())
     for event in events:
         if isinstance(event, RunStarted):
             recorded.started = event

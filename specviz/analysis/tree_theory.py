@@ -10,7 +10,7 @@ nodes form one path from the root, so by linearity of expectation
 the 1 being the target's own token (resampled, or the bonus at a leaf). A chain whose nodes each have α gives
 1 + α + … + α^γ = (1 − α^(γ+1)) / (1 − α): Leviathan's Eq. 1.
 
-For a shape (engine/tree_drafter.py's TreeShape: children per branching node at each depth, and how many nodes of a
+For a shape (engine/tree_shape.py's TreeShape: children per branching node at each depth, and how many nodes of a
 depth branch) the acceptances come from per-rank rates: a_r is the chance that the target's token is the draft's
 r-th choice at a node whose parent was accepted (under greedy, the top-r coverage minus the top-(r − 1)). That is
 Sequoia's positional model: a rate depends on the rank (and, if given, the depth), not on the context.
@@ -134,7 +134,7 @@ def measured_rank_acceptance(outcomes: Iterable[tuple[Sequence[int], Sequence[in
 def shape_tree(branching: Sequence[int], expanded: int | None, acceptance: RankAcceptance) -> tuple[list[int], list[float]]:
     """The tree a shape grows when the draft ranks paths as the target accepts them: (parents, per-node acceptance).
 
-    As engine/tree_drafter.py:grow_tree, depth by depth: the `expanded` newest nodes most likely to be on the accepted
+    As drafting/growth.py:grow_tree, depth by depth: the `expanded` newest nodes most likely to be on the accepted
     path (all if None) each get `branching[d]` children, of ranks 1, 2, …; ties keep drafting order.
     """
     parents: list[int] = []

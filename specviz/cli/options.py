@@ -188,7 +188,7 @@ def tree_shapes(args: argparse.Namespace, pair: Pair) -> list[TreeShape]:
         if shape not in shapes:
             shapes.append(shape)
     drafter = getattr(args, "drafter", None) or pair.drafter
-    if shapes and strategy(drafter).build_tree is None:
+    if shapes and not strategy(drafter).grows_trees:
         raise UsageError(
             f"--tree: the {drafter} drafter drafts chains only; token trees need --drafter {' or '.join(tree_drafter_keys())}"
         )

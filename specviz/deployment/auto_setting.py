@@ -97,7 +97,7 @@ def choose_setting(pair: LoadedPair, prompts: list[str], settings: DecodeSetting
 
 def calibrate(pair: LoadedPair, prompts: list[str], settings: DecodeSettings, drafter: str) -> tuple[RankAcceptance, float]:
     """One short run of the drafter over the prompts: (α by depth and rank, seconds per draft forward)."""
-    drafts_trees = strategy(drafter).build_tree is not None
+    drafts_trees = strategy(drafter).grows_trees
     calibration = replace(
         settings,
         max_new_tokens=min(settings.max_new_tokens, CALIBRATION_TOKENS),

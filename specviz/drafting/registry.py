@@ -16,7 +16,6 @@ from specviz.engine.settings import SettingsError
 if TYPE_CHECKING:  # the app lists the strategies before transformers is imported; the classes load on first build
     from specviz.drafting.drafters import Drafter
     from specviz.engine import CachedDecoder
-    from specviz.engine.tree_drafter import TreeDrafter
     from specviz.models.loading import LoadedPair
 
 DYNAMIC_THRESHOLD = 0.4  # transformers' default assistant_confidence_threshold
@@ -36,10 +35,10 @@ class Twin:
 class Strategy:
     key: str  # what --drafter and runner.run(drafter=...) take
     label: str  # what the app's choice shows
-    build: Callable[[LoadedPair], Drafter]
+    build: Callable[[LoadedPair, bool], Drafter]  # (pair, for token trees) → a fresh drafter
     needs_draft_model: bool = True
     transformers_twin: Callable[[int], Twin] | None = None  # γ → the equivalent transformers settings
-    build_tree: Callable[[LoadedPair], TreeDrafter] | None = None  # the same strategy growing token trees, where it can
+    grows_trees: bool = False  # the strategy can draft token trees as well as chains
 
 
 STRATEGIES: dict[str, Strategy] = {}
@@ -56,15 +55,11 @@ def _drafters():
     return drafters
 
 
-def _tree_drafters():
-    from specviz.drafting import tree_drafters
-
-    return tree_drafters
-
-
 def draft_decoder(pair: LoadedPair) -> CachedDecoder:
     from specviz.engine.compiled import decoder_for
 
+    if pair.draft is None:
+        raise SettingsError(f"{pair.name} has no draft model: choose the feature or lookup drafter")
     return decoder_for(pair.draft.model, pair.shared_vocab_size)
 
 
@@ -82,16 +77,16 @@ register(
     Strategy(
         "model",
         "Draft model, fixed γ",
-        lambda pair: _drafters().ModelDrafter(draft_decoder(pair)),
+        lambda pair, tree: _drafters().ModelDrafter(draft_decoder(pair)),
         transformers_twin=_assisted,
-        build_tree=lambda pair: _tree_drafters().model_tree_drafter(pair),
+        grows_trees=True,
     )
 )
 register(
     Strategy(
         "adaptive",
         "Draft model, adaptive γ (+2 after a full accept, −1 otherwise)",
-        lambda pair: engine.AdaptiveGamma(_drafters().ModelDrafter(draft_decoder(pair))),
+        lambda pair, tree: engine.AdaptiveGamma(_drafters().ModelDrafter(draft_decoder(pair))),
         transformers_twin=lambda gamma: _assisted(gamma, schedule="heuristic_transient"),
     )
 )
@@ -99,18 +94,18 @@ register(
     Strategy(
         "dynamic",
         f"Draft model, dynamic (stop below q = {DYNAMIC_THRESHOLD}, at most {DYNAMIC_MAX_WINDOW})",
-        lambda pair: _drafters().DynamicDrafter(draft_decoder(pair), DYNAMIC_THRESHOLD, DYNAMIC_MAX_WINDOW),
+        lambda pair, tree: _drafters().DynamicDrafter(draft_decoder(pair), DYNAMIC_THRESHOLD, DYNAMIC_MAX_WINDOW),
         transformers_twin=lambda gamma: _assisted(DYNAMIC_MAX_WINDOW, threshold=DYNAMIC_THRESHOLD),
     )
 )
 
 
-def feature_drafter(pair: LoadedPair) -> Drafter:
+def feature_drafter(pair: LoadedPair, tree: bool = False) -> Drafter:
     if pair.feature_head is None:
         raise SettingsError(
             f"{pair.name} has no feature head: choose another drafter, or a pair with one (its models.yaml entry names a feature_head)"
         )
-    return _drafters().FeatureDrafter(pair.feature_head.head, pair.shared_vocab_size)
+    return _drafters().FeatureDrafter(pair.feature_head.head, pair.shared_vocab_size, compiled=not tree)  # trees: eager
 
 
 register(
@@ -119,19 +114,19 @@ register(
         "Feature head (EAGLE-style: reads the target's last hidden state)",
         feature_drafter,
         needs_draft_model=False,
-        build_tree=lambda pair: _tree_drafters().feature_tree_drafter(pair),
+        grows_trees=True,
     )
 )
 register(
     Strategy(
         "lookup",
         "Prompt lookup (no draft model)",
-        lambda pair: _drafters().PromptLookupDrafter(),
+        lambda pair, tree: _drafters().PromptLookupDrafter(),
         needs_draft_model=False,
         transformers_twin=lambda gamma: Twin(
             generate_kwargs={"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": 3}, uses_draft_model=False
         ),
-        build_tree=lambda pair: _tree_drafters().LookupTreeDrafter(),
+        grows_trees=True,
     )
 )
 
@@ -151,19 +146,15 @@ def strategy(key: str) -> Strategy:
     return STRATEGIES[key]
 
 
-def make_drafter(pair: LoadedPair, key: str) -> Drafter:
-    """A fresh drafter for one run (the engine wraps it in the adaptive-γ schedule when the settings ask for it)."""
-    return strategy(key).build(pair)
+def make_drafter(pair: LoadedPair, key: str, tree: bool = False) -> Drafter:
+    """A fresh drafter for one run, for token trees if `tree` (the engine wraps it in the adaptive-γ schedule when the
+    settings ask for it)."""
+    chosen = strategy(key)
+    if tree and not chosen.grows_trees:
+        raise SettingsError(f"the {key} drafter drafts chains only: token trees need one of {', '.join(tree_drafter_keys())}")
+    return chosen.build(pair, tree)
 
 
 def tree_drafter_keys() -> list[str]:
     """The strategies that can grow token trees."""
-    return [key for key, chosen in STRATEGIES.items() if chosen.build_tree is not None]
-
-
-def make_tree_drafter(pair: LoadedPair, key: str) -> TreeDrafter:
-    """A fresh drafter that grows token trees, for one run."""
-    build = strategy(key).build_tree
-    if build is None:
-        raise SettingsError(f"the {key} drafter drafts chains only: token trees need one of {', '.join(tree_drafter_keys())}")
-    return build(pair)
+    return [key for key, chosen in STRATEGIES.items() if chosen.grows_trees]

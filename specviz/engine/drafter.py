@@ -1,8 +1,9 @@
 """What the engine asks of a drafter: the interface, the proposal and feedback it exchanges, and the adaptive-γ schedule.
 
 The interface is transformers' CandidateGenerator, trimmed: `propose` (get_candidates) and `update`
-(update_candidate_strategy), plus `start`, `window` and `rollback`. The strategies themselves (a draft model,
-n-gram prompt lookup, dynamic drafting, a feature head) live in specviz/drafting/drafters.py and are named in
+(update_candidate_strategy), plus `start`, `window` and `rollback`. A proposal is a token tree (engine/tree.py); a
+chain is the tree of width one, the shape `TreeShape.chain(γ)`. The strategies themselves (a draft model, n-gram
+prompt lookup, dynamic drafting, a feature head) live in specviz/drafting/drafters.py and are named in
 specviz/drafting/registry.py. Every strategy is exact: what is proposed may depend on anything but the target's
 coming decision, and the acceptance test is unchanged.
 """
@@ -13,43 +14,58 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.engine.sampling import SamplingSettings
-from specviz.engine.settings import MAX_GAMMA
+from specviz.engine.settings import MAX_GAMMA, SamplingSettings
+from specviz.engine.tree import TokenTree
+from specviz.engine.tree_shape import TreeShape
 
 WINDOW_FULL = "window full"
 
 
 @dataclass
 class Proposal:
-    token_ids: list[int]
-    draft_probs: torch.Tensor | None  # (k, vocab) q_i as sampled from; None: deterministic (q is one-hot)
-    draft_logits: torch.Tensor | None  # (k, vocab), for display
+    """Drafted tokens as a tree (parents first), with the rows q and the draft's logits were read from: row 0 at the
+    last committed token, row i + 1 after node i (a chain's row i is q_{i+1})."""
+
+    tree: TokenTree
+    draft_probs: torch.Tensor | None  # (rows, vocab): q each node's children were drawn from; None: deterministic (q one-hot)
+    draft_logits: torch.Tensor | None  # (rows, vocab), for display; None: q one-hot
     n_forwards: int
     stop_reason: str | None = None  # why drafting stopped: "window full", "confidence 0.31 < 0.40", "no match", ...
+
+    @classmethod
+    def chain(cls, token_ids: list[int], draft_probs=None, draft_logits=None, n_forwards=0, stop_reason=None) -> Proposal:
+        return cls(TokenTree.chain(token_ids), draft_probs, draft_logits, n_forwards, stop_reason)
+
+    @property
+    def token_ids(self) -> list[int]:
+        return list(self.tree.token_ids)
 
 
 @dataclass(frozen=True)
 class Feedback:
     """What the target made of one proposal: handed to the drafter's update hook after each cycle."""
 
-    window: int  # how many drafts the cycle allowed
+    window: int  # how deep the cycle allowed drafting (a chain's γ)
     n_drafted: int
-    n_accepted: int
+    accepted_nodes: tuple[int, ...]  # the accepted path, from depth 1 down (a chain's: 0 … n_accepted − 1)
     committed: tuple[int, ...]  # every token so far, the target's own new token included
-    target_hidden_states: torch.Tensor | None = (
-        None  # (n_drafted + 1, hidden): last layer at the pending token and each draft; only if asked for
-    )
+    target_hidden_states: torch.Tensor | None = None  # (nodes + 1, hidden): at the pending token and each node; if asked for
+
+    @property
+    def n_accepted(self) -> int:
+        return len(self.accepted_nodes)
 
 
 class Drafter:
     """The base strategy: propose nothing, keep no state. Subclasses override what they need.
 
-    Set `wants_target_hidden_states = True` to receive the target's last-layer hidden states in
-    `update` (what an EAGLE-style head or an early-exit drafter reads); the engine then asks the
-    target for them in the verify pass.
+    Set `wants_target_hidden_states = True` to receive the target's hidden states in `update` (what an EAGLE-style
+    head or an early-exit drafter reads); the engine then asks the target for them in the verify pass. A drafter
+    that can propose a tree wider than a chain sets `grows_trees`.
     """
 
     name = "base"
+    grows_trees = False
     wants_target_hidden_states = False
     target_hidden_layers: tuple[int, ...] = (-1,)  # which of the target's hidden states, side by side (−1: the last)
 
@@ -63,15 +79,23 @@ class Drafter:
         token: (len(prompt_ids) − 1, hidden))."""
 
     def window(self, gamma: int) -> int:
-        """How many drafts to allow this cycle, given the user's γ (a schedule may change it)."""
+        """How deep to draft this cycle, given the user's γ or the tree's depth (a schedule may change it)."""
         return gamma
 
-    def propose(self, committed: list[int], gamma: int, settings: SamplingSettings, generator: torch.Generator) -> Proposal:
-        """Propose up to γ tokens to follow `committed`."""
-        return Proposal([], None, None, 0, "nothing to propose")
+    def propose(
+        self,
+        committed: list[int],
+        shape: TreeShape,
+        settings: SamplingSettings,
+        generator: torch.Generator,
+        siblings: str = "without_replacement",
+    ) -> Proposal:
+        """Propose a tree of this shape (a chain: `TreeShape.chain(γ)`) to follow `committed`; siblings drawn as
+        `siblings` says (engine/acceptance.py)."""
+        return Proposal.chain([], stop_reason="nothing to propose")
 
-    def rollback(self, committed: list[int]) -> None:
-        """Drop whatever state the target rejected."""
+    def rollback(self, committed: list[int], accepted_nodes: list[int]) -> None:
+        """Drop whatever state the target rejected: keep the accepted path."""
 
     def update(self, feedback: Feedback) -> None:
         """Learn from what the target accepted (transformers' update_candidate_strategy)."""
@@ -96,11 +120,11 @@ class AdaptiveGamma(Drafter):
             self.scheduled = gamma
         return self.scheduled
 
-    def propose(self, committed: list[int], gamma: int, settings: SamplingSettings, generator: torch.Generator) -> Proposal:
-        return self.inner.propose(committed, gamma, settings, generator)
+    def propose(self, committed, shape, settings, generator, siblings="without_replacement") -> Proposal:
+        return self.inner.propose(committed, shape, settings, generator, siblings)
 
-    def rollback(self, committed: list[int]) -> None:
-        self.inner.rollback(committed)
+    def rollback(self, committed: list[int], accepted_nodes: list[int]) -> None:
+        self.inner.rollback(committed, accepted_nodes)
 
     def update(self, feedback: Feedback) -> None:
         self.inner.update(feedback)

@@ -46,7 +46,7 @@ class DecodeSettings:
     lenience: float = 1.0  # 1 is exact; below 1 accepts more often and is lossy
     adaptive_gamma: bool = False  # +2 after a fully accepted window, −1 otherwise (floor 1)
     top_n: int = 5  # entries of p, q and the residual kept per position for display
-    tree: TreeShape | None = None  # draft a token tree of this shape instead of a chain of γ (engine/tree_speculative.py)
+    tree: TreeShape | None = None  # draft a token tree of this shape instead of a chain of γ (engine/speculative.py)
     verification: str = "exact"  # how a chain's drafts are judged: one of VERIFICATIONS (engine/verifiers.py)
     compare_verifiers: bool = False  # also judge each cycle's drafts with every verifier, after the clock (Cycle.verdicts)
 

@@ -8,18 +8,21 @@ position of its depth (`tree_positions`), so its logits are those of its path de
 in its path's order (specviz/engine/tree_rows.py) on the static-cache fast path (engine/static_cache.py, eager or
 compiled, the same package as plain decoding), so where the weight form keeps rows independent that holds to the
 bit; transformers' forward (models the fast path does not know) gets the tree's mask and holds it to rounding.
-A chain-shaped tree is verified by the chain's own pass, as engine/speculative.py verifies it.
+A chain is verified by a plain forward over its tokens (`verify_tree` checks `is_chain`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import torch
 
-from specviz.engine.kv_cache import Decoder
 from specviz.engine.tree_rows import ROOT, TreeRows, grown_rows, verify_rows
+
+if TYPE_CHECKING:  # light: the drafter interface holds trees without loading transformers
+    from specviz.engine.kv_cache import Decoder
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,17 @@ class TokenTree:
     @property
     def is_chain(self) -> bool:
         return self.parents == tuple(range(-1, len(self) - 1))
+
+    @cached_property
+    def parent_rows(self) -> torch.Tensor:
+        """Per node, the row of the verify pass (and of a proposal's q) at its parent: parent + 1."""  # (nodes,)
+        return torch.tensor(self.parents, dtype=torch.long) + 1
+
+    @property
+    def leaves(self) -> list[int]:
+        """The nodes without children."""
+        branching = set(self.parents)
+        return [node for node in range(len(self)) if node not in branching]
 
 
 def tree_rows(tree: TokenTree, cached_length: int, n_pending: int) -> TreeRows:

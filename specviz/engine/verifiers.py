@@ -19,7 +19,8 @@ k drafts. Each returns a Verdict: how many drafts it keeps, and the target's own
   p_i(x_i) instead of min(1, p_i(x_i) / q_i(x_i)), so fewer at temperature > 0.
 
 Under greedy decoding all three keep the same prefix (p and q are one-hot), so engine/acceptance.py judges greedy once
-for all of them. tests/test_verifiers.py checks each against the target's exact distribution of three tokens.
+for all of them. They judge chains: a token tree is judged token by token (engine/acceptance.py), and the settings refuse
+block and match for trees. tests/test_verifiers.py checks each against the target's exact distribution of three tokens.
 """
 
 from __future__ import annotations
@@ -35,20 +36,29 @@ from specviz.engine.settings import VERIFICATIONS
 
 @dataclass
 class Verdict:
-    """The decision of one acceptance test: the accepted prefix and the target's own token."""
+    """The decision of one acceptance test: the accepted path and the target's own token, with each node's numbers."""
 
-    n_accepted: int
+    accepted_nodes: list[int]  # from depth 1 down (a chain's: 0 … n_accepted − 1)
     new_token_id: int  # resampled after a rejection, or the bonus token
-    accept_probability: torch.Tensor  # (k,) exact: min(1, p/q); block: h_i; match: p_i(x_i), the chance y_i = x_i
-    uniforms: torch.Tensor | None  # (k,) exact: u_i; block: η_i; None under greedy and for match
+    tested_nodes: list[int]  # in the order tested (a chain's: up to the first rejection)
+    is_bonus: bool  # every child of the path's end was accepted (a chain: every draft), none left to test
+    accept_probability: torch.Tensor  # (nodes,) exact: min(1, p/q); block: h_i; match: p_i(x_i), the chance y_i = x_i
+    uniforms: torch.Tensor | None  # (nodes,) exact: u_i; block: η_i; None under greedy and for match
     correction: torch.Tensor | None  # (vocab,) what the target's token was drawn from after a rejection (under sampling)
-    target_probs: torch.Tensor | None  # (k+1, vocab) p as tested (under sampling; greedy never builds it)
+    target_probs: torch.Tensor | None  # (nodes + 1, vocab) p as tested (under sampling; greedy never builds it)
     verification: str = "exact"
     block_weights: torch.Tensor | None = None  # (k,) block's w_1 .. w_k
 
+    @classmethod
+    def of_chain(cls, n_accepted: int, new_token_id: int, accept_probability: torch.Tensor, *rest) -> Verdict:
+        """A chain's verdict: the first n_accepted of k drafts kept, the next one (if any) the one rejected."""
+        k = len(accept_probability)
+        accepted, tested = list(range(n_accepted)), list(range(min(n_accepted + 1, k)))
+        return cls(accepted, new_token_id, tested, n_accepted == k, accept_probability, *rest)
+
     @property
-    def is_bonus(self) -> bool:
-        return self.n_accepted == len(self.accept_probability)
+    def n_accepted(self) -> int:
+        return len(self.accepted_nodes)
 
 
 def accepted_prefix(accepted: torch.Tensor) -> int:
@@ -74,7 +84,7 @@ def verify_token_by_token(
     n_accepted = accepted_prefix(uniforms <= accept_probability)
     correction = residual(p[n_accepted], q[n_accepted]) if n_accepted < k else None
     new_token = sample((correction if correction is not None else p[k])[None], generator)
-    return Verdict(n_accepted, int(new_token.item()), accept_probability, uniforms, correction, p, "exact")
+    return Verdict.of_chain(n_accepted, int(new_token.item()), accept_probability, uniforms, correction, p, "exact")
 
 
 def block_weights(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -113,7 +123,7 @@ def verify_block(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, generator: t
     n_accepted = int(kept[-1].item()) + 1 if len(kept) else 0  # walking back from the longest prefix: the first kept
     correction = block_residual(p, q, weights, n_accepted) if n_accepted < k else None
     new_token = sample((correction if correction is not None else p[k])[None], generator)
-    return Verdict(n_accepted, int(new_token.item()), stop, etas, correction, p, "block", weights[1:])
+    return Verdict.of_chain(n_accepted, int(new_token.item()), stop, etas, correction, p, "block", weights[1:])
 
 
 def verify_match(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, generator: torch.Generator) -> Verdict:
@@ -125,7 +135,7 @@ def verify_match(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, generator: t
     if n_accepted < k:  # the law of the target's draw given that it missed the draft: p without x_i, renormalised
         correction = p[n_accepted].scatter(-1, x[n_accepted : n_accepted + 1], 0.0)
         correction = correction / correction.sum().clamp_min(1e-30)
-    return Verdict(n_accepted, int(own[n_accepted].item()), _at_drafts(p, x), None, correction, p, "match")
+    return Verdict.of_chain(n_accepted, int(own[n_accepted].item()), _at_drafts(p, x), None, correction, p, "match")
 
 
 Verifier = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Generator], Verdict]

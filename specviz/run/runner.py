@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
 from specviz import engine  # its names load on first use (PEP 562): importing the runner loads no torch
-from specviz.drafting.registry import make_drafter, make_tree_drafter
+from specviz.drafting.registry import make_drafter
 from specviz.engine.events import Event
 from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
 
@@ -59,16 +59,11 @@ def run(
     """Validate everything first, then stream the engine's events."""
     settings.validate()
     tree = settings.tree if mode == "speculative" else None
-    make = make_tree_drafter if tree else make_drafter
-    drafter_made = make(pair, drafter) if mode == "speculative" else None  # an unknown key fails here
+    drafter_made = make_drafter(pair, drafter, tree is not None) if mode == "speculative" else None  # an unknown key fails here
     prompt_ids = encode_prompt(pair, prompt, settings.max_new_tokens, settings.drafted_per_cycle)
     from specviz.engine.compiled import decoder_for  # torch loads here, with the pair
 
     target = decoder_for(pair.target.model, pair.shared_vocab_size)  # the fast path where the pair has it
-    if tree:
-        from specviz.engine.tree_speculative import tree_speculative_decode
-
-        return tree_speculative_decode(target, drafter_made, prompt_ids, settings, pair.vocabulary, should_stop)
     if mode == "autoregressive":
         return engine.autoregressive_decode(target, prompt_ids, settings, pair.vocabulary, should_stop)
     return engine.speculative_decode(target, drafter_made, prompt_ids, settings, pair.vocabulary, should_stop)

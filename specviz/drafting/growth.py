@@ -1,49 +1,30 @@
-"""The tree drafter's interface (engine/tree.py grows and verifies the trees): a shape, a proposal, and how a tree grows.
+"""How a drafter grows a token tree of a given shape (engine/tree_shape.py): `grow_tree`, and the budget's cut.
 
-A `TreeShape` gives `branching[d]`, how many children each branching node of depth d gets (the root is depth 0), and
-`expanded`, how many nodes of a depth branch: those whose path the draft finds most probable (the product of q along
-it), as EAGLE-2 ranks them; None lets every node branch. A chain is branching (1, …, 1). With a `budget` the shape is
-dynamic (EAGLE-2): the tree grows as above, then only the `budget` nodes of highest path probability stay (a node's
-ancestors are always at least as probable, so they stay with it). `TreeShape.parse` reads the text users type.
+`branching[d]` is how many children each branching node of depth d gets (the root is depth 0), and `expanded` how many
+nodes of a depth branch: those whose path the draft finds most probable (the product of q along it), as EAGLE-2 ranks
+them; None lets every node branch. With a `budget` the shape is dynamic (EAGLE-2): the tree grows as above, then only
+the `budget` nodes of highest path probability stay (a node's ancestors are always at least as probable, so they stay
+with it).
 
 Under greedy a node's children are the draft's top-k; under sampling they are drawn from q, independently or without
-replacement (engine/tree_acceptance.py), except in a dynamic shape, whose children are q's top-k under sampling too
+replacement (engine/acceptance.py), except in a dynamic shape, whose children are q's top-k under sampling too
 (a child kept or dropped by how probable it is must not be a random draw: judged as a deterministic draft, q one-hot,
 it stays exact). What is proposed depends on the draft alone, so the acceptance test stays exact.
-The drafters that grow trees live in specviz/drafting/tree_drafters.py.
+The drafters that grow trees are in specviz/drafting/drafters.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import torch
 
+from specviz.engine.acceptance import Siblings, draw_children
+from specviz.engine.drafter import Proposal
 from specviz.engine.sampling import display_probs, warp
 from specviz.engine.settings import SamplingSettings
 from specviz.engine.tree import ROOT, TokenTree
-from specviz.engine.tree_acceptance import Siblings, draw_children
 from specviz.engine.tree_shape import TreeShape
-
-__all__ = ["TreeDrafter", "TreeProposal", "TreeShape", "grow_tree"]
-
-
-@dataclass
-class TreeProposal:
-    tree: TokenTree
-    draft_probs: torch.Tensor | None  # (nodes + 1, vocab): q a node's children came from (root first); None: deterministic
-    n_forwards: int
-    logits_at: dict[int, torch.Tensor] = field(default_factory=dict)  # node (ROOT first) → the draft's logits after it
-    grown_ids: tuple[int, ...] | None = None  # each node's number while the tree grew, where a budget dropped some
-
-    @property
-    def draft_logits(self) -> torch.Tensor | None:
-        """(nodes + 1, vocab): the draft's logits at the root and after each node, for display (built when asked, after
-        the clock has stopped); zeros at nodes never fed; None for a draft without logits (q is then one-hot)."""
-        if not self.logits_at:
-            return None
-        return _rows(self.logits_at, len(self.tree), self.logits_at[ROOT][None])
 
 
 def grow_tree(
@@ -53,9 +34,10 @@ def grow_tree(
     settings: SamplingSettings,
     siblings: Siblings,
     generator: torch.Generator,
-) -> TreeProposal:
+) -> tuple[Proposal, tuple[int, ...] | None]:
     """Depth by depth: rank the newest nodes by the draft's path probability, feed the best through `feed` in one
-    forward, branch them all at once; with a budget, keep the most probable nodes of the whole tree."""
+    forward, branch them all at once; with a budget, keep the most probable nodes of the whole tree. Returns the
+    proposal, and each node's number while the tree grew where a budget dropped some (else None)."""
     deterministic = settings.greedy or shape.budget is not None  # children: q's top-k (module docstring)
     tokens: list[int] = []
     parents: list[int] = []
@@ -99,9 +81,10 @@ def grow_tree(
         tree, grown_ids = keep_most_probable(tree, log_path_q, shape.budget)
         renumbered = {old: new for new, old in enumerate(grown_ids)} | {ROOT: ROOT}
         logits_at = {renumbered[node]: row for node, row in logits_at.items() if node in renumbered}
-    shown_logits = logits_at if settings.greedy or not deterministic else {}  # a deterministic draft under sampling: q one-hot
+    shown = settings.greedy or not deterministic  # a deterministic draft under sampling: q one-hot, no logits shown
+    draft_logits = _rows(logits_at, len(tree), root_logits) if shown else None
     draft_probs = _rows(q_at, len(tree), root_logits) if q_at else None
-    return TreeProposal(tree, draft_probs, n_forwards, shown_logits, grown_ids)
+    return Proposal(tree, draft_probs, draft_logits, n_forwards), grown_ids
 
 
 def keep_most_probable(tree: TokenTree, log_path_q: torch.Tensor, budget: int) -> tuple[TokenTree, tuple[int, ...]]:
@@ -121,21 +104,3 @@ def _rows(by_node: dict[int, torch.Tensor], n_nodes: int, like: torch.Tensor) ->
     for node, row in by_node.items():
         rows[node + 1] = row.float()
     return rows
-
-
-class TreeDrafter:
-    """The interface: read the prompt, grow a tree after `committed`, keep the accepted path, learn from the pass."""
-
-    name = "tree"
-    wanted_hidden_layers: tuple[int, ...] = ()  # the target's hidden states the loop hands `update` (none unless asked)
-
-    def start(self, prompt_ids: list[int], prompt_hidden_states: torch.Tensor | None = None) -> None: ...
-
-    def propose_tree(
-        self, committed: list[int], shape: TreeShape, settings: SamplingSettings, siblings: Siblings, generator: torch.Generator
-    ) -> TreeProposal:
-        raise NotImplementedError
-
-    def rollback(self, committed: list[int], accepted_nodes: list[int]) -> None: ...
-
-    def update(self, committed: list[int], accepted_nodes: list[int], target_hidden_states: torch.Tensor | None) -> None: ...
