@@ -204,3 +204,28 @@ def steps_of(fast: FastHead | None, head, token_ids, features, reference: bool):
     out.append(draft_step(token_ids[4:6], features[4:6], cache))
     out.append(draft_step(token_ids[6:7], head.fed_back(out[-1][0]), cache))
     return out
+
+
+def test_a_tiny_fit_warm_starts_from_a_feature_head_and_stops_at_its_budget(target, tmp_path):
+    from specviz.models.feature_head import head_from_target
+    from specviz.training.distill.eagle3_fit import (
+        Eagle3FitSettings,
+        calibration_layers,
+        fit_eagle3,
+        head_from_feature_head,
+        layers_read,
+    )
+    from specviz.training.distill.feature_fit import target_features
+
+    old = head_from_target(target, list(range(0, VOCAB, 2)), (-1, 1))
+    generator = torch.Generator().manual_seed(0)
+    sequences = [(torch.randint(0, VOCAB, (12,), generator=generator).tolist(), 4) for _ in range(12)]
+    calibration = target_features(target, sequences[:4], calibration_layers(old, AUX), quiet=True)
+    head, measured = head_from_feature_head(target, old, AUX, calibration)
+    assert 0 < measured["fc_least_squares_r2"] <= 1 and not head.lm_head.weight.requires_grad
+    validation = target_features(target, sequences[:3], layers_read(AUX), quiet=True)
+    settings = Eagle3FitSettings(batch_size=4, budget_s=0.5, checkpoint_s=1e9, validate_depths=3)
+    log = fit_eagle3(head, target, sequences[3:], validation, settings, checkpoint=tmp_path, progress=lambda line: None)
+    assert log.steps[0] == 0 and log.steps[-1] >= 1 and all(len(row) == 3 for row in log.validation_agreement)
+    back = load_head(tmp_path, target, dtype=torch.float32)  # the checkpoint is the standard checkpoint, lm_head rebuilt
+    torch.testing.assert_close(back.fc.weight, head.fc.weight.to(torch.bfloat16).float())

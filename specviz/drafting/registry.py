@@ -122,6 +122,29 @@ register(
         build_tree=lambda pair: _tree_drafters().feature_tree_drafter(pair),
     )
 )
+
+
+def eagle3_drafter(pair: LoadedPair, tree: bool = False):
+    """The feature drafters, over a head in EAGLE-3's standard form (models/eagle3_head.py: the same drafting interface)."""
+    from specviz.models.eagle3_head import Eagle3Head
+
+    head = pair.feature_head.head if pair.feature_head is not None else None
+    if not isinstance(head, Eagle3Head):
+        raise SettingsError(
+            f"{pair.name} has no EAGLE-3 head: choose another drafter, or a pair whose feature_head is an EAGLE-3 checkpoint"
+        )
+    return (_tree_drafters().FeatureTreeDrafter if tree else _drafters().FeatureDrafter)(head, pair.shared_vocab_size)
+
+
+register(
+    Strategy(
+        "eagle3",
+        "EAGLE-3 head (reads the target's low, mid and high layers; the standard checkpoint llama.cpp and vLLM load)",
+        eagle3_drafter,
+        needs_draft_model=False,
+        build_tree=lambda pair: eagle3_drafter(pair, tree=True),
+    )
+)
 register(
     Strategy(
         "lookup",

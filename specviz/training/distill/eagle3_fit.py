@@ -43,7 +43,7 @@ class Eagle3FitSettings(OptimiserSettings):
     step_decay: float = 0.8
     validate_depths: int = 4
     checkpoint_s: float = 480.0
-    validation_sequences: int = 48  # few: on 2 shared cores every target forward counts
+    validation_sequences: int = 32  # few: on 2 shared cores every target forward counts
     bucket: int = 50  # batches drawn from a shuffled window of bucket · batch_size sequences sorted by length
 
 
@@ -63,19 +63,27 @@ def layers_read(aux_layers: tuple[int, ...]) -> tuple[int, ...]:
 # -- the warm start -----------------------------------------------------------------------------------------------
 
 
+def calibration_layers(old: FeatureHead, aux_layers: tuple[int, ...]) -> tuple[int, ...]:
+    """The target's states the warm start reads: old's (last, lower…), then the aux layers."""
+    return (*old.shape.feature_layers, *aux_layers)
+
+
 @torch.no_grad()
 def head_from_feature_head(
-    target, old: FeatureHead, aux_layers: tuple[int, ...], calibration: list[list[int]]
+    target, old: FeatureHead, aux_layers: tuple[int, ...], states: list[FeatureSequence], embedding_in_h: bool = True
 ) -> tuple[Eagle3Head, dict]:
     """A new EAGLE-3 head that starts as close to `old` (a trained FeatureHead) as the two forms allow.
 
-    - lm_head: the target's embedding rows of old's kept ids (frozen, so not shipped); `norm` a constant scale, so the
-      readout's argmax is old's (logits = f̂·E, rescaled).
-    - fc: least squares (on the calibration sequences) from the raw aux states to the part of old's fused input that
-      the features make (W_f f + W_l norm(lower)): h starts where old's residual starts, less the embedding's term.
-    - q/k/v: the hidden half is old's q/k/v (hidden_norm = old's input_norm); the embedding half is old's q/k/v
-      through old's fuse of the embedding, rescaled for the separate norm.
-    - o_proj, post-attention norm, MLP: old's.
+    old's layer runs over x = fuse(cat(e, f, lower)); x is both its residual and (normed) its attention's input. The
+    EAGLE-3 layer's residual is h = fc(aux) and its attention reads cat(norm(e), norm(h)). So:
+    - fc: ridge least squares (over `states`, the target's `calibration_layers` at every position) from the raw aux
+      states at i−1 to old's x at i, embedding term included (`embedding_in_h`): under greedy answers the target's
+      states at i−1 all but name x_i, and without it the residual would lack the token (measured: agreement 0.19 at
+      depth 1 when h fitted only the features' part).
+    - q/k/v: the hidden half is old's q/k/v (hidden_norm = old's input_norm, rescaled for |h| against |x|); the
+      embedding half zero where h carries the embedding, else old's through its fuse of the embedding.
+    - o_proj, post-attention norm, MLP: old's. lm_head: the target's embedding rows of old's kept ids (frozen, so not
+      shipped); `norm` a constant, so the readout's argmax is old's (logits = f̂·E, rescaled).
     Returns the head and what the calibration measured."""
     kept = old.kept_ids.tolist()
     shape = Eagle3Shape.of_target(target.config, len(kept), aux_layers)
@@ -83,37 +91,34 @@ def head_from_feature_head(
     head = Eagle3Head(shape, embedding, kept)
     hidden = shape.hidden
     old = old.float()
-    # the calibration states: old's layers (last, lower…) and the aux layers, at every position
-    old_layers = old.shape.feature_layers
-    sequences = [(ids, 0) for ids in calibration]
-    states = target_features(target, sequences, (*old_layers, *aux_layers), batch_size=8)
-    rows = torch.cat([s.features.float() for s in states])  # (m, hidden · (old + aux))
-    tokens = torch.cat([s.token_ids for s in states])
-    old_part, aux = rows[:, : hidden * len(old_layers)], rows[:, hidden * len(old_layers) :]
+    old_width = hidden * len(old.shape.feature_layers)
+    # head position j reads the states at j and token j + 1 (as _batch lays them out)
+    rows = torch.cat([s.features[:-1].float() for s in states])  # (m, hidden · (old + aux))
+    tokens = torch.cat([s.token_ids[1:] for s in states])
+    old_part, aux = rows[:, :old_width], rows[:, old_width:]
     last, *lower = old_part.split(hidden, dim=-1)
     lower = [norm(state) for norm, state in zip(old.lower_norms, lower)]
     fuse = old.fuse.weight  # (hidden, hidden + width): [embedding | last | lower…]
     from_features = torch.cat([last, *lower], dim=-1) @ fuse[:, hidden:].T  # (m, hidden)
     from_embedding = embedding[tokens] @ fuse[:, :hidden].T
-    # ridge least squares: aux (m, 3·hidden) → from_features (m, hidden)
+    x = from_features + from_embedding
+    goal = x if embedding_in_h else from_features
     a = aux.double()
     gram = a.T @ a
     gram += torch.eye(gram.shape[0], dtype=gram.dtype) * 1e-3 * gram.diagonal().mean()
-    fc = torch.linalg.solve(gram, a.T @ from_features.double()).T.float()  # (hidden, 3·hidden)
+    fc = torch.linalg.solve(gram, a.T @ goal.double()).T.float()  # (hidden, 3·hidden)
     h = aux @ fc.T
-    explained = 1 - (h - from_features).pow(2).sum() / (from_features - from_features.mean(0)).pow(2).sum()
+    explained = 1 - (h - goal).pow(2).sum() / (goal - goal.mean(0)).pow(2).sum()
     rms = lambda t: t.pow(2).mean(-1).sqrt().mean()  # noqa: E731
-    x = from_features + from_embedding
     rms_x, rms_h, rms_e, rms_f = rms(x), rms(h), rms(embedding[tokens]), rms(last)
     head.fc.weight.copy_(fc)
     layer, attention = head.midlayer, head.midlayer.self_attn
     layer.hidden_norm.weight.copy_(old.input_norm.weight)
     layer.input_layernorm.weight.fill_(1.0)
-    # old: W · (g ⊙ x / rms(x)), x = fuse_e·e + (features part ≈ h); new: W_e · (e / rms(e)) + W_h · (g ⊙ h / rms(h))
     for new, old_proj in ((attention.q_proj, old.q_proj), (attention.k_proj, old.k_proj), (attention.v_proj, old.v_proj)):
         w = old_proj.weight
-        new.weight[:, hidden:] = w * (rms_h / rms_x)
-        new.weight[:, :hidden] = (w * old.input_norm.weight) @ fuse[:, :hidden] * (rms_e / rms_x)
+        new.weight[:, hidden:] = w if embedding_in_h else w * (rms_h / rms_x)
+        new.weight[:, :hidden] = 0.0 if embedding_in_h else (w * old.input_norm.weight) @ fuse[:, :hidden] * (rms_e / rms_x)
     attention.o_proj.weight.copy_(old.o_proj.weight)
     layer.post_attention_layernorm.weight.copy_(old.post_attention_norm.weight)
     for name in ("gate_proj", "up_proj", "down_proj"):
@@ -124,6 +129,7 @@ def head_from_feature_head(
     head.lm_head_from_embedding = True
     measured = {
         "calibration_positions": int(rows.shape[0]),
+        "embedding_in_h": embedding_in_h,
         "fc_least_squares_r2": round(float(explained), 4),
         "rms": {"fused_input": round(float(rms_x), 3), "h": round(float(rms_h), 3), "embedding": round(float(rms_e), 4)},
     }
@@ -148,22 +154,22 @@ def unrolled_losses(head: Eagle3Head, batch, steps: int, decay: float):
     aux = features_in[..., hidden:]
     teacher_rows = head.embedding[head.kept_ids]  # the target's LM head rows of the draft vocabulary (tied embedding)
     total, counts = 0.0, []
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=aux.device.type == "cpu"):
-        out, first_kv = head(tokens, aux, mask)
-        own: list = []
-        for k in range(steps):
-            if k:
-                out = head.unrolled_step(_shifted(tokens, k, 0), out, first_kv, own, k, mask)
-            label, truth = _shifted(labels, k, -1), _shifted(features_out, k, 0.0)
-            scored = label >= 0
-            student = head.kept_logits(out[scored]).float()
-            with torch.no_grad():
-                teacher = torch.log_softmax(truth[scored].float() @ teacher_rows.float().T, dim=-1)
-            target_label = label[scored]
-            hard = F.cross_entropy(student, target_label)
-            soft = F.kl_div(torch.log_softmax(student, dim=-1), teacher, log_target=True, reduction="batchmean")
-            total = total + decay**k * (hard + soft)
-            counts.append(((student.argmax(-1) == target_label).sum().item(), int(scored.sum().item())))
+    # float32 throughout: on 2 busy cores bf16 ran slower (the target's forward over 8 sequences: 137 s against 85 s)
+    out, first_kv = head(tokens, aux, mask)
+    own: list = []
+    for k in range(steps):
+        if k:
+            out = head.unrolled_step(_shifted(tokens, k, 0), out, first_kv, own, k, mask)
+        label, truth = _shifted(labels, k, -1), _shifted(features_out, k, 0.0)
+        scored = label >= 0
+        student = head.kept_logits(out[scored]).float()
+        with torch.no_grad():
+            teacher = torch.log_softmax(truth[scored].float() @ teacher_rows.float().T, dim=-1)
+        target_label = label[scored]
+        hard = F.cross_entropy(student, target_label)
+        soft = F.kl_div(torch.log_softmax(student, dim=-1), teacher, log_target=True, reduction="batchmean")
+        total = total + decay**k * (hard + soft)
+        counts.append(((student.argmax(-1) == target_label).sum().item(), int(scored.sum().item())))
     return total, counts
 
 

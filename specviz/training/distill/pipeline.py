@@ -23,7 +23,13 @@ from specviz.training.distill.answers import load_answers, save_answers
 from specviz.training.distill.card import write_card
 from specviz.training.distill.collect import Example, collect, end_token_ids, load_examples
 from specviz.training.distill.draft_model import DraftShape, build_draft, build_sharing_draft, kept_token_ids
-from specviz.training.distill.eagle3_fit import Eagle3FitSettings, fit_eagle3, head_from_feature_head, layers_read
+from specviz.training.distill.eagle3_fit import (
+    Eagle3FitSettings,
+    calibration_layers,
+    fit_eagle3,
+    head_from_feature_head,
+    layers_read,
+)
 from specviz.training.distill.feature_fit import FeatureFitSettings, fit_head, target_features
 from specviz.training.distill.fit import FitSettings, KeptHead, evaluate, fit
 
@@ -338,7 +344,7 @@ def fit_eagle3_head(recipe: Recipe, state: State) -> None:
     if recipe.init_head is None:
         raise ValueError("an EAGLE-3 head is warm-started from a trained feature head: give --init-head")
     old = load_head(recipe.init_head, state.target, dtype=torch.float32)
-    calibration = [ids for ids, _ in train[:32]]
+    calibration = target_features(state.target, train[:24], calibration_layers(old, aux), batch_size=8)
     state.head, warm = head_from_feature_head(state.target, old, aux, calibration)
     state.head.train()
     started = time.perf_counter()
