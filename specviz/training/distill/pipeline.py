@@ -361,10 +361,10 @@ def fit_eagle3_head(recipe: Recipe, state: State) -> None:
     )
     state.report["warm_start"] = {
         "from": str(recipe.init_head),
-        "what": "lm_head: the target's embedding rows of the feature head's 8,192 kept ids (frozen, not shipped); "
-        "norm: a constant (old readout's argmax); fc: ridge least squares from the aux states to the feature head's "
-        "fused features; q/k/v: hidden half the feature head's, embedding half through its fuse; o_proj, "
-        "post-attention norm, MLP: the feature head's",
+        "what": "lm_head: the target's embedding rows of the feature head's kept ids (frozen, not shipped); norm: a "
+        "constant (the feature head's readout argmax); fc: ridge least squares from the aux states to the feature "
+        "head's fused input, embedding term included; q/k/v: hidden half the feature head's, embedding half zero; "
+        "o_proj, post-attention norm, MLP: the feature head's",
         **warm,
     }
     state.report["fit"] = {
