@@ -30,7 +30,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
 
-from specviz.models.feature_head import FeatureCache, _causal_mask, _rotate
+from specviz.models.feature_head import FeatureHead, _rotate
 from specviz.models.weight_forms import INT4_GROUP, apply_form, supports
 
 CONFIG_FILE = "config.json"
@@ -214,17 +214,9 @@ class Eagle3Head(nn.Module):
 
     # -- training: whole sequences, unrolled (the training-time test) ------------------------------------------
 
-    def forward(self, token_ids: torch.Tensor, features: torch.Tensor, attention_mask: torch.Tensor | None = None):
-        """Teacher forcing, the first draft at every position: its output, and its keys/values (for `unrolled_step`)."""  # (b, n), (b, n, 3·hidden)
-        x = self.layer_input(token_ids, features)
-        positions = torch.arange(token_ids.shape[1], device=token_ids.device)
-        q, k, v = self.queries_keys_values(x, positions)
-        groups = self.shape.heads // self.shape.kv_heads
-        mask = _causal_mask(token_ids.shape[1], attention_mask, token_ids.device)
-        attended = F.scaled_dot_product_attention(
-            q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1), attn_mask=mask
-        )
-        return self.finish(x, attended), (k, v)
+    # teacher forcing, the first draft at every position: its output and its keys/values (for `unrolled_step`); the
+    # arithmetic is FeatureHead's, through this head's pieces
+    forward = FeatureHead.forward
 
     def unrolled_step(self, token_ids, fed, first_kv, own_kv: list, step: int, attention_mask=None):
         """Draft step `step` + 1 (step ≥ 1) of the training-time test (SpecForge's TTT), at every base position i at once.
@@ -254,23 +246,9 @@ class Eagle3Head(nn.Module):
             attended = attended + weights[..., length + index : length + index + 1] * expand(v)
         return self.finish(x, attended)
 
-    # -- drafting: one position at a time through a KV cache -------------------------------------------------
+    # -- drafting: one position at a time through a KV cache (FeatureHead's step, through this head's pieces) ----
 
-    def step(self, token_ids: torch.Tensor, features: torch.Tensor, cache: FeatureCache) -> torch.Tensor:
-        """Feed positions that follow the cache; return the layer's output at each."""  # (n,), (n, 3·hidden | hidden) → (n, hidden)
-        x = self.layer_input(token_ids.view(1, -1), features.view(1, token_ids.numel(), -1))
-        start = cache.length
-        positions = torch.arange(start, start + x.shape[1], device=x.device)
-        q, k, v = self.queries_keys_values(x, positions)
-        k, v = cache.append(k, v)
-        groups = self.shape.heads // self.shape.kv_heads
-        mask = None
-        if x.shape[1] > 1:
-            mask = torch.ones(x.shape[1], k.shape[2], dtype=torch.bool, device=x.device).tril(start)
-        attended = F.scaled_dot_product_attention(
-            q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1), attn_mask=mask
-        )
-        return self.finish(x, attended)[0]
+    step = FeatureHead.step
 
 
 # -- building, saving, loading --------------------------------------------------------------------------------
