@@ -142,9 +142,15 @@ def read_prompts(name: str, needed: bool = True) -> list[str]:
 
 def check_continuable(folder: Path, args: argparse.Namespace) -> None:
     """--init-head: a saved feature head with its report, reading the layers asked for (checked before hours of work)."""
-    if args.kind not in ("feature", "eagle3") or not (folder / "feature_head.json").is_file():
+    from specviz.models.eagle3_head import is_eagle3_head
+
+    if args.kind == "eagle3" and is_eagle3_head(folder):  # an EAGLE-3 head is continued as saved
+        return
+    if args.kind not in ("feature", "eagle3"):
+        raise UsageError("--init-head continues a feature head (--kind feature) or starts an EAGLE-3 one (--kind eagle3)")
+    if not (folder / "feature_head.json").is_file():
         raise UsageError(
-            f"--init-head continues (or, for eagle3, warm-starts from) a feature head: {folder} has no feature_head.json"
+            f"--init-head continues (for eagle3: warm-starts from) a feature head: {folder} has no feature_head.json"
         )
     if args.kind == "eagle3":  # any feature head warm-starts an EAGLE-3 head, whatever layers it reads
         return

@@ -259,6 +259,12 @@ def is_eagle3_head(folder: str | Path) -> bool:
     return path.is_file() and ARCHITECTURE in json.loads(path.read_text()).get("architectures", [])
 
 
+def draft_vocabulary(folder: str | Path) -> list[int]:
+    """The target ids of a saved head's draft vocabulary, in draft order (draft id + d2t)."""
+    d2t = load_file(Path(folder) / WEIGHTS_FILE)["d2t"]
+    return (torch.arange(len(d2t)) + d2t).tolist()
+
+
 def eagle3_config(head: Eagle3Head) -> dict:
     """The standard config (what llama.cpp's converter, vLLM and SGLang read), plus specviz's own keys."""
     shape = head.shape
@@ -309,8 +315,7 @@ def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> E
     if embedding.shape != (shape.vocab_size, shape.hidden):
         raise ValueError(f"the EAGLE-3 head in {folder} was made for another target (embedding {tuple(embedding.shape)})")
     weights = load_file(folder / WEIGHTS_FILE)
-    kept = (torch.arange(shape.draft_vocab_size) + weights["d2t"]).tolist()
-    head = Eagle3Head(shape, embedding, kept)
+    head = Eagle3Head(shape, embedding, (torch.arange(shape.draft_vocab_size) + weights["d2t"]).tolist())
     if config.get(LM_HEAD_FROM_EMBEDDING):
         weights["lm_head.weight"] = embedding[head.kept_ids].detach().float()
         head.lm_head_from_embedding = True

@@ -147,7 +147,9 @@ def choose_vocabulary(recipe: Recipe, state: State) -> None:
             mass.index_add_(0, example.top_ids.flatten().long(), example.top_probs.flatten().float())
         else:  # answers kept as ids only: the target's own tokens stand for its probability mass
             mass.index_add_(0, torch.tensor(example.answer_ids), torch.ones(len(example.answer_ids)))
-    if recipe.init_head is not None:  # a continued head keeps the rows it was trained to read out
+    if recipe.init_head is not None and eagle3_head.is_eagle3_head(recipe.init_head):  # its draft vocabulary
+        state.kept_ids = eagle3_head.draft_vocabulary(recipe.init_head)
+    elif recipe.init_head is not None:  # a continued head keeps the rows it was trained to read out
         state.kept_ids = json.loads((recipe.init_head / "feature_head.json").read_text())["kept_token_ids"]
     else:
         state.kept_ids = kept_token_ids(mass, size, end_token_ids(state.target, state.tokenizer))
@@ -342,11 +344,32 @@ def fit_eagle3_head(recipe: Recipe, state: State) -> None:
     validation, train = sequences[:n_validation], sequences[n_validation:]
     aux = recipe.aux_layers or default_aux_layers(state.target.config.num_hidden_layers)
     if recipe.init_head is None:
-        raise ValueError("an EAGLE-3 head is warm-started from a trained feature head: give --init-head")
-    old = load_head(recipe.init_head, state.target, dtype=torch.float32)
-    calibration = target_features(state.target, train[:24], calibration_layers(old, aux), batch_size=8)
-    state.head, warm = head_from_feature_head(state.target, old, aux, calibration)
+        raise ValueError("an EAGLE-3 head is warm-started from a trained feature head (or continued): give --init-head")
+    if eagle3_head.is_eagle3_head(recipe.init_head):  # continued: its weights in float32, lm_head frozen as saved
+        state.head = eagle3_head.load_head(recipe.init_head, state.target, dtype=torch.float32)
+        state.head.lm_head.weight.requires_grad_(not state.head.lm_head_from_embedding)
+        earlier = json.loads((recipe.init_head / "distill_report.json").read_text())
+        state.report["continued_from"] = {key: earlier.get(key) for key in ("command", "warm_start", "continued_from")}
+        state.report["continued_from"].update(
+            steps=earlier["fit"]["steps"], seconds=earlier["fit"]["seconds"], sequences_seen=earlier["fit"]["sequences_seen"]
+        )
+    else:
+        old = load_head(recipe.init_head, state.target, dtype=torch.float32)
+        calibration = target_features(state.target, train[:24], calibration_layers(old, aux), batch_size=8)
+        state.head, warm = head_from_feature_head(state.target, old, aux, calibration)
+        state.report["warm_start"] = {
+            "from": str(recipe.init_head),
+            "what": "lm_head: the target's embedding rows of the feature head's kept ids (frozen, not shipped); norm: a "
+            "constant (the feature head's readout argmax); fc: ridge least squares from the aux states to the feature "
+            "head's fused input, embedding term included; q/k/v: hidden half the feature head's, embedding half zero; "
+            "o_proj, post-attention norm, MLP: the feature head's",
+            **warm,
+        }
     state.head.train()
+    aux = state.head.shape.aux_layers  # a continued head reads the layers it was trained on
+    settings = recipe.eagle3_fit
+    if "continued_from" in state.report:  # another batch order than the run it continues
+        settings = replace(settings, seed=settings.seed + 1)
     started = time.perf_counter()
     validation_features = target_features(state.target, validation, layers_read(aux))
     features_s = time.perf_counter() - started
@@ -355,20 +378,12 @@ def fit_eagle3_head(recipe: Recipe, state: State) -> None:
         state.target,
         train,
         validation_features,
-        recipe.eagle3_fit,
+        settings,
         checkpoint=recipe.work / "eagle3-checkpoint",
         progress=lambda line: print(line, flush=True),
     )
-    state.report["warm_start"] = {
-        "from": str(recipe.init_head),
-        "what": "lm_head: the target's embedding rows of the feature head's kept ids (frozen, not shipped); norm: a "
-        "constant (the feature head's readout argmax); fc: ridge least squares from the aux states to the feature "
-        "head's fused input, embedding term included; q/k/v: hidden half the feature head's, embedding half zero; "
-        "o_proj, post-attention norm, MLP: the feature head's",
-        **warm,
-    }
     state.report["fit"] = {
-        "settings": asdict(recipe.eagle3_fit),
+        "settings": asdict(settings),
         "train_examples": len(train),
         "validation_examples": len(validation),
         "sequences_seen": log.sequences_seen,
