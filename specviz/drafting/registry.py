@@ -117,6 +117,29 @@ register(
         grows_trees=True,
     )
 )
+
+
+def eagle3_drafter(pair: LoadedPair, tree: bool = False):
+    """The feature drafters, over a head in EAGLE-3's standard form (models/eagle3_head.py: the same drafting interface)."""
+    from specviz.models.eagle3_head import Eagle3Head
+
+    head = pair.feature_head.head if pair.feature_head is not None else None
+    if not isinstance(head, Eagle3Head):
+        raise SettingsError(
+            f"{pair.name} has no EAGLE-3 head: choose another drafter, or a pair whose feature_head is an EAGLE-3 checkpoint"
+        )
+    return _drafters().FeatureDrafter(head, pair.shared_vocab_size, compiled=not tree)  # trees: eager
+
+
+register(
+    Strategy(
+        "eagle3",
+        "EAGLE-3 head (reads the target's low, mid and high layers; the standard checkpoint llama.cpp and vLLM load)",
+        eagle3_drafter,
+        needs_draft_model=False,
+        grows_trees=True,
+    )
+)
 register(
     Strategy(
         "lookup",

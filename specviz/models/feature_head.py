@@ -189,9 +189,7 @@ class FeatureHead(nn.Module):
 
     def step(self, token_ids: torch.Tensor, features: torch.Tensor, cache: FeatureCache) -> torch.Tensor:
         """Feed positions that follow the cache; return f̂ at each."""  # (n,), (n, hidden) → (n, hidden)
-        x = self.layer_input(
-            token_ids.view(1, -1), features.view(1, -1, self.shape.feature_width).to(self.input_norm.weight.dtype)
-        )
+        x = self.layer_input(token_ids.view(1, -1), features.view(1, token_ids.numel(), -1).to(self.input_norm.weight.dtype))
         start = cache.length
         positions = torch.arange(start, start + x.shape[1], device=x.device)
         q, k, v = self.queries_keys_values(x, positions)
