@@ -35,19 +35,8 @@ def add_parser(commands) -> None:
     parser.set_defaults(handler=command)
 
 
-def head_of(pair_name: str, entry) -> Path:
-    """The pair's head folder (an `eagle3_head` where the catalogue names one, else its feature head), or a refusal."""
-    reference = getattr(entry, "eagle3_head_ref", None) or entry.feature_head_ref
-    if reference is None:
-        raise UsageError(
-            f"the {pair_name} pair has no head to export: distill one with `python -m specviz distill --kind eagle3` "
-            "and name it in models.yaml"
-        )
-    return Path(reference)
-
-
 def command(args: argparse.Namespace) -> int:
-    from specviz.deployment.export import export_eagle3
+    from specviz.deployment.export import export_eagle3, pair_head
     from specviz.engine.tree_shape import TreeShape
     from specviz.models.catalogue import load_catalogue
 
@@ -57,7 +46,7 @@ def command(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out must be a folder (got the file {args.out})")
-    head = Path(args.head) if args.head else head_of(name, entry)
+    head = Path(args.head) if args.head else pair_head(name, entry)
     tree = None
     if args.tree:
         try:

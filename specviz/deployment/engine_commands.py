@@ -16,8 +16,10 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-from specviz.engine.tree_shape import TreeShape
+if TYPE_CHECKING:  # light: the report renders these lines where torch is not loaded
+    from specviz.engine.tree_shape import TreeShape
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,36 @@ class ExportError(ValueError):
     """The head cannot be exported; the message is one sentence (the CLI prints it, exit status 2)."""
 
 
+def pair_head(pair_name: str, entry) -> Path:
+    """A catalogue pair's head folder (its `eagle3_head` where the catalogue names one, else its feature head), or one
+    sentence saying it has none."""
+    reference = getattr(entry, "eagle3_head_ref", None) or entry.feature_head_ref
+    if reference is None:
+        raise ExportError(f"the {pair_name} pair has no head to export: {DISTILL_HINT} and name it in models.yaml")
+    return Path(reference)
+
+
+def exportable_head(pair_name: str, entry) -> Path | None:
+    """The pair's head where it is in EAGLE-3's form (what the deployment report offers to run elsewhere), else None."""
+    try:
+        head = pair_head(pair_name, entry)
+        refuse_unless_eagle3(head)
+    except ExportError:
+        return None
+    return head
+
+
+def target_gguf_path(entry) -> str | None:
+    """Where the pair's target GGUF is (or will be, once fetched) for llama.cpp; None for a target with no GGUF."""
+    if entry.target_offline is not None:
+        from specviz.models.sources import WheelFile, cache_root
+
+        source = entry.target_offline
+        wheel = WheelFile(source.wheel, source.file, source.sha256)
+        return str(cache_root() / "wheels" / source.sha256[:16] / wheel.name)
+    return entry.target_ref if entry.target_ref.endswith(".gguf") else None
+
+
 def default_layer_ids(target_layers: int) -> list[int]:
     """The ids every engine reads when a head names none: low, mid and high (inputs of layers 2, L/2 and L−3)."""
     return [2, target_layers // 2, target_layers - 3]
