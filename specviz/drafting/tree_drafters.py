@@ -133,7 +133,7 @@ class FeatureTreeDrafter(TreeDrafter):
 
 def head_step_in_tree(head, token_ids, features, cache, positions, visible) -> torch.Tensor:
     """The head's drafting step for nodes of a tree: like FeatureHead.step, at the given positions and mask."""  # (n,), (n, width), …, (n, keys) → (n, hidden)
-    x = head.layer_input(token_ids.view(1, -1), features.view(1, -1, head.shape.feature_width).to(head.input_norm.weight.dtype))
+    x = head.layer_input(token_ids.view(1, -1), features.view(1, token_ids.numel(), -1).to(head.input_norm.weight.dtype))
     q, k, v = head.queries_keys_values(x, positions)
     k, v = cache.append(k, v)
     groups = head.shape.heads // head.shape.kv_heads

@@ -1,0 +1,347 @@
+"""A feature head in EAGLE-3's exact form (Li et al. 2025): the checkpoint SpecForge, vLLM, SGLang and llama.cpp read.
+
+At head position i the head reads the target's raw residual stream entering three of its layers (low, mid, high) at
+position i-1, and the embedding of token x_i:
+
+    h    = fc(cat(low, mid, high))                                   (the first draft; later ones feed back h)
+    a    = attention(cat(input_layernorm(embed(x_i)), hidden_norm(h)))   q, k, v read 2·hidden
+    h'   = h + o_proj(a)
+    out  = h' + mlp(post_attention_layernorm(h'))                    → fed back as the next draft's h
+    logits over the draft vocabulary = lm_head(norm(out));  draft id d is target id d + d2t[d]
+
+The state-dict names are SpecForge's `LlamaForCausalLMEagle3` (vLLM's `Eagle3LlamaForCausalLM`): `fc`,
+`midlayer.{input_layernorm, hidden_norm, self_attn.{q,k,v,o}_proj, post_attention_layernorm, mlp.{gate,up,down}_proj}`,
+`norm`, `lm_head`, buffers `d2t` and `t2d`. The embedding is the target's (borrowed, never shipped).
+
+It offers the drafting interface of `FeatureHead` (`step`, `fed_back`, `layer_input`, `queries_keys_values`, `finish`,
+`logits`), so the feature drafters (chain and tree) and the fast path draft with it unchanged: q comes from its logits
+widened to the target's vocabulary with −∞ outside the draft vocabulary, and the acceptance test keeps it exact.
+`layer_input` returns cat(embedding, h): the fused input of FeatureHead, here the two halves attention norms apart.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from torch.nn import functional as F
+
+from specviz.models.feature_head import FeatureCache, _causal_mask, _rotate
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+ARCHITECTURE = "LlamaForCausalLMEagle3"
+# lm_head rows that are the target's embedding rows are not shipped (rebuilt at load); the config says so
+LM_HEAD_FROM_EMBEDDING = "specviz_lm_head_from_target_embedding"
+
+
+@dataclass(frozen=True)
+class Eagle3Shape:
+    """The target's layer shape (the head's layer copies it), its vocabulary, the draft's, and the aux layers."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    rope_theta: float
+    rms_norm_eps: float
+    vocab_size: int  # the target's: logits keep full width, −∞ outside the draft vocabulary
+    draft_vocab_size: int
+    # the residual stream entering these decoder layers (= transformers' hidden_states[i]; vLLM's default (2, N//2, N-3))
+    aux_layers: tuple[int, ...] = (2, 15, 27)
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def feature_layers(self) -> tuple[int, ...]:
+        """What the target hands the drafter (indices into transformers' hidden_states), as FeatureHeadShape names it."""
+        return self.aux_layers
+
+    @property
+    def feature_width(self) -> int:
+        return self.hidden * len(self.aux_layers)
+
+    @classmethod
+    def of_target(cls, config, draft_vocab_size: int, aux_layers: tuple[int, ...] | None = None) -> Eagle3Shape:
+        rope = getattr(config, "rope_parameters", None) or {}
+        theta = rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))
+        layers = config.num_hidden_layers
+        return cls(
+            hidden=config.hidden_size,
+            heads=config.num_attention_heads,
+            kv_heads=config.num_key_value_heads,
+            ffn=config.intermediate_size,
+            rope_theta=float(theta),
+            rms_norm_eps=config.rms_norm_eps,
+            vocab_size=config.vocab_size,
+            draft_vocab_size=draft_vocab_size,
+            aux_layers=tuple(aux_layers) if aux_layers else default_aux_layers(layers),
+        )
+
+
+def default_aux_layers(layers: int) -> tuple[int, ...]:
+    """vLLM's and SpecForge's default low/mid/high: the residual stream entering layers 2, N//2 and N−3."""
+    return (2, layers // 2, layers - 3)
+
+
+class Attention(nn.Module):
+    def __init__(self, shape: Eagle3Shape) -> None:
+        super().__init__()
+        kv_width = shape.kv_heads * shape.head_dim
+        self.q_proj = nn.Linear(2 * shape.hidden, shape.hidden, bias=False)
+        self.k_proj = nn.Linear(2 * shape.hidden, kv_width, bias=False)
+        self.v_proj = nn.Linear(2 * shape.hidden, kv_width, bias=False)
+        self.o_proj = nn.Linear(shape.hidden, shape.hidden, bias=False)
+
+
+class Mlp(nn.Module):
+    def __init__(self, shape: Eagle3Shape) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(shape.hidden, shape.ffn, bias=False)
+        self.up_proj = nn.Linear(shape.hidden, shape.ffn, bias=False)
+        self.down_proj = nn.Linear(shape.ffn, shape.hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class MidLayer(nn.Module):
+    def __init__(self, shape: Eagle3Shape) -> None:
+        super().__init__()
+        eps = shape.rms_norm_eps
+        self.input_layernorm = nn.RMSNorm(shape.hidden, eps=eps)
+        self.hidden_norm = nn.RMSNorm(shape.hidden, eps=eps)
+        self.self_attn = Attention(shape)
+        self.post_attention_layernorm = nn.RMSNorm(shape.hidden, eps=eps)
+        self.mlp = Mlp(shape)
+
+
+class Eagle3Head(nn.Module):
+    """(aux states at i−1 or the fed-back h, x_i) → the fed-back state and the logits of x_{i+1} over the draft vocabulary."""
+
+    def __init__(self, shape: Eagle3Shape, embedding: torch.Tensor, kept_ids: list[int]) -> None:
+        super().__init__()
+        if len(kept_ids) != shape.draft_vocab_size or sorted(kept_ids) != list(kept_ids):
+            raise ValueError(f"the draft vocabulary must be {shape.draft_vocab_size} increasing target ids")
+        self.shape = shape
+        self.fc = nn.Linear(shape.feature_width, shape.hidden, bias=False)
+        self.midlayer = MidLayer(shape)
+        self.norm = nn.RMSNorm(shape.hidden, eps=shape.rms_norm_eps)
+        self.lm_head = nn.Linear(shape.hidden, shape.draft_vocab_size, bias=False)
+        kept = torch.tensor(kept_ids, dtype=torch.long, device=embedding.device)
+        t2d = torch.zeros(shape.vocab_size, dtype=torch.bool, device=embedding.device)
+        t2d[kept] = True
+        self.register_buffer("d2t", kept - torch.arange(len(kept), device=embedding.device))  # draft id → target − draft
+        self.register_buffer("t2d", t2d)
+        self.register_buffer("kept_ids", kept, persistent=False)  # draft id → target id (= arange + d2t)
+        self.embedding = embedding  # the target's (vocab, hidden): borrowed, not a parameter of the head
+        self.form = "as trained"
+        self.readout = None  # FeatureHead's slot for a weight-only readout; this head reads out through lm_head
+        self.lm_head_from_embedding = False  # whether lm_head is the target's embedding rows (then not shipped)
+        self.rope_inverse = 1.0 / shape.rope_theta ** (torch.arange(0, shape.head_dim, 2, dtype=torch.float32) / shape.head_dim)
+
+    @property
+    def input_norm(self) -> nn.RMSNorm:
+        """The norm whose weight's dtype is the head's (the drafters cast their inputs to it)."""
+        return self.midlayer.input_layernorm
+
+    # -- the pieces (FeatureHead's interface) ------------------------------------------------------------------
+
+    def hidden_in(self, features: torch.Tensor) -> torch.Tensor:
+        """The residual entering the layer: fc over the target's aux states, or a fed-back state as it is."""  # (..., 3·hidden | hidden) → (..., hidden)
+        features = features.to(self.fc.weight.dtype)
+        return self.fc(features) if features.shape[-1] == self.shape.feature_width else features
+
+    def layer_input(self, token_ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """cat(embedding of x_i, h): the layer's two inputs side by side."""  # (..., n), (..., n, 3·hidden | hidden) → (..., n, 2·hidden)
+        h = self.hidden_in(features)
+        return torch.cat([F.embedding(token_ids, self.embedding).to(h.dtype), h], dim=-1)
+
+    def fed_back(self, predicted: torch.Tensor) -> torch.Tensor:
+        """The layer's output (before `norm`) is the next draft's h as it is."""
+        return predicted
+
+    def attention_input(self, x: torch.Tensor) -> torch.Tensor:
+        embedded, h = x.split(self.shape.hidden, dim=-1)
+        layer = self.midlayer
+        return torch.cat([layer.input_layernorm(embedded), layer.hidden_norm(h)], dim=-1)
+
+    def rotary(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        angles = positions.float()[..., None] * self.rope_inverse.to(positions.device)  # (…, n, head_dim/2)
+        angles = torch.cat([angles, angles], dim=-1)
+        return angles.cos().to(dtype), angles.sin().to(dtype)
+
+    def queries_keys_values(self, x: torch.Tensor, positions: torch.Tensor):
+        """cat(embedding, h) → rotated q (b, heads, n, d), k and v (b, kv_heads, n, d)."""
+        batch, length, _ = x.shape
+        d, attention = self.shape.head_dim, self.midlayer.self_attn
+        normed = self.attention_input(x)
+        q = attention.q_proj(normed).view(batch, length, self.shape.heads, d).transpose(1, 2)
+        k = attention.k_proj(normed).view(batch, length, self.shape.kv_heads, d).transpose(1, 2)
+        v = attention.v_proj(normed).view(batch, length, self.shape.kv_heads, d).transpose(1, 2)
+        cos, sin = self.rotary(positions, q.dtype)
+        if cos.dim() == 3:  # per-row positions (b, n, d): broadcast over heads
+            cos, sin = cos[:, None], sin[:, None]
+        return _rotate(q, cos, sin), _rotate(k, cos, sin), v
+
+    def finish(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        """Attention output (b, heads, n, d) → residual over h, MLP → the layer's output (b, n, hidden), before `norm`."""
+        batch, _, length, _ = attended.shape
+        layer = self.midlayer
+        h = x[..., self.shape.hidden :] + layer.self_attn.o_proj(
+            attended.transpose(1, 2).reshape(batch, length, self.shape.hidden)
+        )
+        return h + layer.mlp(layer.post_attention_layernorm(h))
+
+    def kept_logits(self, predicted: torch.Tensor) -> torch.Tensor:
+        """Logits over the draft vocabulary."""  # (..., hidden) → (..., draft_vocab)
+        return self.lm_head(self.norm(predicted))
+
+    def logits(self, predicted: torch.Tensor) -> torch.Tensor:
+        """Full-width logits: −∞ outside the draft vocabulary, so q is 0 there (exactness is kept)."""
+        return self.widen(self.kept_logits(predicted))
+
+    def widen(self, kept_logits: torch.Tensor) -> torch.Tensor:
+        full = kept_logits.new_full((*kept_logits.shape[:-1], self.shape.vocab_size), float("-inf"))
+        return full.index_copy_(-1, self.kept_ids, kept_logits)
+
+    # -- training: whole sequences, unrolled (the training-time test) ------------------------------------------
+
+    def forward(self, token_ids: torch.Tensor, features: torch.Tensor, attention_mask: torch.Tensor | None = None):
+        """Teacher forcing, the first draft at every position: its output, and its keys/values (for `unrolled_step`)."""  # (b, n), (b, n, 3·hidden)
+        x = self.layer_input(token_ids, features)
+        positions = torch.arange(token_ids.shape[1], device=token_ids.device)
+        q, k, v = self.queries_keys_values(x, positions)
+        groups = self.shape.heads // self.shape.kv_heads
+        mask = _causal_mask(token_ids.shape[1], attention_mask, token_ids.device)
+        attended = F.scaled_dot_product_attention(
+            q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1), attn_mask=mask
+        )
+        return self.finish(x, attended), (k, v)
+
+    def unrolled_step(self, token_ids, fed, first_kv, own_kv: list, step: int, attention_mask=None):
+        """Draft step `step` + 1 (step ≥ 1) of the training-time test (SpecForge's TTT), at every base position i at once.
+
+        Base position i drafted its first token from true states; its draft `step`+1 sits at position i + step, reads
+        the token there (`token_ids`, already shifted by the caller) and `fed` (the previous step's output at i), and
+        attends to the true keys of positions ≤ i and to the keys its own earlier steps made (`own_kv`, appended to
+        here), exactly as drafting's cache holds them. Returns the output at every i."""  # (b, n), (b, n, hidden)
+        x = self.layer_input(token_ids, fed)
+        positions = torch.arange(token_ids.shape[1], device=token_ids.device) + step
+        q, k_new, v_new = self.queries_keys_values(x, positions)
+        own_kv.append((k_new, v_new))
+        groups = self.shape.heads // self.shape.kv_heads
+        expand = lambda t: t.repeat_interleave(groups, 1)  # noqa: E731
+        k_true, v_true = expand(first_kv[0]), expand(first_kv[1])
+        scale = self.shape.head_dim**-0.5
+        length = token_ids.shape[1]
+        earlier = (q @ k_true.transpose(-1, -2)) * scale  # (b, heads, n, n)
+        allowed = torch.ones(length, length, dtype=torch.bool, device=q.device).tril()  # positions ≤ i
+        if attention_mask is not None:
+            allowed = allowed & attention_mask[:, None, None, :].bool()
+        earlier = earlier.masked_fill(~allowed, float("-inf"))
+        own = [(q * expand(k)).sum(-1, keepdim=True) * scale for k, _ in own_kv]  # (b, heads, n, 1) each
+        weights = torch.softmax(torch.cat([earlier, *own], dim=-1).float(), dim=-1).to(q.dtype)
+        attended = weights[..., :length] @ v_true
+        for index, (_, v) in enumerate(own_kv):
+            attended = attended + weights[..., length + index : length + index + 1] * expand(v)
+        return self.finish(x, attended)
+
+    # -- drafting: one position at a time through a KV cache -------------------------------------------------
+
+    def step(self, token_ids: torch.Tensor, features: torch.Tensor, cache: FeatureCache) -> torch.Tensor:
+        """Feed positions that follow the cache; return the layer's output at each."""  # (n,), (n, 3·hidden | hidden) → (n, hidden)
+        x = self.layer_input(token_ids.view(1, -1), features.view(1, token_ids.numel(), -1))
+        start = cache.length
+        positions = torch.arange(start, start + x.shape[1], device=x.device)
+        q, k, v = self.queries_keys_values(x, positions)
+        k, v = cache.append(k, v)
+        groups = self.shape.heads // self.shape.kv_heads
+        mask = None
+        if x.shape[1] > 1:
+            mask = torch.ones(x.shape[1], k.shape[2], dtype=torch.bool, device=x.device).tril(start)
+        attended = F.scaled_dot_product_attention(
+            q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1), attn_mask=mask
+        )
+        return self.finish(x, attended)[0]
+
+
+# -- building, saving, loading --------------------------------------------------------------------------------
+
+
+def is_eagle3_head(folder: str | Path) -> bool:
+    path = Path(folder) / CONFIG_FILE
+    return path.is_file() and ARCHITECTURE in json.loads(path.read_text()).get("architectures", [])
+
+
+def eagle3_config(head: Eagle3Head) -> dict:
+    """The standard config (what llama.cpp's converter, vLLM and SGLang read), plus specviz's own keys."""
+    shape = head.shape
+    return {
+        "architectures": [ARCHITECTURE],
+        "model_type": "llama",
+        "hidden_size": shape.hidden,
+        "intermediate_size": shape.ffn,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
+        "num_hidden_layers": 1,
+        "hidden_act": "silu",
+        "rms_norm_eps": shape.rms_norm_eps,
+        "rope_theta": shape.rope_theta,
+        "vocab_size": shape.vocab_size,
+        "draft_vocab_size": shape.draft_vocab_size,
+        "target_hidden_size": shape.hidden,
+        "eagle_aux_hidden_state_layer_ids": list(shape.aux_layers),
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        LM_HEAD_FROM_EMBEDDING: head.lm_head_from_embedding,
+        "specviz_shape": asdict(shape),
+    }
+
+
+def save_head(head: Eagle3Head, folder: Path, dtype: torch.dtype = torch.bfloat16) -> None:
+    """config.json + model.safetensors; lm_head is left out when it is the target's embedding rows (rebuilt at load)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {name: value.detach().contiguous() for name, value in head.state_dict().items()}
+    if head.lm_head_from_embedding:
+        del state["lm_head.weight"]
+    save_file(
+        {name: value if not value.is_floating_point() else value.to(dtype) for name, value in state.items()},
+        folder / WEIGHTS_FILE,
+    )
+    (folder / CONFIG_FILE).write_text(json.dumps(eagle3_config(head), indent=2))
+
+
+def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> Eagle3Head:
+    """The saved head on the target's device, borrowing the target's embedding (and lm_head rows where not shipped)."""
+    folder = Path(folder)
+    config = json.loads((folder / CONFIG_FILE).read_text())
+    saved = config["specviz_shape"]
+    shape = Eagle3Shape(**{**saved, "aux_layers": tuple(saved["aux_layers"])})
+    embedding = target.get_input_embeddings().weight.detach()
+    if embedding.shape != (shape.vocab_size, shape.hidden):
+        raise ValueError(f"the EAGLE-3 head in {folder} was made for another target (embedding {tuple(embedding.shape)})")
+    weights = load_file(folder / WEIGHTS_FILE)
+    kept = (torch.arange(shape.draft_vocab_size) + weights["d2t"]).tolist()
+    head = Eagle3Head(shape, embedding, kept)
+    if config.get(LM_HEAD_FROM_EMBEDDING):
+        weights["lm_head.weight"] = embedding[head.kept_ids].detach().float()
+        head.lm_head_from_embedding = True
+    head.load_state_dict({name: value.to(head.t2d.device) for name, value in weights.items()}, strict=True)
+    dtype = dtype or embedding.dtype
+    return head.to(device=embedding.device, dtype=dtype).eval()  # the bool/int buffers keep their dtypes
+
+
+def own_weight_bytes(head: Eagle3Head) -> tuple[int, int]:
+    """(parameters, bytes) the head adds to memory: its layer, fc, norms and its lm_head (a copy, even when rebuilt)."""
+    parameters = sum(p.numel() for p in head.parameters())
+    stored = [*head.parameters(), head.d2t, head.t2d]
+    return parameters, sum(t.numel() * t.element_size() for t in stored)

@@ -1,0 +1,131 @@
+"""The EAGLE-3 head (specviz/models/eagle3_head.py): its cache, its training-time test unrolled over three drafts,
+its standard checkpoint, and exactness through the engine's chain and tree drafters."""
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from specviz.drafting.drafters import FeatureDrafter
+from specviz.drafting.tree_drafters import FeatureTreeDrafter
+from specviz.engine import CachedDecoder, DecodeSettings, Summary, speculative_decode
+from specviz.engine.tree_drafter import TreeShape
+from specviz.engine.tree_speculative import tree_speculative_decode
+from specviz.models.eagle3_head import Eagle3Head, Eagle3Shape, load_head, save_head
+from specviz.models.feature_head import FeatureCache
+from tests.test_greedy_exact import transformers_greedy
+from tests.tiny import fake_vocabulary, tiny_llama
+
+VOCAB = 64
+PROMPT = [3, 17, 5, 42, 8, 8, 9]
+AUX = (0, 1, 2)  # the tiny target's hidden states 0..2 stand in for low, mid and high
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_llama(VOCAB, seed=0, layers=3)
+
+
+def random_head(target, seed: int = 1, kept: list[int] | None = None) -> Eagle3Head:
+    """A head with random weights (it drafts, and is often wrong), over the target's embedding."""
+    kept = kept or list(range(VOCAB))
+    head = Eagle3Head(Eagle3Shape.of_target(target.config, len(kept), AUX), target.get_input_embeddings().weight.detach(), kept)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in head.named_parameters():
+            if "norm" not in name:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * parameter.shape[-1] ** -0.5)
+    return head.eval()
+
+
+def test_cache_steps_equal_teacher_forcing(target):
+    head = random_head(target)
+    token_ids, features = torch.randint(0, VOCAB, (1, 10)), torch.randn(1, 10, 96)
+    with torch.no_grad():
+        whole, _ = head(token_ids, features)
+        cache = FeatureCache()
+        pieces = [head.step(token_ids[0, a:b], features[0, a:b], cache) for a, b in ((0, 6), (6, 7), (7, 10))]
+        cache.truncate(4)
+        again = head.step(token_ids[0, 4:10], features[0, 4:10], cache)
+    torch.testing.assert_close(torch.cat(pieces), whole[0], atol=2e-4, rtol=2e-4)
+    torch.testing.assert_close(again, whole[0, 4:], atol=2e-4, rtol=2e-4)
+
+
+def shifted(token_ids: torch.Tensor, by: int) -> torch.Tensor:
+    return torch.cat([token_ids[:, by:], token_ids.new_zeros(token_ids.shape[0], by)], dim=1)
+
+
+def test_the_unrolled_training_steps_are_what_drafting_steps_compute(target):
+    """Training-time test: unrolled step k (k = 1..3) gives, at every base position, drafting step k's output and logits."""
+    head = random_head(target)
+    length = 9
+    token_ids, features = torch.randint(0, VOCAB, (1, length)), torch.randn(1, length, 96)
+    with torch.no_grad():
+        first, first_kv = head(token_ids, features)
+        unrolled, own = [first], []
+        for step in (1, 2):
+            unrolled.append(head.unrolled_step(shifted(token_ids, step), unrolled[-1], first_kv, own, step))
+        for base in (0, 3, 6):
+            cache = FeatureCache()
+            drafted = [head.step(token_ids[0, : base + 1], features[0, : base + 1], cache)[-1:]]
+            for step in (1, 2):
+                position = base + step
+                drafted.append(head.step(token_ids[0, position : position + 1], head.fed_back(drafted[-1]), cache))
+            for k in range(3):
+                torch.testing.assert_close(drafted[k][0], unrolled[k][0, base], atol=2e-4, rtol=2e-4)
+                torch.testing.assert_close(
+                    head.logits(drafted[k]), head.logits(unrolled[k][0, base : base + 1]), atol=2e-4, rtol=2e-4
+                )
+
+
+def test_a_saved_head_is_the_standard_checkpoint_and_loads_back(target, tmp_path):
+    kept = list(range(0, VOCAB, 2))
+    head = random_head(target, kept=kept)
+    save_head(head, tmp_path, dtype=torch.float32)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert (config["draft_vocab_size"], config["target_hidden_size"], config["eagle_aux_hidden_state_layer_ids"]) == (
+        32,
+        32,
+        [0, 1, 2],
+    )
+    weights = load_file(tmp_path / "model.safetensors")
+    assert weights["fc.weight"].shape == (32, 96)
+    assert weights["midlayer.self_attn.q_proj.weight"].shape == (32, 64)
+    assert weights["lm_head.weight"].shape == (32, 32)
+    assert weights["d2t"].dtype == torch.int64 and (torch.arange(32) + weights["d2t"]).tolist() == kept
+    assert weights["t2d"].dtype == torch.bool and weights["t2d"].nonzero().flatten().tolist() == kept
+    back = load_head(tmp_path, target, dtype=torch.float32)
+    state = torch.randn(3, 32)
+    torch.testing.assert_close(back.logits(state), head.logits(state))
+
+
+def test_a_head_whose_lm_head_is_the_targets_rows_ships_without_it(target, tmp_path):
+    head = random_head(target)
+    with torch.no_grad():
+        head.lm_head.weight.copy_(target.get_input_embeddings().weight[head.kept_ids])
+    head.lm_head_from_embedding = True
+    save_head(head, tmp_path, dtype=torch.float32)
+    assert "lm_head.weight" not in load_file(tmp_path / "model.safetensors")
+    back = load_head(tmp_path, target, dtype=torch.float32)
+    torch.testing.assert_close(back.lm_head.weight, head.lm_head.weight)
+
+
+@pytest.mark.parametrize("gamma", [1, 3])
+def test_the_chain_drafter_with_an_eagle3_head_is_greedy_exact(target, gamma):
+    settings = DecodeSettings(max_new_tokens=30, gamma=gamma)
+    drafter = FeatureDrafter(random_head(target, kept=list(range(0, VOCAB, 2))), VOCAB)
+    summary = list(speculative_decode(CachedDecoder(target, VOCAB), drafter, PROMPT, settings, fake_vocabulary()))[-1]
+    assert isinstance(summary, Summary)
+    assert list(summary.new_token_ids) == transformers_greedy(target, PROMPT, 30)
+    assert summary.tally.rejections > 0
+
+
+@pytest.mark.parametrize("shape", [TreeShape((3, 2)), TreeShape((3, 2, 2, 1), expanded=2)], ids=str)
+def test_the_tree_drafter_with_an_eagle3_head_is_greedy_exact(target, shape):
+    drafter = FeatureTreeDrafter(random_head(target, kept=list(range(0, VOCAB, 2))), VOCAB)
+    settings = replace(DecodeSettings(max_new_tokens=30), tree=shape)
+    summary = list(tree_speculative_decode(CachedDecoder(target, VOCAB), drafter, PROMPT, settings, fake_vocabulary()))[-1]
+    assert list(summary.new_token_ids) == transformers_greedy(target, PROMPT, 30)
