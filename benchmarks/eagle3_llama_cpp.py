@@ -81,15 +81,20 @@ def convert_head(source: Path, head: Path, target: Path, out: Path) -> Path:
     return out
 
 
-def llama_cpp_speculative(
-    binary: Path, target: Path, head: Path, text: str, gamma: int, tokens: int, threads: int
-) -> LlamaCppRun:
-    """One question through llama-speculative-simple with the EAGLE-3 head, greedy."""
-    command = [
+def speculative_command(binary: Path, target: Path, head: Path, text: str, gamma: int, tokens: int, threads: int) -> list[str]:
+    """llama-speculative-simple over one prompt with the EAGLE-3 head, greedy, K = gamma."""
+    return [
         str(binary), "-m", str(target), "-md", str(head), "--spec-type", "draft-eagle3",
         "--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "-p", text, "-n", str(tokens),
         "--temp", "0", "--top-k", "1", "-t", str(threads), "-td", str(threads), "-c", "2048", "--seed", "0",
     ]  # fmt: skip
+
+
+def llama_cpp_speculative(
+    binary: Path, target: Path, head: Path, text: str, gamma: int, tokens: int, threads: int
+) -> LlamaCppRun:
+    """One question through llama-speculative-simple with the EAGLE-3 head, greedy: what it printed at the end."""
+    command = speculative_command(binary, target, head, text, gamma, tokens, threads)
     done = subprocess.run(command, capture_output=True, text=True)
     log = done.stdout + done.stderr
     if done.returncode != 0:

@@ -1,6 +1,7 @@
 """The real pair's EAGLE-3 head, exported by `python -m specviz export`, read back by an independent reader (plain json and
 safetensors: names, shapes, dtypes, the config keys llama.cpp's converter reads); and, where the benchmark's llama.cpp
-build is in specviz's cache, converted by llama.cpp's own converter and run: llama.cpp must accept its drafts.
+build is in specviz's cache, converted by llama.cpp's own converter and run: llama.cpp must accept its drafts, and a
+random head must draft in llama.cpp the tokens specviz's module drafts (the same layers, norms, positions, vocabulary).
 
 Slow: it fetches the real target. Nothing here builds llama.cpp (benchmarks/eagle3_llama_cpp.py does, once).
 """
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -34,6 +37,10 @@ LAYER = [
     "mlp.down_proj",
 ]
 LLAMA_CPP_BIN = cache_root() / "llama.cpp" / "build" / "bin"
+needs_llama_cpp = pytest.mark.skipif(
+    not (LLAMA_CPP_BIN / "llama-speculative-simple").is_file(),
+    reason="llama.cpp is not built in specviz's cache (python benchmarks/eagle3_llama_cpp.py builds it)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -98,10 +105,7 @@ def test_the_export_reads_back_as_an_eagle3_checkpoint(exported):
     assert printed["commands"]["gamma"] == 1
 
 
-@pytest.mark.skipif(
-    not (LLAMA_CPP_BIN / "llama-speculative-simple").is_file(),
-    reason="llama.cpp is not built in specviz's cache (python benchmarks/eagle3_llama_cpp.py builds it)",
-)
+@needs_llama_cpp
 def test_llama_cpp_converts_the_export_and_accepts_its_drafts(exported, tmp_path):
     from benchmarks.eagle3_llama_cpp import convert_head, llama_cpp_speculative
     from benchmarks.llama_cpp_side_by_side import llama_cpp_source
@@ -119,3 +123,55 @@ def test_llama_cpp_converts_the_export_and_accepts_its_drafts(exported, tmp_path
     run = llama_cpp_speculative(LLAMA_CPP_BIN / "llama-speculative-simple", Path(target_gguf), head_gguf, text, 1, 64, 2)
     assert run.drafted > 0, "llama.cpp loaded the head but drafted nothing"
     assert run.accepted > 0, f"llama.cpp accepted none of the head's {run.drafted} drafts: the layers, norm or vocabulary differ"
+
+
+@needs_llama_cpp
+def test_a_random_head_drafts_the_same_tokens_in_llama_cpp_as_in_specviz(tmp_path):
+    """Untrained, so nothing is accepted and every cycle drafts from the target's own states: llama.cpp's draft (its
+    -v log) against specviz's Eagle3Head over the same tokens, teacher-forced. A wrong layer id, norm, residual,
+    position or d2t would make them differ everywhere; the Q4_1 kernels' rounding may flip a few."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from benchmarks.eagle3_llama_cpp import convert_head, speculative_command
+    from benchmarks.llama_cpp_side_by_side import llama_cpp_source
+    from specviz.cli.export import target_files
+    from specviz.deployment.export import export_eagle3
+    from specviz.models.catalogue import load_catalogue
+    from specviz.models.eagle3_head import Eagle3Head, Eagle3Shape, save_head
+    from specviz.prompts.sets import CHAT_HELDOUT
+
+    target_dir, target_gguf = target_files(load_catalogue().get(PAIR))
+    model = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
+    kept = list(range(0, model.config.vocab_size, 2))
+    shape = Eagle3Shape.of_target(model.config, len(kept))
+    head = Eagle3Head(shape, model.get_input_embeddings().weight.detach(), kept)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, weight in head.named_parameters():
+            if weight.dim() == 2:  # a wide lm_head: decisive argmaxes, so rounding seldom flips one
+                scale = 1.0 if name.startswith("lm_head") else weight.shape[1] ** -0.5
+                weight.copy_(torch.randn(weight.shape, generator=generator) * scale)
+    save_head(head, tmp_path / "stored", dtype=torch.float32)
+    exported = export_eagle3(tmp_path / "stored", target_dir, tmp_path / "export")
+    head_gguf = convert_head(llama_cpp_source(), exported.head, exported.target, tmp_path / "head.gguf")
+
+    tokenizer = AutoTokenizer.from_pretrained(target_dir)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": CHAT_HELDOUT[0]}], add_generation_prompt=True, tokenize=False
+    )
+    prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
+    command = speculative_command(LLAMA_CPP_BIN / "llama-speculative-simple", Path(target_gguf), head_gguf, text, 1, 40, 2)
+    log = subprocess.run([*command, "-v"], capture_output=True, text=True, check=True).stderr
+    drafted = [int(token) for token in re.findall(r"draft candidate\s+0, pos\s+0:\s+(\d+)", log)]
+    emitted = [int(token) for token in re.findall(r"the last target token is: \((\d+)\)", log)]
+    assert len(drafted) >= 30 and len(emitted) == len(drafted), "one draft and one target token per cycle, K = 1"
+
+    sequence = prompt + emitted
+    with torch.no_grad():
+        states = model(torch.tensor([sequence]), output_hidden_states=True).hidden_states
+        features = torch.cat([states[k] for k in shape.aux_layers], dim=-1)
+        outputs, _ = head(torch.tensor([sequence[1:]]), features[:, :-1])  # (x_{i+1}, features at i) at position i
+        ours = head.logits(outputs)[0].argmax(-1)[len(prompt) - 2 :][: len(drafted)].tolist()
+    same = sum(a == b for a, b in zip(drafted, ours))
+    assert same >= 0.9 * len(drafted), f"llama.cpp drafted {drafted[:8]}…, specviz {ours[:8]}…: {same}/{len(drafted)} agree"
