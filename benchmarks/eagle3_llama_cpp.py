@@ -11,7 +11,8 @@ Steps, in order:
      llama.cpp's own `convert_hf_to_gguf.py HEAD --target-model-dir TARGET` (f32: no rounding between the engines);
      the target is the Q4_1 GGUF the real pair comes from (specviz dequantises the same file);
   3. every question in both engines at the same K, greedy: llama.cpp through `llama-speculative-simple -m TARGET.gguf
-     -md HEAD.gguf --spec-type draft-eagle3 --spec-draft-n-max K --temp 0`, specviz through its `eagle3` drafter;
+     -md HEAD.gguf --spec-type draft-eagle3 --spec-draft-n-max K --temp 0`, specviz with that same head loaded as the
+     pair's feature head, through the pair's drafter;
      llama.cpp plain is `llama-bench -p 0 -n N -d D` (D: the mean prompt length), timed before and after the rest.
 
 The chat template, the same way on both: specviz's `encode_prompt` applies the tokenizer's template to the question as
@@ -27,6 +28,7 @@ out on both) of llama.cpp plain, llama.cpp + head, specviz plain and specviz + h
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -176,13 +178,13 @@ def main() -> None:
     parser.add_argument("--gamma", type=int, default=1, help="K: drafts per verify pass, the same on both engines")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--drafter", default="eagle3", help="specviz's drafter for the head (registry key)")
+    parser.add_argument("--drafter", help="specviz's drafter for the head (registry key; default: the pair's)")
     parser.add_argument("--json", default=str(RESULTS), help="where to write the numbers ('' for nowhere)")
     args = parser.parse_args()
 
     import torch
 
-    from specviz.drafting.registry import drafter_keys
+    from specviz.models.catalogue import PairError
     from specviz.models.loading import load_pair
     from specviz.run.runner import encode_prompt
 
@@ -203,11 +205,13 @@ def main() -> None:
     head_gguf = convert_head(source, exported.head, exported.target, work / "head.gguf")
     print(f"head {head} → {exported.head} → {head_gguf}; target {target_gguf}", flush=True)
 
-    # 3. both engines, same questions, same K, greedy
-    drafter = args.drafter if args.drafter in drafter_keys() else None
-    if drafter is None:
-        print(f"specviz has no {args.drafter!r} drafter here: specviz's head rows are left out", flush=True)
-    pair = load_pair(args.pair, entry, catalogue.offline_pairs())
+    # 3. both engines, same questions, same K, greedy; specviz drafts with the very head exported
+    drafter = args.drafter or entry.drafter
+    try:
+        pair = load_pair(args.pair, dataclasses.replace(entry, feature_head=str(head.resolve())), catalogue.offline_pairs())
+    except PairError as error:
+        print(f"specviz cannot draft with {head} ({error}): specviz's head rows are left out", flush=True)
+        pair, drafter = load_pair(args.pair, entry, catalogue.offline_pairs()), None
     from specviz.engine.compiled import warm_up_pair
 
     warm_up_pair(pair)
