@@ -11,10 +11,12 @@ from safetensors.torch import load_file
 from specviz.drafting.drafters import FeatureDrafter
 from specviz.drafting.tree_drafters import FeatureTreeDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, Summary, speculative_decode
+from specviz.engine.compiled import compiler_missing
 from specviz.engine.tree_drafter import TreeShape
 from specviz.engine.tree_speculative import tree_speculative_decode
 from specviz.models.eagle3_head import Eagle3Head, Eagle3Shape, load_head, save_head
 from specviz.models.feature_head import FeatureCache
+from specviz.models.head_fast_path import FastHead
 from tests.test_greedy_exact import transformers_greedy
 from tests.tiny import fake_vocabulary, tiny_llama
 
@@ -129,3 +131,76 @@ def test_the_tree_drafter_with_an_eagle3_head_is_greedy_exact(target, shape):
     settings = replace(DecodeSettings(max_new_tokens=30), tree=shape)
     summary = list(tree_speculative_decode(CachedDecoder(target, VOCAB), drafter, PROMPT, settings, fake_vocabulary()))[-1]
     assert list(summary.new_token_ids) == transformers_greedy(target, PROMPT, 30)
+
+
+@torch.inference_mode()
+def test_the_fast_path_step_drafts_what_the_heads_own_step_drafts(target):
+    """The static-cache step (run eager here; compiled in the slow set): catch up, roll back, feed again, feed back."""
+    head = random_head(target, kept=list(range(0, VOCAB, 2)))
+    token_ids, features = torch.randint(0, VOCAB, (10,)), torch.randn(10, 96)
+    got = steps_of(eager(FastHead(head)), head, token_ids, features, reference=False)
+    expected = steps_of(None, head, token_ids, features, reference=True)
+    for (predicted, logits), (want_predicted, want_logits) in zip(got, expected):
+        torch.testing.assert_close(predicted, want_predicted, atol=2e-4, rtol=2e-4)
+        torch.testing.assert_close(logits, want_logits, atol=2e-4, rtol=2e-4)
+
+
+@pytest.mark.parametrize("gamma", [1, 3])
+def test_speculation_with_the_fast_eagle3_head_equals_generate(target, gamma):
+    head = random_head(target, kept=list(range(0, VOCAB, 2)))
+    drafter = FeatureDrafter(head, VOCAB)
+    drafter.fast = eager(FastHead(head))
+    summary = list(
+        speculative_decode(
+            CachedDecoder(target, VOCAB), drafter, PROMPT, DecodeSettings(max_new_tokens=30, gamma=gamma), fake_vocabulary()
+        )
+    )[-1]
+    assert list(summary.new_token_ids) == transformers_greedy(target, PROMPT, 30)
+    assert summary.tally.rejections > 0
+
+
+@pytest.mark.slow
+def test_the_compiled_eagle3_step_matches_the_eager_one(target, tmp_path, monkeypatch):
+    if compiler_missing(torch.device("cpu")):
+        pytest.skip(compiler_missing(torch.device("cpu")))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    head = random_head(target, kept=list(range(0, VOCAB, 2)))
+    token_ids, features = torch.randint(0, VOCAB, (10,)), torch.randn(10, 96)
+    compiled = FastHead(head)
+    assert set(compiled.warm_up().seconds) == {"compile"}, compiled.report.reason
+    with torch.inference_mode():
+        got = steps_of(compiled, head, token_ids, features, reference=False)
+        expected = steps_of(eager(FastHead(head)), head, token_ids, features, reference=False)
+    for (predicted, logits), (want_predicted, want_logits) in zip(got, expected):
+        torch.testing.assert_close(predicted, want_predicted, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(logits, want_logits, atol=1e-4, rtol=1e-4)
+    drafter = FeatureDrafter(head, VOCAB)
+    drafter.fast = compiled
+    summary = list(
+        speculative_decode(
+            CachedDecoder(target, VOCAB), drafter, PROMPT, DecodeSettings(max_new_tokens=30, gamma=2), fake_vocabulary()
+        )
+    )[-1]
+    assert list(summary.new_token_ids) == transformers_greedy(target, PROMPT, 30)
+
+
+def eager(fast: FastHead) -> FastHead:
+    assert fast.engine == "eager"
+    return fast
+
+
+def steps_of(fast: FastHead | None, head, token_ids, features, reference: bool):
+    """Catch up on six positions, roll back to four, feed two again, then one fed-back draft: (output, logits) of each."""
+    if reference:
+        cache = FeatureCache()
+
+        def draft_step(tokens, inputs, cache):
+            predicted = head.step(tokens, inputs, cache)[-1:]
+            return predicted, head.logits(predicted)
+    else:
+        cache, draft_step = fast.new_cache(), fast.draft_step
+    out = [draft_step(token_ids[:6], features[:6], cache)]
+    cache.truncate(4)
+    out.append(draft_step(token_ids[4:6], features[4:6], cache))
+    out.append(draft_step(token_ids[6:7], head.fed_back(out[-1][0]), cache))
+    return out

@@ -25,9 +25,17 @@ def add_parser(commands) -> None:
     parser.add_argument("--out", required=True, help="the draft's folder (created)")
     parser.add_argument(
         "--kind",
-        choices=["model", "feature"],
+        choices=["model", "feature", "eagle3"],
         default="model",
-        help="model: an independent small LM (default); feature: an EAGLE-style head that reads the target's last hidden state",
+        help="model: an independent small LM (default); feature: an EAGLE-style head that reads the target's last hidden "
+        "state; eagle3: a head in EAGLE-3's standard form (llama.cpp, vLLM, SGLang), warm-started from --init-head",
+    )
+    parser.add_argument(
+        "--aux-layers", help="(eagle3) the residual streams fc reads, e.g. 2,15,27 (default: vLLM's 2, N//2, N−3)"
+    )
+    parser.add_argument("--ttt-steps", type=int, default=3, help="(eagle3) drafts unrolled in the training-time test")
+    parser.add_argument(
+        "--budget-minutes", type=float, default=60.0, help="(eagle3) wall-clock budget of the fit: it stops and saves then"
     )
     parser.add_argument(
         "--answers",
@@ -134,8 +142,12 @@ def read_prompts(name: str, needed: bool = True) -> list[str]:
 
 def check_continuable(folder: Path, args: argparse.Namespace) -> None:
     """--init-head: a saved feature head with its report, reading the layers asked for (checked before hours of work)."""
-    if args.kind != "feature" or not (folder / "feature_head.json").is_file():
-        raise UsageError(f"--init-head continues a feature head (--kind feature): {folder} has no feature_head.json")
+    if args.kind not in ("feature", "eagle3") or not (folder / "feature_head.json").is_file():
+        raise UsageError(
+            f"--init-head continues (or, for eagle3, warm-starts from) a feature head: {folder} has no feature_head.json"
+        )
+    if args.kind == "eagle3":  # any feature head warm-starts an EAGLE-3 head, whatever layers it reads
+        return
     if not (folder / "distill_report.json").is_file():
         raise UsageError(f"--init-head: {folder} has no distill_report.json (the earlier run the card names)")
     saved = tuple(json.loads((folder / "feature_head.json").read_text())["shape"]["feature_layers"])
@@ -188,6 +200,7 @@ def command(args: argparse.Namespace) -> int:
     from specviz.models.loading import choose_device, choose_dtype, load_tokenizer, target_reference
     from specviz.models.sources import local_folder
     from specviz.training.distill.draft_model import DraftShape
+    from specviz.training.distill.eagle3_fit import Eagle3FitSettings
     from specviz.training.distill.feature_fit import FeatureFitSettings
     from specviz.training.distill.fit import FitSettings
     from specviz.training.distill.pipeline import Recipe, distill
@@ -226,6 +239,13 @@ def command(args: argparse.Namespace) -> int:
         ),
         kind=args.kind,
         feature_layers=feature_layers(args.feature_layers),
+        aux_layers=tuple(int(part) for part in args.aux_layers.split(",")) if args.aux_layers else None,
+        eagle3_fit=Eagle3FitSettings(
+            batch_size=args.batch_size,
+            learning_rate=given_rate or Eagle3FitSettings.learning_rate,
+            budget_s=args.budget_minutes * 60,
+            ttt_steps=args.ttt_steps,
+        ),
         answers=answers,
         feature_fit=FeatureFitSettings(
             epochs=args.epochs,

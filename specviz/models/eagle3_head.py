@@ -31,6 +31,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from specviz.models.feature_head import FeatureCache, _causal_mask, _rotate
+from specviz.models.weight_forms import INT4_GROUP, apply_form, supports
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -155,7 +156,7 @@ class Eagle3Head(nn.Module):
 
     def hidden_in(self, features: torch.Tensor) -> torch.Tensor:
         """The residual entering the layer: fc over the target's aux states, or a fed-back state as it is."""  # (..., 3·hidden | hidden) → (..., hidden)
-        features = features.to(self.fc.weight.dtype)
+        features = features.to(self.input_norm.weight.dtype)
         return self.fc(features) if features.shape[-1] == self.shape.feature_width else features
 
     def layer_input(self, token_ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
@@ -340,8 +341,29 @@ def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> E
     return head.to(device=embedding.device, dtype=dtype).eval()  # the bool/int buffers keep their dtypes
 
 
+def head_in_form(head: Eagle3Head, form: str) -> Eagle3Head:
+    """Its linear layers (fc, the layer's, lm_head) in a weight-only form (int8 or int4), in place, for drafting: only
+    the draft changes, so speculation stays exact (FeatureHead's head_in_form says what moves)."""
+    if form not in ("int8", "int4"):
+        raise ValueError(f"an EAGLE-3 head drafts in int8 or int4, not {form!r}")
+    if not all(supports(form, module) for module in head.modules() if isinstance(module, nn.Linear)):
+        raise ValueError(f"int4 packs rows in sixteens and columns in groups of {INT4_GROUP}: draft this head in int8")
+    apply_form(head, form)
+    head.form = form
+    return head
+
+
 def own_weight_bytes(head: Eagle3Head) -> tuple[int, int]:
-    """(parameters, bytes) the head adds to memory: its layer, fc, norms and its lm_head (a copy, even when rebuilt)."""
-    parameters = sum(p.numel() for p in head.parameters())
-    stored = [*head.parameters(), head.d2t, head.t2d]
+    """(parameters, bytes) the head adds to memory: fc, its layer, norms and its lm_head (a copy, even when rebuilt)."""
+    shape = head.shape
+    kv_width = shape.kv_heads * shape.head_dim
+    parameters = (
+        shape.hidden * shape.feature_width  # fc
+        + 2 * shape.hidden * (2 * shape.hidden + 2 * kv_width)  # q, k, v over 2·hidden; o
+        - shape.hidden * shape.hidden  # o reads hidden, not 2·hidden
+        + 3 * shape.hidden * shape.ffn
+        + shape.draft_vocab_size * shape.hidden  # lm_head
+        + 4 * shape.hidden  # norms
+    )
+    stored = [*head.parameters(), *(buffer for name, buffer in head.named_buffers() if name != "kept_ids")]
     return parameters, sum(t.numel() * t.element_size() for t in stored)

@@ -59,6 +59,12 @@ class DraftStep(nn.Module):
         self.register_buffer("rope_inverse", head.rope_inverse.to(head.embedding.device), persistent=False)
         shape = head.shape
         self.attention_shape = Shape(shape.heads, shape.kv_heads, shape.head_dim, shape.head_dim**-0.5)
+        self.input_width = shape.feature_width  # what the compiled step reads (an EAGLE-3 step reads h: eagle3_fast_path)
+        self.sources = (static_cache, feature_head)  # what the package's key hashes
+
+    def inputs(self, features: torch.Tensor) -> torch.Tensor:
+        """What runs eager before the compiled step: nothing here."""
+        return features
 
     def forward(
         self, embedded, features, positions, visible, cache
@@ -92,7 +98,7 @@ class FastHead:
 
     def __init__(self, head: FeatureHead) -> None:
         self.head = head
-        self.step_module = DraftStep(head)
+        self.step_module = draft_step_for(head)
         self.report = CompileReport(compiled=True)
         self._compiled: CompiledModule | None = None
         self._building = threading.Lock()
@@ -113,7 +119,7 @@ class FastHead:
         device = cache.tensor.device
         positions = torch.arange(start, start + rows, device=device)
         visible = torch.arange(start + rows, device=device)
-        features = features.view(rows, -1).to(self.head.input_norm.weight.dtype)
+        features = self.step_module.inputs(features.view(rows, -1).to(self.head.input_norm.weight.dtype))
         compiled = cache.compiled if start + rows >= 2 else None  # the export's floor: two positions seen
         step = compiled if compiled is not None else self.step_module
         embedded = F.embedding(token_ids, self.head.embedding)
@@ -158,6 +164,17 @@ def enable_fast_head(head: FeatureHead) -> FastHead | None:
     return fast
 
 
+def draft_step_for(head) -> nn.Module:
+    """The head's draft step: FeatureHead's here, an EAGLE-3 head's in models/eagle3_fast_path.py."""
+    from specviz.models.eagle3_head import Eagle3Head
+
+    if isinstance(head, Eagle3Head):
+        from specviz.models.eagle3_fast_path import Eagle3DraftStep
+
+        return Eagle3DraftStep(head)
+    return DraftStep(head)
+
+
 def fast_head(head: FeatureHead) -> FastHead | None:
     return getattr(head, ATTRIBUTE, None)
 
@@ -171,14 +188,14 @@ def _step_export(step: DraftStep):
     length = torch.export.Dim("length", min=3, max=65536)
     example = (
         torch.zeros(3, head.shape.hidden, dtype=head.embedding.dtype, device=device),
-        torch.zeros(3, head.shape.feature_width, dtype=head.input_norm.weight.dtype, device=device),
+        torch.zeros(3, step.input_width, dtype=head.input_norm.weight.dtype, device=device),
         torch.arange(3, 6, device=device),
         torch.arange(6, device=device),
         _new_cache(head, 8),
     )
     shapes = ({0: rows}, {0: rows}, {0: rows}, {0: seen}, {1: length})
     described = {"device": device.type, "form": head.form, "shape": repr(head.shape)}
-    return step, example, shapes, described, (static_cache, feature_head)
+    return step, example, shapes, described, step.sources
 
 
 def _new_cache(head: FeatureHead, capacity: int) -> torch.Tensor:

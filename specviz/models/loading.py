@@ -305,14 +305,17 @@ def in_form(loaded: LoadedModel, form: str) -> LoadedModel:
 
 def load_feature_head(reference: str, target: PreTrainedModel, form: str | None = None) -> LoadedHead:
     """A feature head beside its target, in the target's dtype, on its device; in a weight-only `form` if given."""
+    from specviz.models import eagle3_head
+
     started = time.perf_counter()
+    eagle3 = eagle3_head.is_eagle3_head(reference)  # EAGLE-3's standard checkpoint, else specviz's feature head
     try:
-        head = load_head(reference, target)
+        head = (eagle3_head.load_head if eagle3 else load_head)(reference, target)
         if form is not None:
-            head_in_form(head, form)
+            (eagle3_head.head_in_form if eagle3 else head_in_form)(head, form)
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise PairError(f"Cannot load the feature head {reference}: {str(error).splitlines()[0]}") from None
-    parameters, weight_bytes = own_weight_bytes(head)
+    parameters, weight_bytes = (eagle3_head.own_weight_bytes if eagle3 else own_weight_bytes)(head)
     return LoadedHead(reference, head, parameters, weight_bytes, time.perf_counter() - started)
 
 

@@ -59,12 +59,12 @@ class FeatureFitLog(TrainingLog):
 
 @torch.inference_mode()
 def target_features(
-    target, sequences: list[tuple[list[int], int]], layers: tuple[int, ...] = (-1,), batch_size: int = 16
+    target, sequences: list[tuple[list[int], int]], layers: tuple[int, ...] = (-1,), batch_size: int = 16, quiet: bool = False
 ) -> list[FeatureSequence]:
     """The target's hidden states of `layers` (side by side) over each (token ids, answer start), in batches of similar length."""
     order = sorted(range(len(sequences)), key=lambda index: len(sequences[index][0]))
     results: list[FeatureSequence | None] = [None] * len(sequences)
-    for start in tqdm(range(0, len(order), batch_size), desc="target features", unit="batch"):
+    for start in tqdm(range(0, len(order), batch_size), desc="target features", unit="batch", disable=quiet):
         batch = order[start : start + batch_size]
         width = max(len(sequences[index][0]) for index in batch)
         input_ids = torch.zeros(len(batch), width, dtype=torch.long)

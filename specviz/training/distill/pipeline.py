@@ -15,12 +15,15 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from specviz.models import eagle3_head
+from specviz.models.eagle3_head import Eagle3Head, default_aux_layers
 from specviz.models.feature_head import WEIGHTS_FILE, FeatureHead, head_from_target, load_head, save_head
 from specviz.models.reduced_head import mark_sharing, save_vocabulary
 from specviz.training.distill.answers import load_answers, save_answers
 from specviz.training.distill.card import write_card
 from specviz.training.distill.collect import Example, collect, end_token_ids, load_examples
 from specviz.training.distill.draft_model import DraftShape, build_draft, build_sharing_draft, kept_token_ids
+from specviz.training.distill.eagle3_fit import Eagle3FitSettings, fit_eagle3, head_from_feature_head, layers_read
 from specviz.training.distill.feature_fit import FeatureFitSettings, fit_head, target_features
 from specviz.training.distill.fit import FitSettings, KeptHead, evaluate, fit
 
@@ -51,6 +54,8 @@ class Recipe:
     answers: tuple[Path, ...] = ()  # the target's answers as token ids (.npz): read if there, else collected and written
     feature_fit: FeatureFitSettings = field(default_factory=FeatureFitSettings)
     feature_layers: tuple[int, ...] = (-1,)  # the target's hidden states a feature head reads: the last, then lower ones
+    eagle3_fit: Eagle3FitSettings = field(default_factory=Eagle3FitSettings)
+    aux_layers: tuple[int, ...] | None = None  # (eagle3) the residual streams fc reads (None: vLLM's default 2, N//2, N−3)
 
     @property
     def work(self) -> Path:
@@ -67,7 +72,7 @@ class State:
     examples: list[Example] = field(default_factory=list)
     kept_ids: list[int] | None = None
     draft: PreTrainedModel | None = None
-    head: FeatureHead | None = None
+    head: FeatureHead | Eagle3Head | None = None
 
 
 def collect_answers(recipe: Recipe, state: State) -> None:
@@ -199,7 +204,8 @@ def save_draft(recipe: Recipe, state: State) -> None:
 def write_report(recipe: Recipe, state: State) -> None:
     """distill_report.json, and the model card written from it."""
     (recipe.out / "distill_report.json").write_text(json.dumps(state.report, indent=2))
-    write_card(recipe.out, state.report)
+    if state.report.get("draft", {}).get("kind") != "eagle3":  # an EAGLE-3 head's card is its report (for now)
+        write_card(recipe.out, state.report)
 
 
 def measure_draft(recipe: Recipe, state: State) -> None:
@@ -218,7 +224,7 @@ def measure_draft(recipe: Recipe, state: State) -> None:
     if form is not None:  # as load_pair puts a pair's target in its form
         apply_form(target, form)
     device, dtype = target.device, target.dtype
-    if recipe.kind == "feature":  # the head alone beside its target, loaded as specviz loads it
+    if recipe.kind in ("feature", "eagle3"):  # the head alone beside its target, loaded as specviz loads it
         pair = pair_of(
             recipe.out.name, loaded_model("target", target), None, state.tokenizer, recipe.chat_template, device, dtype
         )
@@ -320,8 +326,72 @@ def save_feature_head(recipe: Recipe, state: State) -> None:
     write_report(recipe, state)
 
 
+def fit_eagle3_head(recipe: Recipe, state: State) -> None:
+    """3. (eagle3) A head in EAGLE-3's form, warm-started from the feature head `init_head` (else from nothing but the
+    target's rows), fitted with the training-time test over the target's answers, read batch by batch."""
+    examples = list(state.examples)
+    random.Random(recipe.eagle3_fit.seed).shuffle(examples)
+    n_validation = min(recipe.eagle3_fit.validation_sequences, max(1, int(len(examples) * recipe.validation_share)))
+    sequences = [(example.prompt_ids + example.answer_ids, len(example.prompt_ids)) for example in examples]
+    validation, train = sequences[:n_validation], sequences[n_validation:]
+    aux = recipe.aux_layers or default_aux_layers(state.target.config.num_hidden_layers)
+    if recipe.init_head is None:
+        raise ValueError("an EAGLE-3 head is warm-started from a trained feature head: give --init-head")
+    old = load_head(recipe.init_head, state.target, dtype=torch.float32)
+    calibration = [ids for ids, _ in train[:32]]
+    state.head, warm = head_from_feature_head(state.target, old, aux, calibration)
+    state.head.train()
+    started = time.perf_counter()
+    validation_features = target_features(state.target, validation, layers_read(aux))
+    features_s = time.perf_counter() - started
+    log = fit_eagle3(
+        state.head,
+        state.target,
+        train,
+        validation_features,
+        recipe.eagle3_fit,
+        checkpoint=recipe.work / "eagle3-checkpoint",
+        progress=lambda line: print(line, flush=True),
+    )
+    state.report["warm_start"] = {
+        "from": str(recipe.init_head),
+        "what": "lm_head: the target's embedding rows of the feature head's 8,192 kept ids (frozen, not shipped); "
+        "norm: a constant (old readout's argmax); fc: ridge least squares from the aux states to the feature head's "
+        "fused features; q/k/v: hidden half the feature head's, embedding half through its fuse; o_proj, "
+        "post-attention norm, MLP: the feature head's",
+        **warm,
+    }
+    state.report["fit"] = {
+        "settings": asdict(recipe.eagle3_fit),
+        "train_examples": len(train),
+        "validation_examples": len(validation),
+        "sequences_seen": log.sequences_seen,
+        "train_tokens_seen_approx": int(log.sequences_seen * sum(len(ids) for ids, _ in train) / max(1, len(train))),
+        "validation_features_s": round(features_s, 1),
+        "log": asdict(log),
+        "steps": log.steps[-1],
+        "validation_agreement_per_depth": log.validation_agreement[-1],
+        "validation_agreement_first_draft": log.validation_agreement[-1][0],
+        "seconds": round(log.seconds, 1),
+    }
+
+
+def save_eagle3(recipe: Recipe, state: State) -> None:
+    """4. (eagle3) config.json + model.safetensors in the standard layout (lm_head rebuilt at load, not shipped)."""
+    eagle3_head.save_head(state.head, recipe.out)
+    parameters, _ = eagle3_head.own_weight_bytes(state.head)
+    state.report["draft"] = {
+        "kind": "eagle3",
+        "shape": asdict(state.head.shape),
+        "parameters": parameters,
+        "bytes": (recipe.out / eagle3_head.WEIGHTS_FILE).stat().st_size,
+    }
+    write_report(recipe, state)
+
+
 STAGES = (collect_answers, choose_vocabulary, fit_draft, save_draft, measure_draft)
 FEATURE_STAGES = (collect_answers, choose_vocabulary, fit_feature_head, save_feature_head, measure_draft)
+EAGLE3_STAGES = (collect_answers, choose_vocabulary, fit_eagle3_head, save_eagle3, measure_draft)
 
 
 def distill(recipe: Recipe, target: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target_reference: str) -> dict:
@@ -332,6 +402,7 @@ def distill(recipe: Recipe, target: PreTrainedModel, tokenizer: PreTrainedTokeni
         state.report = {**json.loads((recipe.out / "distill_report.json").read_text()), "measured": None}
         measure_draft(recipe, state)
         return state.report
-    for stage in FEATURE_STAGES if recipe.kind == "feature" else STAGES:
+    stages = {"feature": FEATURE_STAGES, "eagle3": EAGLE3_STAGES}.get(recipe.kind, STAGES)
+    for stage in stages:
         stage(recipe, state)
     return state.report
