@@ -62,7 +62,7 @@ def command(args: argparse.Namespace) -> int:
     target_dir, target_gguf = target_files(entry)
     written = export_eagle3(head, target_dir, out)
     if gamma == AUTO:
-        gamma, tree = measured_setting(name, entry, tree)
+        gamma, tree = measured_setting(name, entry, head, tree)
     from specviz.deployment.engine_commands import engine_commands
 
     commands = engine_commands(str(written.head), str(written.target), target_gguf, int(gamma), tree, args.threads)
@@ -111,8 +111,10 @@ def target_files(entry) -> tuple[Path, str | None]:
         raise UsageError(f"cannot download the target {entry.target_ref}: {str(error).splitlines()[0]}") from None
 
 
-def measured_setting(name: str, entry, tree):
-    """K (and a tree, where one is predicted fastest) as `--gamma auto` measures it here, with the head's drafter."""
+def measured_setting(name: str, entry, head: Path, tree):
+    """K (and a tree, where one is predicted fastest) as `--gamma auto` measures it here, drafting with this very head."""
+    import dataclasses
+
     from specviz.cli.options import choose_automatically, compile_before_timing
     from specviz.drafting.registry import drafter_keys
     from specviz.engine import DecodeSettings
@@ -122,7 +124,8 @@ def measured_setting(name: str, entry, tree):
     drafter = "eagle3" if "eagle3" in drafter_keys() else entry.drafter
     from specviz.models.catalogue import load_catalogue
 
-    pair = load_pair(name, entry, load_catalogue().offline_pairs(), progress=lambda m: print(m, file=sys.stderr))
+    with_head = dataclasses.replace(entry, feature_head=str(head.resolve()))  # the feature drafters draft with any head
+    pair = load_pair(name, with_head, load_catalogue().offline_pairs(), progress=lambda m: print(m, file=sys.stderr))
     compile_before_timing(pair)
     chosen = choose_automatically(pair, list(CHAT_HELDOUT), DecodeSettings(max_new_tokens=64), drafter)
     return chosen.gamma, tree or chosen.tree
