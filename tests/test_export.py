@@ -15,6 +15,7 @@ from specviz.cli import main
 from specviz.deployment.engine_commands import engine_commands
 from specviz.deployment.export import ExportError, export_eagle3
 from specviz.engine.tree_shape import TreeShape
+from specviz.models.catalogue import load_catalogue
 from tests.eagle3_heads import random_eagle3_head
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,3 +175,23 @@ def test_the_production_page_shows_the_benchmarks_results_file():
 
     rendered = markdown_table(json.loads(results.read_text()))
     assert block == rendered, "rerun `python benchmarks/eagle3_llama_cpp.py --table` and paste it into docs/production.md"
+
+
+def test_the_report_offers_commands_only_for_an_eagle3_head_and_sglang_the_tree_that_ran_faster(monkeypatch):
+    from types import SimpleNamespace
+
+    from specviz.deployment import collect, export
+
+    timed = lambda rate: SimpleNamespace(pooled=SimpleNamespace(tokens_per_s=rate))  # noqa: E731
+    requests = SimpleNamespace(speculative=timed(100.0), trees={"2x1:1": timed(120.0), "3x1:1": timed(90.0)})
+    assert collect.head_commands("pycode-distilled", 4, requests, None) is None, "no head: no commands"
+    real = load_catalogue().get("smollm2-135m-distilled")
+    has_eagle3_head = export.exportable_head("smollm2-135m-distilled", real) is not None
+    assert (collect.head_commands("smollm2-135m-distilled", 1, requests, None) is not None) == has_eagle3_head
+    monkeypatch.setattr(export, "exportable_head", lambda name, entry: Path("assets/some-eagle3-head"))
+    commands = collect.head_commands("smollm2-135m-distilled", 1, requests, None)
+    assert (
+        commands["llama_cpp"][0] == "python -m specviz export --pair smollm2-135m-distilled --format eagle3 --out eagle3-export"
+    )
+    assert commands["gamma"] == 1 and commands["tree"] == "2x1:1", "SGLang drafts the tree that ran faster than the chain"
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf -md eagle3-export/head.gguf" in commands["llama_cpp"][-1]
