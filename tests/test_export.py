@@ -116,7 +116,13 @@ def test_export_refuses_a_pair_without_a_head_and_a_head_not_in_eagle3s_form(cap
         str(tmp_path / "b"),
     )
     assert "not EAGLE-3's form" in old_head and "distill" in old_head
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists(), "a refusal writes nothing"
+    assert "--gamma" in one_line_refusal(
+        capsys, "export", "--pair", "pycode-distilled", "--out", str(tmp_path / "c"), "--gamma", "0"
+    )
+    assert "names no tree" in one_line_refusal(
+        capsys, "export", "--pair", "pycode-plain", "--out", str(tmp_path / "d"), "--tree", "default"
+    )
+    assert not any((tmp_path / name).exists() for name in "abcd"), "a refusal writes nothing"
 
 
 def test_export_of_the_bundled_target_prints_the_three_commands(capsys, tmp_path):

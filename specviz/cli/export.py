@@ -36,7 +36,8 @@ def add_parser(commands) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from specviz.deployment.export import export_eagle3, pair_head
+    from specviz.deployment.engine_commands import engine_commands
+    from specviz.deployment.export import export_eagle3, pair_head, refuse_unless_eagle3
     from specviz.engine.tree_shape import TreeShape
     from specviz.models.catalogue import load_catalogue
 
@@ -46,25 +47,23 @@ def command(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out must be a folder (got the file {args.out})")
-    head = Path(args.head) if args.head else pair_head(name, entry)
+    gamma = str(entry.gamma) if args.gamma is None else args.gamma.strip().lower()
+    if gamma != AUTO and (not gamma.isdigit() or int(gamma) < 1):
+        raise UsageError(f"--gamma takes a whole number from 1, or 'auto' (got {args.gamma!r})")
     tree = None
+    if args.tree == "default" and entry.tree_shape is None:
+        raise UsageError("--tree default: this pair names no tree in models.yaml; give a shape such as 2x1:1")
     if args.tree:
         try:
             tree = entry.tree_shape if args.tree == "default" else TreeShape.parse(args.tree)
         except ValueError as error:
             raise UsageError(f"--tree: {error}") from None
-    gamma = str(entry.gamma) if args.gamma is None else args.gamma.strip().lower()
-    if gamma != AUTO and not gamma.isdigit():
-        raise UsageError(f"--gamma takes a whole number or 'auto' (got {args.gamma!r})")
-    from specviz.deployment.export import refuse_unless_eagle3
-
+    head = Path(args.head) if args.head else pair_head(name, entry)
     refuse_unless_eagle3(head)  # before anything is fetched or measured
     target_dir, target_gguf = target_files(entry)
     written = export_eagle3(head, target_dir, out)
     if gamma == AUTO:
         gamma, tree = measured_setting(name, entry, head, tree)
-    from specviz.deployment.engine_commands import engine_commands
-
     commands = engine_commands(str(written.head), str(written.target), target_gguf, int(gamma), tree, args.threads)
     if args.json:
         print(
