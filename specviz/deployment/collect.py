@@ -91,6 +91,7 @@ def deployment_report(
         drafting=drafting_rows(requests, settings) if trees else (),
         acceptance=m.acceptance_metrics() if tally.cycles else None,
         verification=settings.verification,
+        engine_commands=head_commands(pair.name, settings.gamma, requests, settings),
     )
     return report.with_verdict()
 
@@ -112,6 +113,30 @@ def drafting_rows(requests: Requests, settings: DecodeSettings) -> tuple[Draftin
 
     chain = row(f"chain, γ = {settings.gamma}", requests.speculative)
     return (chain, *(row(f"tree {text}", result) for text, result in requests.trees.items()))
+
+
+EXPORT_FOLDER = "eagle3-export"  # where the report's commands expect `export --out` to have written
+
+
+def head_commands(pair_name: str, gamma: int, requests: Requests, settings: DecodeSettings) -> dict | None:
+    """The engines' commands for the pair's EAGLE-3 head (None where it has none), drafting what ran fastest here: the
+    chain of γ, or for SGLang a token tree the report measured faster."""
+    from specviz.deployment.engine_commands import engine_commands
+    from specviz.deployment.export import exportable_head, target_gguf_path
+    from specviz.engine.tree_shape import TreeShape
+    from specviz.models.catalogue import load_catalogue
+
+    pairs = load_catalogue().pairs
+    if pair_name not in pairs or exportable_head(pair_name, pairs[pair_name]) is None:
+        return None
+    chain = requests.speculative.pooled.tokens_per_s
+    faster = {text: result.pooled.tokens_per_s for text, result in requests.trees.items() if result.pooled.tokens_per_s > chain}
+    tree = TreeShape.parse(max(faster, key=faster.get)) if faster else None
+    commands = engine_commands(
+        f"{EXPORT_FOLDER}/head", f"{EXPORT_FOLDER}/target", target_gguf_path(pairs[pair_name]), gamma, tree
+    )
+    export = f"python -m specviz export --pair {pair_name} --format eagle3 --out {EXPORT_FOLDER}"
+    return commands.to_json() | {"llama_cpp": [export, *commands.llama_cpp]}
 
 
 def compile_note(pair: LoadedPair) -> str | None:

