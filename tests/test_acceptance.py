@@ -67,10 +67,11 @@ def test_display_numbers_under_greedy():
     assert shown.p == pytest.approx([softmax[0, drafts[0]].item(), softmax[1, drafts[1]].item()])
     assert shown.q == pytest.approx(torch.softmax(draft_logits, -1)[[0, 1], drafts].tolist())
     assert shown.overlap == [1.0, 0.0]  # one-hot p and q: they overlap fully where the draft is the argmax
-    assert shown.top_residual == [[], [(best[1], 1.0)]], "the residual is shown on the rejected draft only"
+    top_p, _, top_residual = shown.tops
+    assert top_residual == [[], [(best[1], 1.0)]], "the residual is shown on the rejected draft only"
     for row in range(2):  # each draft shows the top of p where it was tested; the target's token came from row 1
-        assert [token for token, _ in shown.top_p[row]] == torch.topk(target_logits[row], 5).indices.tolist()
-    assert shown.bonus_top_p == shown.top_p[1]
+        assert [token for token, _ in top_p[row]] == torch.topk(target_logits[row], 5).indices.tolist()
+    assert shown.bonus_top_p == top_p[1]
 
 
 def test_display_numbers_under_sampling_come_from_the_tested_distributions():
@@ -92,7 +93,7 @@ def test_display_numbers_under_sampling_come_from_the_tested_distributions():
     assert shown.accept_probability == pytest.approx([ratio])
     assert shown.overlap == pytest.approx([torch.minimum(p[0], q[0]).sum().item()])
     expected = torch.topk(residual(p[0], q[0]), 5)
-    assert [token for token, _ in shown.top_residual[0]] == expected.indices.tolist()
+    assert [token for token, _ in shown.tops[2][0]] == expected.indices.tolist()
     assert verdict.new_token_id != 4 and verdict.new_token_id < 10, "resampled from max(0, p − q): not 4, inside top-k"
 
 
