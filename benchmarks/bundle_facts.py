@@ -24,8 +24,8 @@ ASSETS = ROOT / "assets"
 
 
 def parameters(path: Path) -> dict[str, int]:
-    """Each tensor's element count, from a safetensors file's header (nothing loaded)."""
-    with path.open("rb") as file:
+    """Each tensor's element count, from a safetensors file's header (nothing loaded; a packed one's stream start)."""
+    with lzma.open(path) if path.suffix == ".xz" else path.open("rb") as file:
         (length,) = struct.unpack("<Q", file.read(8))
         header = json.loads(file.read(length))
     return {name: int(np.prod(entry["shape"])) for name, entry in header.items() if name != "__metadata__"}
@@ -51,10 +51,12 @@ def answers(path: Path) -> dict:
 def facts() -> dict:
     """Every size and count the docs quote about assets/, read from the files."""
     packed = ASSETS / "pycode-target" / "model.safetensors.xz"
-    draft = parameters(ASSETS / "smollm2-135m-draft" / "model.safetensors")
+    draft_packed = ASSETS / "smollm2-135m-draft" / "model.safetensors.xz"
+    head_packed = ASSETS / "smollm2-135m-eagle" / "feature_head.safetensors.xz"
+    draft = parameters(draft_packed)
     draft_config = json.loads((ASSETS / "smollm2-135m-draft" / "config.json").read_text())
     kept = len(json.loads((ASSETS / "smollm2-135m-draft" / "draft_vocabulary.json").read_text())["kept_token_ids"])
-    head = parameters(ASSETS / "smollm2-135m-eagle" / "feature_head.safetensors")
+    head = parameters(head_packed)
     head_kept = len(json.loads((ASSETS / "smollm2-135m-eagle" / "feature_head.json").read_text())["kept_token_ids"])
     hidden = draft_config["hidden_size"]
     files = sorted((ASSETS / "training").glob("*.npz"))
@@ -71,10 +73,15 @@ def facts() -> dict:
             "head_rows_parameters": head_kept * hidden,
             "memory_parameters": sum(head.values()) + head_kept * hidden,
         },
-        "file_bytes": {  # the files over the Hub's 10 MB limit for a plain git push (docs/hosting.md)
+        "file_bytes": {  # every weights file as git keeps it, packed (docs/hosting.md: the Hub's 10 MB limit)
             "pycode_target_packed": packed.stat().st_size,
-            "smollm2_draft_weights": (ASSETS / "smollm2-135m-draft" / "model.safetensors").stat().st_size,
-            "smollm2_head_weights": (ASSETS / "smollm2-135m-eagle" / "feature_head.safetensors").stat().st_size,
+            "pycode_draft_packed": (ASSETS / "pycode-draft" / "model.safetensors.xz").stat().st_size,
+            "pycode_draft_plain_packed": (ASSETS / "pycode-draft-plain" / "model.safetensors.xz").stat().st_size,
+            "smollm2_draft_packed": draft_packed.stat().st_size,
+            "smollm2_draft_unpacked": unpacked_bytes(draft_packed),
+            "smollm2_head_packed": head_packed.stat().st_size,
+            "smollm2_head_unpacked": unpacked_bytes(head_packed),
+            "smollm2_eagle3_packed": (ASSETS / "smollm2-135m-eagle3" / "model.safetensors.xz").stat().st_size,
         },
         "training_answers": {path.stem: answers(path) for path in files},
         "training_answers_bytes": sum(path.stat().st_size for path in files),

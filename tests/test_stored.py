@@ -17,7 +17,15 @@ from transformers.utils import logging as transformers_logging
 
 from specviz.models.loading import load_model
 from specviz.models.reduced_head import borrow_embeddings, mark_sharing
-from specviz.models.stored import PACKED, UNPACKED_FROM, WEIGHTS, has_own_tokenizer, pack_weights, unpack_weights
+from specviz.models.stored import (
+    PACKED,
+    UNPACKED_FROM,
+    WEIGHTS,
+    has_own_tokenizer,
+    pack_weights,
+    unpack_weights,
+    weights_file,
+)
 from tests.tiny import tiny_llama
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,6 +64,33 @@ def test_packed_weights_unpack_to_the_same_bytes_and_again_when_the_pack_changes
     unpack_weights(tmp_path)  # ... is replaced, because it came from another pack
     assert (tmp_path / WEIGHTS).read_bytes() == b"second weights" * 1000
     assert not list(tmp_path.glob("*.partial"))
+
+
+def test_any_weights_file_packed_is_read_from_its_copy_in_the_cache(tmp_path, monkeypatch):
+    """A feature head's `feature_head.safetensors.xz` unpacks as a model's does: byte for byte, into the cache only."""
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "head"
+    folder.mkdir()
+    assert weights_file(folder, "feature_head.safetensors") == folder / "feature_head.safetensors"  # nothing packed
+    (folder / "feature_head.safetensors").write_bytes(b"head weights" * 1000)
+    pack_weights(folder, "feature_head.safetensors")
+    (folder / "feature_head.safetensors").unlink()
+    (folder / "feature_head.safetensors.unpacked-from").unlink()
+    before = sorted(path.name for path in folder.iterdir())
+    read = weights_file(folder, "feature_head.safetensors")
+    assert read.is_relative_to(tmp_path / "cache" / "unpacked") and read.read_bytes() == b"head weights" * 1000
+    assert weights_file(folder, "feature_head.safetensors") == read, "unpacked once"
+    assert sorted(path.name for path in folder.iterdir()) == before, "nothing written beside the packed file"
+
+
+def test_every_bundled_weights_file_ships_packed():
+    """Packed they keep the tracked tree under 60 MiB (the test below); each is read through `weights_file`."""
+    for folder, name in [(draft, WEIGHTS) for draft in ("pycode-target", "pycode-draft", "pycode-draft-plain")] + [
+        ("smollm2-135m-draft", WEIGHTS),
+        ("smollm2-135m-eagle3", WEIGHTS),
+        ("smollm2-135m-eagle", "feature_head.safetensors"),
+    ]:
+        assert (ASSETS / folder / f"{name}.xz").is_file(), f"assets/{folder} ships {name} unpacked"
 
 
 def test_the_bundled_target_ships_packed_and_the_drafts_read_with_its_tokenizer(bundled_pair):

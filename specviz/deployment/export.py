@@ -155,11 +155,13 @@ def refuse_unless_eagle3(head_dir: Path) -> dict[str, Any]:
             f"{head_dir} is specviz's EAGLE-style feature head (it reads the post-norm last feature and borrows the "
             f"target's LM head rows), not EAGLE-3's form: {DISTILL_HINT}"
         )
-    if not (head_dir / CONFIG_FILE).is_file() or not (head_dir / WEIGHTS_FILE).is_file():
+    from specviz.models.stored import weights_file  # the file itself, or its unpacked copy where it ships packed
+
+    if not (head_dir / CONFIG_FILE).is_file() or not weights_file(head_dir, WEIGHTS_FILE).is_file():
         raise ExportError(f"{head_dir} holds no {CONFIG_FILE} and {WEIGHTS_FILE}: {DISTILL_HINT}")
     from safetensors import safe_open
 
-    with safe_open(head_dir / WEIGHTS_FILE, framework="pt") as weights:
+    with safe_open(weights_file(head_dir, WEIGHTS_FILE), framework="pt") as weights:
         names = set(weights.keys())
     missing = [name for name in REQUIRED if name not in names]
     if missing:
@@ -197,9 +199,11 @@ def export_eagle3(head_dir: Path, target_dir: Path, out: Path) -> Export:
     import torch
     from safetensors.torch import load_file, save_file
 
+    from specviz.models.stored import weights_file
+
     config = refuse_unless_eagle3(head_dir)
     target_config = read_json(target_dir / CONFIG_FILE)
-    tensors = load_file(head_dir / WEIGHTS_FILE)
+    tensors = load_file(weights_file(head_dir, WEIGHTS_FILE))
     vocab, target_hidden = target_config["vocab_size"], target_config["hidden_size"]
     d2t = tensors.get("d2t")
     if d2t is None:  # a head over the whole vocabulary: every draft id is its target id
@@ -252,7 +256,9 @@ def embedding_rows(target_dir: Path, ids):
     """The target's input embedding at these ids (its tied LM head rows), read from its safetensors alone."""
     from safetensors import safe_open
 
-    for path in sorted(target_dir.glob("*.safetensors")):
+    from specviz.models.stored import readable_folder  # a target that ships packed weights is read from their copy
+
+    for path in sorted(readable_folder(target_dir).glob("*.safetensors")):
         with safe_open(path, framework="pt") as weights:
             for name in ("model.embed_tokens.weight", "embed_tokens.weight", "lm_head.weight"):
                 if name in weights.keys():

@@ -31,6 +31,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from specviz.models.feature_head import FeatureHead, _rotate
+from specviz.models.stored import weights_file
 from specviz.models.weight_forms import INT4_GROUP, apply_form, supports
 
 CONFIG_FILE = "config.json"
@@ -261,7 +262,7 @@ def is_eagle3_head(folder: str | Path) -> bool:
 
 def draft_vocabulary(folder: str | Path) -> list[int]:
     """The target ids of a saved head's draft vocabulary, in draft order (draft id + d2t)."""
-    d2t = load_file(Path(folder) / WEIGHTS_FILE)["d2t"]
+    d2t = load_file(weights_file(folder, WEIGHTS_FILE))["d2t"]
     return (torch.arange(len(d2t)) + d2t).tolist()
 
 
@@ -314,7 +315,7 @@ def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> E
     embedding = target.get_input_embeddings().weight.detach()
     if embedding.shape != (shape.vocab_size, shape.hidden):
         raise ValueError(f"the EAGLE-3 head in {folder} was made for another target (embedding {tuple(embedding.shape)})")
-    weights = load_file(folder / WEIGHTS_FILE)
+    weights = load_file(weights_file(folder, WEIGHTS_FILE))  # packed or not (specviz/models/stored.py)
     head = Eagle3Head(shape, embedding, (torch.arange(shape.draft_vocab_size) + weights["d2t"]).tolist())
     if config.get(LM_HEAD_FROM_EMBEDDING):
         weights["lm_head.weight"] = embedding[head.kept_ids].detach().float()

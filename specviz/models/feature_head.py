@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
 
+from specviz.models.stored import weights_file
 from specviz.models.weight_forms import Int4WeightOnly, Int8WeightOnly, apply_form, supports
 
 CONFIG_FILE = "feature_head.json"
@@ -300,7 +301,7 @@ def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> F
     if embedding.shape != (shape.vocab_size, shape.hidden):
         raise ValueError(f"the feature head in {folder} was made for another target (embedding {tuple(embedding.shape)})")
     head = FeatureHead(shape, embedding, config["kept_token_ids"])
-    head.load_state_dict(load_file(folder / WEIGHTS_FILE), strict=True)
+    head.load_state_dict(load_file(weights_file(folder, WEIGHTS_FILE)), strict=True)  # packed or not (models/stored.py)
     dtype = dtype or embedding.dtype
     return head.to(device=embedding.device, dtype=dtype).eval()
 

@@ -2,10 +2,11 @@
 
 Two things keep the repository small without changing what any model computes:
 
-- A folder may ship its weights as `model.safetensors.xz` (xz is lossless: the unpacked file is byte for byte the
-  one that was packed). It is read from a copy in specviz's cache (`unpacked/<sha256 of the packed file>/`: the
-  weights unpacked once, the folder's other files linked), so a read-only checkout (a container image, a packaged
-  Space) runs as well as a clone; a changed packed file has another hash, hence another copy.
+- A folder may ship its weights as `model.safetensors.xz` (or any weights file as `NAME.xz`, like a feature head's
+  `feature_head.safetensors.xz`; xz is lossless: the unpacked file is byte for byte the one that was packed). It is
+  read from a copy in specviz's cache (`unpacked/<sha256 of the packed file>/`: the weights unpacked once, the
+  folder's other files linked), so a read-only checkout (a container image, a packaged Space) runs as well as a clone;
+  a changed packed file has another hash, hence another copy. `weights_file` is where any reader finds the file.
 - A draft that borrows its target's embedding (`shares_target_embeddings.json`) ships only its own layers. It is built
   from its config and its own weights with a zero placeholder where the embedding goes, which the loader then replaces
   with the target's tensor (`reduced_head.borrow_embeddings`): transformers finds every weight it expects, so it has
@@ -42,13 +43,13 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def pack_weights(folder: Path) -> None:
-    """Write `model.safetensors.xz`, the file git keeps, beside `model.safetensors` (which stays, marked as unpacked from it)."""
+def pack_weights(folder: Path, name: str = WEIGHTS) -> None:
+    """Write `NAME.xz`, the file git keeps, beside the weights file `NAME` (which stays, marked as unpacked from it)."""
     folder = Path(folder)
-    packed = folder / PACKED
+    packed = folder / f"{name}.xz"
     with lzma.open(packed, "wb", preset=9) as out:
-        out.write((folder / WEIGHTS).read_bytes())
-    (folder / UNPACKED_FROM).write_text(_sha256(packed) + "\n")
+        out.write((folder / name).read_bytes())
+    (folder / f"{name}.unpacked-from").write_text(_sha256(packed) + "\n")
 
 
 def unpack_weights(folder: Path) -> None:
@@ -70,10 +71,30 @@ def unpack_weights(folder: Path) -> None:
     stamp.write_text(digest + "\n")
 
 
+def weights_file(folder: Path, name: str = WEIGHTS) -> Path:
+    """Where to read the folder's weights file `name` from: the file itself, or where the folder ships it packed
+    (`name.xz`), its copy in specviz's cache, unpacked there once under a temporary name first, so a reader never sees
+    half a file. (Where neither is there, the path it would have, for the caller's own check.)"""
+    from specviz.models.sources import cache_root
+
+    folder = Path(folder)
+    packed = folder / f"{name}.xz"
+    if not packed.is_file():
+        return folder / name
+    copy = cache_root() / "unpacked" / _sha256(packed)[:16]
+    if not (copy / name).is_file():
+        copy.mkdir(parents=True, exist_ok=True)
+        partial = copy / f"{name}.{os.getpid()}.partial"
+        with lzma.open(packed, "rb") as source, partial.open("wb") as out:
+            for block in iter(lambda: source.read(1 << 20), b""):
+                out.write(block)
+        os.replace(partial, copy / name)
+    return copy / name
+
+
 def readable_folder(folder: Path) -> Path:
     """Where to read the folder's model from: the folder itself, or where it ships packed weights, their unpacked copy
-    in specviz's cache (the folder's other files linked beside them). Written under a temporary name first, so a
-    reader never sees half a file."""
+    in specviz's cache (`weights_file`), the folder's other files linked beside them first."""
     from specviz.models.sources import cache_root
 
     folder = Path(folder)
@@ -81,18 +102,12 @@ def readable_folder(folder: Path) -> Path:
     if not packed.is_file():
         return folder
     copy = cache_root() / "unpacked" / _sha256(packed)[:16]
-    if (copy / WEIGHTS).is_file():
-        return copy
-    copy.mkdir(parents=True, exist_ok=True)
-    for item in folder.iterdir():
-        if item.is_file() and item.name not in (PACKED, WEIGHTS, UNPACKED_FROM) and not (copy / item.name).exists():
-            (copy / item.name).symlink_to(item.resolve())
-    partial = copy / f"{WEIGHTS}.{os.getpid()}.partial"
-    with lzma.open(packed, "rb") as source, partial.open("wb") as out:
-        for block in iter(lambda: source.read(1 << 20), b""):
-            out.write(block)
-    os.replace(partial, copy / WEIGHTS)
-    return copy
+    if not (copy / WEIGHTS).is_file():
+        copy.mkdir(parents=True, exist_ok=True)
+        for item in folder.iterdir():
+            if item.is_file() and item.name not in (PACKED, WEIGHTS, UNPACKED_FROM) and not (copy / item.name).exists():
+                (copy / item.name).symlink_to(item.resolve())
+    return weights_file(folder).parent
 
 
 def has_own_tokenizer(reference: str) -> bool:

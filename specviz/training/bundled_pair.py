@@ -143,7 +143,7 @@ class Training:
         result = train(model, self.train_tokens, self.validation_tokens, train_settings, work, description=role, **teaching)
         self.report[role] = {"parameters": architectures.count_parameters(model), **vars(result)}
         tokenizer = self.tokenizer if folder == "pycode-target" else None  # the drafts read with the target's
-        save_model(model, tokenizer, self.args.out / folder)
+        save_model(model, tokenizer, self.args.out / folder, packed=True)  # the bundle keeps every weights file packed
         return model
 
 
