@@ -30,7 +30,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
 
-from specviz.models.feature_head import FeatureHead, _rotate
+from specviz.models.feature_head import FeatureHead, _rotate, check_form, stored_bytes
 from specviz.models.stored import weights_file
 from specviz.models.weight_forms import INT4_GROUP, apply_form, supports
 
@@ -328,8 +328,7 @@ def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> E
 def head_in_form(head: Eagle3Head, form: str) -> Eagle3Head:
     """Its linear layers (fc, the layer's, lm_head) in a weight-only form (int8 or int4), in place, for drafting: only
     the draft changes, so speculation stays exact (FeatureHead's head_in_form says what moves)."""
-    if form not in ("int8", "int4"):
-        raise ValueError(f"an EAGLE-3 head drafts in int8 or int4, not {form!r}")
+    check_form(form, "an EAGLE-3 head")
     if not all(supports(form, module) for module in head.modules() if isinstance(module, nn.Linear)):
         raise ValueError(f"int4 packs rows in sixteens and columns in groups of {INT4_GROUP}: draft this head in int8")
     apply_form(head, form)
@@ -349,5 +348,4 @@ def own_weight_bytes(head: Eagle3Head) -> tuple[int, int]:
         + shape.draft_vocab_size * shape.hidden  # lm_head
         + 4 * shape.hidden  # norms
     )
-    stored = [*head.parameters(), *(buffer for name, buffer in head.named_buffers() if name != "kept_ids")]
-    return parameters, sum(t.numel() * t.element_size() for t in stored)
+    return parameters, stored_bytes(head)

@@ -306,14 +306,18 @@ def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> F
     return head.to(device=embedding.device, dtype=dtype).eval()
 
 
+def check_form(form: str, what: str) -> None:
+    if form not in ("int8", "int4"):
+        raise ValueError(f"{what} drafts in int8 or int4, not {form!r}")
+
+
 def head_in_form(head: FeatureHead, form: str) -> FeatureHead:
     """The head's linear layers and kept head rows in a weight-only form (int8 or int4), in place, for drafting.
 
     Only the draft changes, so speculation stays exact; what moves is how often the head's argmax is the target's
     token (benchmarks/head_forms.py measures both: on SmolLM2's head, int8 halved a draft step and kept 94–96 % of its
     argmaxes, int4 kept 80 %)."""
-    if form not in ("int8", "int4"):
-        raise ValueError(f"a feature head drafts in int8 or int4, not {form!r}")
+    check_form(form, "a feature head")
     rows = nn.Linear(head.shape.hidden, len(head.kept_ids), bias=False, device=head.kept_ids.device)
     rows.weight.data = head.head_weight.detach().float()
     if not supports(form, rows):
@@ -337,5 +341,10 @@ def own_weight_bytes(head: FeatureHead) -> tuple[int, int]:
         + len(head.kept_ids) * shape.hidden  # kept head rows
     )
     norms = shape.hidden * (2 + len(shape.feature_layers) - 1)
+    return matrices + norms, stored_bytes(head)
+
+
+def stored_bytes(head: nn.Module) -> int:
+    """What a head's weights take in memory as they are stored now (a weight-only form's packed bytes included)."""
     stored = [*head.parameters(), *(buffer for name, buffer in head.named_buffers() if name != "kept_ids")]
-    return matrices + norms, sum(t.numel() * t.element_size() for t in stored)
+    return sum(t.numel() * t.element_size() for t in stored)
