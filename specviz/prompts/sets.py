@@ -96,7 +96,7 @@ def heldout_code_prompts(count: int = 8, n_lines: int = 12) -> list[str]:
 
 
 def load_prompt_set(name: str) -> list[str]:
-    """A domain name, 'all', 'heldout' (code; 'heldout:16' for 16 of them), 'chat-heldout', or a text file of prompts separated by '---' lines."""
+    """A domain name, 'all', 'heldout' (code; 'heldout:16' for 16 of them), 'chat-heldout' ('chat-heldout:16': its first 16), or a text file of prompts separated by '---' lines."""
     if name in PROMPTS:
         return PROMPTS[name]
     if name == "all":
@@ -107,6 +107,8 @@ def load_prompt_set(name: str) -> list[str]:
         return heldout_code_prompts(int(name.removeprefix("heldout:")))
     if name == "chat-heldout":
         return list(CHAT_HELDOUT)
+    if name.startswith("chat-heldout:") and name.removeprefix("chat-heldout:").isdigit():  # the first N questions
+        return list(CHAT_HELDOUT[: int(name.removeprefix("chat-heldout:"))])
     path = Path(name)
     if not path.is_file():
         raise ValueError(f"unknown prompt set {name!r}: use one of {', '.join(DOMAINS)}, all, heldout, chat-heldout, or a file")
