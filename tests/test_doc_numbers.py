@@ -95,9 +95,15 @@ UNMEASURED: dict[str, set[str]] = {
 SCALES = {"%": 100, "k": 1e-3, "M": 1e-6, "MB": 1e-6, "MiB": 2**-20, "GB": 1e-9, "min": 1 / 60, "ms": 1e3, "µs": 1e6}
 
 
+GENERATED = re.compile(r"<!-- (\S+\.json) -->\n.*?\n<!-- /\1 -->", re.DOTALL)  # a block a benchmark renders from its file
+
+
 def without_code(text: str) -> str:
-    """The page with its code (fenced blocks and `spans`) blanked, lines kept: examples there are not quotes."""
-    return CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    """The page with its code (fenced blocks and `spans`) blanked, lines kept: examples there are not quotes. A block
+    between `<!-- NAME.json -->` and `<!-- /NAME.json -->` is a benchmark's own rendering of its results file, which
+    its own test compares whole (tests/test_export.py: docs/production.md's table), so it is blanked too."""
+    blank = lambda m: re.sub(r"[^\n]", " ", m.group(0))  # noqa: E731
+    return CODE.sub(blank, GENERATED.sub(blank, text))
 
 
 def _page_name(page: Path) -> str:
