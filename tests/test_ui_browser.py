@@ -77,6 +77,7 @@ def test_page_contract_measure_then_play(app_url, browser):
         "#speedup-chart",
         "#run-numbers",
     ):
+        page.locator(selector).first.wait_for(state="attached", timeout=30_000)  # a loaded machine mounts late
         assert page.locator(selector).count() >= 1, f"{selector} is part of the page contract"
     for label in PLAYBACK:
         assert page.locator("#playback label", has_text=label).count() == 1
