@@ -209,7 +209,9 @@ def test_a_wrong_tree_is_one_sentence_naming_the_field(typed, said):
 
 def test_a_tree_with_a_chain_only_drafter_or_lenient_acceptance_is_refused():
     tree = RunRequest(pair="pycode-distilled", prompt="x", tree="2x2")
-    with pytest.raises(InputError, match="dynamic drafter drafts chains only; a tree needs one of model, feature, eagle3, lookup"):
+    with pytest.raises(
+        InputError, match="dynamic drafter drafts chains only; a tree needs one of model, feature, eagle3, lookup"
+    ):
         replace(tree, drafter="dynamic").settings()
     with pytest.raises(SettingsError, match="chains only"):
         replace(tree, verification="lenient").settings()

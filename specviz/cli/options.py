@@ -73,7 +73,9 @@ def set_threads(threads: int) -> None:
 
 def add_prompt_set_arguments(parser: argparse.ArgumentParser, repeats: int, repeats_help: str | None = None) -> None:
     """What a command timed over a prompt set takes (bench, score, report): the set, the repeats, the threads."""
-    parser.add_argument("--prompts", default="heldout", help="code|prose|repetitive|arithmetic|all|heldout[:N]|chat-heldout[:N]|FILE")
+    parser.add_argument(
+        "--prompts", default="heldout", help="code|prose|repetitive|arithmetic|all|heldout[:N]|chat-heldout[:N]|FILE"
+    )
     add_repeats_argument(parser, repeats, repeats_help)
     add_threads_argument(parser)
 
