@@ -147,3 +147,23 @@ def test_draft_and_target_really_disagree(target, draft):
         q = torch.softmax(draft(torch.tensor([PROMPT])).logits[0, -1], -1)
     overlap = torch.minimum(p, q).sum().item()
     assert overlap < 0.8, f"Σ min(p, q) = {overlap:.2f}: the draft agrees too well for a meaningful test"
+
+
+@pytest.mark.parametrize("drafter_kind", ["model", "feature"])
+def test_the_numbers_shown_are_the_ones_the_test_judged(target, draft, drafter_kind):
+    """Every tested draft's shown accept probability is min(1, p/q) of its shown p and q: the inspector's q is the q the
+    token was drawn from and judged by, cycle after cycle (with temperature and top-k, where a display built from other
+    logits than the judged ones would show another q)."""
+    factories = {
+        "model": lambda: ModelDrafter(CachedDecoder(draft, VOCAB)),
+        "feature": lambda: FeatureDrafter(head_from_target(target, list(range(VOCAB))).eval(), VOCAB),
+    }
+    tested = 0
+    for seed in range(20):
+        settings = DecodeSettings(max_new_tokens=12, gamma=3, seed=seed, sampling=SamplingSettings(temperature=0.7, top_k=4))
+        events = speculative_decode(CachedDecoder(target, VOCAB), factories[drafter_kind](), PROMPT, settings, fake_vocabulary())
+        for cycle in (event for event in events if hasattr(event, "positions")):
+            for position in (position for position in cycle.positions if position.p is not None):
+                assert position.accept_probability == pytest.approx(min(1.0, position.p / position.q), abs=1e-5)
+                tested += 1
+    assert tested > 50
