@@ -74,10 +74,11 @@ class LlamaCppRun:
         return self.decoded - self.accepted
 
 
-def convert_head(source: Path, head: Path, target: Path, out: Path) -> Path:
-    """The head as a GGUF, by llama.cpp's own converter (needs sentencepiece, requirements-dev.txt)."""
+def convert_head(source: Path, head: Path, target: Path, out: Path, outtype: str = "bf16") -> Path:
+    """The head as a GGUF, by llama.cpp's own converter (needs sentencepiece, requirements-dev.txt); bf16 by default, as
+    the command `export` prints converts it (the exported weights are bf16, so nothing is rounded)."""
     command = [sys.executable, str(source / "convert_hf_to_gguf.py"), str(head), "--target-model-dir", str(target)]
-    done = subprocess.run([*command, "--outtype", "f32", "--outfile", str(out)], capture_output=True, text=True)
+    done = subprocess.run([*command, "--outtype", outtype, "--outfile", str(out)], capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"convert_hf_to_gguf.py failed:\n{done.stderr[-3000:]}")
     return out

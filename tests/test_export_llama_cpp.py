@@ -154,7 +154,8 @@ def test_a_random_head_drafts_the_same_tokens_in_llama_cpp_as_in_specviz(tmp_pat
                 weight.copy_(torch.randn(weight.shape, generator=generator) * scale)
     save_head(head, tmp_path / "stored", dtype=torch.float32)
     exported = export_eagle3(tmp_path / "stored", target_dir, tmp_path / "export")
-    head_gguf = convert_head(llama_cpp_source(), exported.head, exported.target, tmp_path / "head.gguf")
+    # f32: llama.cpp's f32 kernels keep the activations unrounded, as specviz's float32 reference does
+    head_gguf = convert_head(llama_cpp_source(), exported.head, exported.target, tmp_path / "head.gguf", outtype="f32")
 
     tokenizer = AutoTokenizer.from_pretrained(target_dir)
     text = tokenizer.apply_chat_template(
