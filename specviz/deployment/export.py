@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specviz.models.eagle3_format import LAYER_IDS_KEY, default_aux_layers, standard_config
+
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
-ARCHITECTURE = "LlamaForCausalLMEagle3"  # SpecForge's name: llama.cpp and SGLang register it, vLLM maps it
 LAYER_NAMES = (
     "input_layernorm.weight",
     "hidden_norm.weight",
@@ -48,7 +49,6 @@ LAYER_NAMES = (
     "mlp.down_proj.weight",
 )
 REQUIRED = ("fc.weight", *(f"midlayer.{name}" for name in LAYER_NAMES), "norm.weight")
-LAYER_IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # llama.cpp's and vLLM's key (id k: the input of layer k)
 DISTILL_HINT = "distill one with `python -m specviz distill --kind eagle3`"
 
 
@@ -86,11 +86,6 @@ def target_gguf_path(entry) -> str | None:
     return entry.target_ref if entry.target_ref.endswith(".gguf") else None
 
 
-def default_layer_ids(target_layers: int) -> list[int]:
-    """The ids every engine reads when a head names none: low, mid and high (inputs of layers 2, L/2 and L−3)."""
-    return [2, target_layers // 2, target_layers - 3]
-
-
 @dataclass(frozen=True)
 class HeadShape:
     """What the config says about one head, read from its tensors and its target."""
@@ -111,31 +106,28 @@ def eagle3_config(shape: HeadShape, target_config: dict[str, Any], dtype: str) -
     """The head's config.json: a one-layer Llama with EAGLE-3's keys (module docstring), the target's rope and tokens."""
     rope = target_config.get("rope_parameters") or {}
     rope_theta = float(rope.get("rope_theta", target_config.get("rope_theta", 10000.0)))
-    config = {
-        "architectures": [ARCHITECTURE],
-        "model_type": "llama",
-        "hidden_size": shape.hidden,
-        "intermediate_size": shape.ffn,
-        "num_attention_heads": shape.heads,
-        "num_key_value_heads": shape.kv_heads,
-        "head_dim": shape.head_dim,
-        "num_hidden_layers": 1,
-        "hidden_act": "silu",
-        "rms_norm_eps": target_config["rms_norm_eps"],
-        "rope_theta": rope_theta,
-        "rope_parameters": {"rope_theta": rope_theta, "rope_type": "default"},
-        "max_position_embeddings": target_config.get("max_position_embeddings", 8192),
-        "attention_bias": False,
-        "mlp_bias": False,
-        "tie_word_embeddings": False,
-        "vocab_size": shape.target_vocab,
-        "draft_vocab_size": shape.draft_vocab,
-        "target_hidden_size": shape.target_hidden,
-        LAYER_IDS_KEY: list(shape.layer_ids),
-        "torch_dtype": dtype,
+    config = standard_config(
+        hidden=shape.hidden,
+        ffn=shape.ffn,
+        heads=shape.heads,
+        kv_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        rms_norm_eps=target_config["rms_norm_eps"],
+        rope_theta=rope_theta,
+        vocab_size=shape.target_vocab,
+        draft_vocab_size=shape.draft_vocab,
+        target_hidden=shape.target_hidden,
+        layer_ids=shape.layer_ids,
+        dtype=dtype,
+    )
+    config.update(
+        rope_parameters={"rope_theta": rope_theta, "rope_type": "default"},
+        max_position_embeddings=target_config.get("max_position_embeddings", 8192),
+        attention_bias=False,
+        mlp_bias=False,
         **{key: target_config[key] for key in ("bos_token_id", "eos_token_id", "pad_token_id") if key in target_config},
-    }
-    if list(shape.layer_ids) != default_layer_ids(shape.target_layers):
+    )
+    if list(shape.layer_ids) != list(default_aux_layers(shape.target_layers)):
         # SGLang's key counts outputs of layers: one less than llama.cpp's and vLLM's inputs
         config["eagle_config"] = {LAYER_IDS_KEY: [k - 1 for k in shape.layer_ids], "use_aux_hidden_state": True}
     return config
@@ -176,7 +168,7 @@ def layer_ids_of(config: dict[str, Any], target_layers: int) -> tuple[int, ...]:
     """The target hidden states the head reads, as llama.cpp and vLLM number them (id k: the input of layer k)."""
     ids = config.get(LAYER_IDS_KEY)
     if ids is None:
-        ids = default_layer_ids(target_layers)
+        ids = list(default_aux_layers(target_layers))
     if len(ids) != 3 or not all(isinstance(k, int) and 0 < k < target_layers for k in ids):
         raise ExportError(
             f"an EAGLE-3 head reads exactly three of the target's {target_layers} layer inputs, ids 1 … "

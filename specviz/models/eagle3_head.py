@@ -30,13 +30,13 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
 
+from specviz.models.eagle3_format import ARCHITECTURE, default_aux_layers, standard_config
 from specviz.models.feature_head import FeatureHead, _rotate, check_form, stored_bytes
 from specviz.models.stored import weights_file
 from specviz.models.weight_forms import INT4_GROUP, apply_form, supports
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
-ARCHITECTURE = "LlamaForCausalLMEagle3"
 # lm_head rows that are the target's embedding rows are not shipped (rebuilt at load); the config says so
 LM_HEAD_FROM_EMBEDDING = "specviz_lm_head_from_target_embedding"
 
@@ -85,11 +85,6 @@ class Eagle3Shape:
             draft_vocab_size=draft_vocab_size,
             aux_layers=tuple(aux_layers) if aux_layers else default_aux_layers(layers),
         )
-
-
-def default_aux_layers(layers: int) -> tuple[int, ...]:
-    """vLLM's and SpecForge's default low/mid/high: the residual stream entering layers 2, N//2 and N−3."""
-    return (2, layers // 2, layers - 3)
 
 
 class Attention(nn.Module):
@@ -269,27 +264,21 @@ def draft_vocabulary(folder: str | Path) -> list[int]:
 def eagle3_config(head: Eagle3Head) -> dict:
     """The standard config (what llama.cpp's converter, vLLM and SGLang read), plus specviz's own keys."""
     shape = head.shape
-    return {
-        "architectures": [ARCHITECTURE],
-        "model_type": "llama",
-        "hidden_size": shape.hidden,
-        "intermediate_size": shape.ffn,
-        "num_attention_heads": shape.heads,
-        "num_key_value_heads": shape.kv_heads,
-        "head_dim": shape.head_dim,
-        "num_hidden_layers": 1,
-        "hidden_act": "silu",
-        "rms_norm_eps": shape.rms_norm_eps,
-        "rope_theta": shape.rope_theta,
-        "vocab_size": shape.vocab_size,
-        "draft_vocab_size": shape.draft_vocab_size,
-        "target_hidden_size": shape.hidden,
-        "eagle_aux_hidden_state_layer_ids": list(shape.aux_layers),
-        "tie_word_embeddings": False,
-        "torch_dtype": "bfloat16",
-        LM_HEAD_FROM_EMBEDDING: head.lm_head_from_embedding,
-        "specviz_shape": asdict(shape),
-    }
+    standard = standard_config(
+        hidden=shape.hidden,
+        ffn=shape.ffn,
+        heads=shape.heads,
+        kv_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
+        rms_norm_eps=shape.rms_norm_eps,
+        rope_theta=shape.rope_theta,
+        vocab_size=shape.vocab_size,
+        draft_vocab_size=shape.draft_vocab_size,
+        target_hidden=shape.hidden,
+        layer_ids=shape.aux_layers,
+        dtype="bfloat16",
+    )
+    return {**standard, LM_HEAD_FROM_EMBEDDING: head.lm_head_from_embedding, "specviz_shape": asdict(shape)}
 
 
 def save_head(head: Eagle3Head, folder: Path, dtype: torch.dtype = torch.bfloat16) -> None:

@@ -1,0 +1,52 @@
+"""EAGLE-3's standard checkpoint config, written in one place (no torch here): the keys SpecForge's
+`LlamaForCausalLMEagle3` has and llama.cpp's converter, vLLM and SGLang read. specviz's stored head
+(models/eagle3_head.py) and the export (deployment/export.py) each add their own keys to it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+ARCHITECTURE = "LlamaForCausalLMEagle3"  # SpecForge's name: llama.cpp and SGLang register it, vLLM maps it
+LAYER_IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # llama.cpp's and vLLM's key (id k: the input of layer k)
+
+
+def default_aux_layers(layers: int) -> tuple[int, ...]:
+    """vLLM's and SpecForge's default low/mid/high: the residual stream entering layers 2, N//2 and N−3."""
+    return (2, layers // 2, layers - 3)
+
+
+def standard_config(
+    *,
+    hidden: int,
+    ffn: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    rms_norm_eps: float,
+    rope_theta: float,
+    vocab_size: int,
+    draft_vocab_size: int,
+    target_hidden: int,
+    layer_ids,
+    dtype: str,
+) -> dict[str, Any]:
+    """A one-layer Llama with EAGLE-3's keys: the draft vocabulary, the target's width and the layers it reads."""
+    return {
+        "architectures": [ARCHITECTURE],
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "intermediate_size": ffn,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim,
+        "num_hidden_layers": 1,
+        "hidden_act": "silu",
+        "rms_norm_eps": rms_norm_eps,
+        "rope_theta": rope_theta,
+        "vocab_size": vocab_size,
+        "draft_vocab_size": draft_vocab_size,
+        "target_hidden_size": target_hidden,
+        LAYER_IDS_KEY: list(layer_ids),
+        "tie_word_embeddings": False,  # else SGLang reads lm_head from the embedding
+        "torch_dtype": dtype,
+    }
