@@ -73,10 +73,17 @@ def emitted_pairs(draw: str, judged_as: str, seed: int = 0) -> torch.Tensor:
     return counts
 
 
+def expected_counts(probs: torch.Tensor, total: float) -> torch.Tensor:
+    """The counts probs predict in float64, scaled to sum to total (scipy refuses sums that differ by 1.5e-8)."""
+    probs = probs.double()
+    return probs / probs.sum() * total
+
+
 def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> tuple[float, float]:
     """Pearson's statistic and p-value over the cells the target can emit."""
     possible = probs.flatten() > 0
-    observed, expected = counts.flatten()[possible], probs.flatten()[possible] * counts.sum()
+    observed = counts.flatten()[possible].double()
+    expected = expected_counts(probs.flatten()[possible], float(observed.sum()))
     result = chisquare(observed.numpy(), expected.numpy())
     return float(result.statistic), float(result.pvalue)
 
@@ -122,3 +129,14 @@ def test_greedy_follows_the_target_argmax_down_the_tree():
 def test_an_unknown_sibling_draw_is_refused():
     with pytest.raises(ValueError, match="unknown sibling draw"):
         draw_children(Q[0], 2, "with_luck", torch.Generator())
+
+
+def test_chi_square_takes_float32_probabilities_that_do_not_sum_to_one():
+    """Probabilities from a float32 softmax sum to 1 only within 1e-7; the test must not refuse them."""
+    probs = torch.softmax(torch.randn(25, generator=torch.Generator().manual_seed(0)), -1)  # float32
+    assert abs(float(probs.double().sum()) - 1) > 1.5e-8, (
+        "the guard needs probabilities whose sum is off by more than scipy's tolerance"
+    )
+    counts = (probs.double() * N_SAMPLES).round()
+    statistic, p_value = chi_square(counts, probs)
+    assert p_value > 0.99, f"counts rounded from the expected ones should fit them (χ² {statistic:.3g}, p = {p_value:.3g})"
