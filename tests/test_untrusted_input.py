@@ -13,6 +13,7 @@ import gradio as gr
 import pytest
 
 from specviz.checked import InputError
+from specviz.run.runner import check_prompt_text
 from specviz.run.trace import Trace
 from specviz.run.trace_schema import MAX_TRACE_BYTES, read_trace_text
 from specviz.ui import charts, texts
@@ -190,3 +191,30 @@ def test_the_last_resort_handler_logs_and_shows_a_plain_sentence(caplog):
     assert "secret internal detail" in caplog.text, "the server's log keeps the traceback"
     with pytest.raises(gr.Error, match="γ"):
         in_sentences(lambda: RunRequest.from_values(RUN | {"gamma": 0}))()
+
+
+def test_a_refused_input_is_one_line_in_the_log_not_a_traceback(caplog):
+    def refuse_an_empty_prompt():
+        check_prompt_text("   ")
+
+    def refuse_in_gradios_words():
+        raise gr.Error("Nothing to export yet: run a prompt first.")
+
+    for handler in (refuse_an_empty_prompt, refuse_in_gradios_words):
+        caplog.clear()
+        with pytest.raises(gr.Error) as caught:
+            in_sentences(handler)()
+        assert caught.value.print_exception is False, "gradio prints the traceback of a gr.Error unless told not to"
+        lines = [record for record in caplog.records if record.name == "specviz"]
+        assert len(lines) == 1 and lines[0].exc_info is None, f"one line, no traceback: {caplog.text!r}"
+        assert caught.value.message in lines[0].getMessage(), "the line says what the user was told"
+
+
+def test_an_unexpected_error_leaves_one_traceback_in_the_log(caplog):
+    def broken():
+        raise KeyError("secret internal detail")
+
+    with pytest.raises(gr.Error) as caught:
+        in_sentences(broken)()
+    assert caught.value.print_exception is False, "the guard logged the traceback; gradio must not print it again"
+    assert [record.exc_info is not None for record in caplog.records if record.name == "specviz"] == [True]

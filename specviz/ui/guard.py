@@ -1,8 +1,9 @@
 """The last word on any error in a handler: one plain sentence for the user, the traceback only in the server's log.
 
 Every handler the page or the API can call is wrapped in `in_sentences`: a wrong value (InputError and the
-other errors whose message is written for users) shows its sentence; anything else is logged with its
-traceback and the user reads SOMETHING_WENT_WRONG, never an exception's text. The server keeps serving.
+other errors whose message is written for users) shows its sentence and is logged as one line; anything else is
+logged with its traceback and the user reads SOMETHING_WENT_WRONG, never an exception's text. The server keeps
+serving. Every gr.Error leaving here says `print_exception=False`, so gradio prints no traceback of its own.
 """
 
 from __future__ import annotations
@@ -25,16 +26,22 @@ OUT_OF_MEMORY = "The device ran out of memory: try a smaller pair, fewer new tok
 SOMETHING_WENT_WRONG = "Something went wrong on our side; it has been logged. Please try again, or try other settings."
 
 
+def refused(message: str, title: str = "Error", duration: float | None = 10) -> gr.Error:
+    """The user's sentence, logged as one line: a refused input is no failure, so gradio prints no traceback."""
+    log.warning("refused: %s", message)
+    return gr.Error(message, duration=duration, title=title, print_exception=False)
+
+
 def user_error(error: Exception) -> gr.Error:
-    """One sentence for the user; only unexpected errors are logged with their traceback."""
+    """One sentence for the user; only unexpected errors are logged with their traceback, once."""
     if isinstance(error, gr.Error):
-        return error
+        return refused(error.message, error.title, error.duration)
     if type(error).__name__ == "OutOfMemoryError":
-        return gr.Error(OUT_OF_MEMORY)
+        return refused(OUT_OF_MEMORY)
     if isinstance(error, FOR_USERS):
-        return gr.Error(str(error))
+        return refused(str(error))
     log.error("a handler failed", exc_info=error)
-    return gr.Error(SOMETHING_WENT_WRONG)
+    return gr.Error(SOMETHING_WENT_WRONG, print_exception=False)  # its traceback is logged above
 
 
 def in_sentences(handler: Callable) -> Callable:
