@@ -1,5 +1,6 @@
-"""The package's rooms (the folders of specviz/) import in one direction: no loop between rooms, imports inside
-functions included, and few loose modules at the root (docs/architecture.md draws the layers)."""
+"""The package's rooms (the folders of specviz/) import in one direction: no loop between rooms, nor between two
+modules of one room, imports inside functions included, and few loose modules at the root (docs/architecture.md
+draws the layers)."""
 
 from __future__ import annotations
 
@@ -32,20 +33,30 @@ def room_of(module: str) -> str | None:
     return name if (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").is_file() else None
 
 
-def room_imports(package: Path = PACKAGE) -> dict[tuple[str, str], list[str]]:
-    """(from room, to room) -> the lines that import across, for every pair of different rooms."""
-    edges = defaultdict(list)
+def module_imports(package: Path = PACKAGE) -> dict[tuple[str, str], list[str]]:
+    """(from module, to module) -> the file that imports, for every pair of different specviz modules."""
+    files = {}
     for path in sorted(package.rglob("*.py")):
         parts = path.relative_to(package.parent).with_suffix("").parts
         is_package = parts[-1] == "__init__"
-        module = ".".join(parts[:-1] if is_package else parts)
+        files[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    edges = defaultdict(list)
+    for module, (path, is_package) in files.items():
         if module == "specviz":
             continue
-        source = room_of(module)
         for target in imported_modules(ast.parse(path.read_text()), module, is_package):
-            destination = room_of(target)
-            if destination and destination != source:
-                edges[(source, destination)].append(str(path.relative_to(package.parent)))
+            if target in files and target != module:
+                edges[(module, target)].append(str(path.relative_to(package.parent)))
+    return edges
+
+
+def room_imports(package: Path = PACKAGE) -> dict[tuple[str, str], list[str]]:
+    """(from room, to room) -> the files that import across, for every pair of different rooms."""
+    edges = defaultdict(list)
+    for (module, target), files in module_imports(package).items():
+        source, destination = room_of(module), room_of(target)
+        if destination and destination != source:
+            edges[(source, destination)].extend(files)
     return edges
 
 
@@ -76,6 +87,22 @@ def test_no_loop_between_rooms():
         for group in found
     ]
     assert not found, "rooms that import each other:\n" + "\n".join(lines)
+
+
+def test_no_loop_between_modules():
+    edges = module_imports()
+    found = loops(edges)
+    lines = [f"{sorted(group)}: " + "; ".join(f"{a} -> {b}" for a in group for b in group if (a, b) in edges) for group in found]
+    assert not found, "modules that import each other (move what both need into a module of its own):\n" + "\n".join(lines)
+
+
+def test_the_module_loop_check_finds_a_planted_loop(tmp_path):
+    room = tmp_path / "specviz" / "room"
+    room.mkdir(parents=True)
+    (room / "__init__.py").write_text("")
+    (room / "a.py").write_text("from specviz.room.b import f\n")
+    (room / "b.py").write_text("def f():\n    from specviz.room import a\n")
+    assert loops(module_imports(tmp_path / "specviz")) == [{"specviz.room.a", "specviz.room.b"}]
 
 
 def test_the_loop_check_finds_a_planted_loop(tmp_path):

@@ -17,6 +17,7 @@ from specviz.engine.settings import DecodeSettings
 from specviz.models.catalogue import Catalogue, load_catalogue
 from specviz.run.pair_info import PairInfo
 from specviz.run.runner import run
+from specviz.serving.measuring_slot import MEASURING_SLOT
 
 if TYPE_CHECKING:  # loading imports transformers: kept off the path to the app's first page
     from specviz.models.loading import LoadedPair
@@ -117,10 +118,9 @@ def _adopt_packages(name: str, pair: LoadedPair, reports: dict | None, failure: 
     """The worker has exited: load its packages between requests (in the measuring slot, so no run is inside),
     or say in one sentence why the pair keeps serving eager."""
     from specviz.engine.compiled import fast_models, load_cached_packages
-    from specviz.serving import recorder  # imports this module: imported here, once both are loaded
 
     if failure is None:
-        with recorder.MEASURING_SLOT:  # between requests: a run never switches engines halfway
+        with MEASURING_SLOT:  # between requests: a run never switches engines halfway
             still_missing = load_cached_packages(pair)
         if still_missing:
             failure = f"the compile worker left no package for {name}'s {', '.join(still_missing)}, so it keeps running eager"

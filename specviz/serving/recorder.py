@@ -1,13 +1,12 @@
 """Measure first, then show: the speculative run and the target alone, back to back, with nothing else of ours running.
 
-One process-wide slot: runs share the processor, so two measurements at once would slow each
-other down. A session holds the slot only while its models run; rendering and playback happen
-after it is released, from the recorded trace.
+One process-wide slot (serving/measuring_slot.py): runs share the processor, so two measurements at
+once would slow each other down. A session holds the slot only while its models run; rendering and
+playback happen after it is released, from the recorded trace.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -19,13 +18,13 @@ from specviz.run.machine_load import LoadMeter, settle
 from specviz.run.runner import encode_prompt, run
 from specviz.run.trace import Trace
 from specviz.serving import compile_worker
+from specviz.serving.measuring_slot import MEASURING_SLOT
 from specviz.serving.pair_cache import pair_info
 
 if TYPE_CHECKING:
     from specviz.deployment.peaks import PeakTracker
     from specviz.models.loading import LoadedPair
 
-MEASURING_SLOT = threading.Lock()
 REPEAT_BUDGET_S = 1.0  # measure three times when three rounds fit in this, else once: the first tokens show ≤ 2 s after Run
 SETTLE_S = 0.25  # in the app: inside the slot, let the pages (ours and others', now frozen) finish drawing before timing…
 SETTLE_MAX_S = 8.0  # …and then wait for the other programs to be quiet, at most this long
@@ -53,10 +52,6 @@ class Round:
             tokens_per_s=self.summary.tokens_per_s,
             baseline_tokens_per_s=self.baseline.tokens_per_s,
         ).measured_speedup
-
-
-def slot_is_busy() -> bool:
-    return MEASURING_SLOT.locked()
 
 
 def measure_run(

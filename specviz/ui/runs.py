@@ -15,6 +15,7 @@ from specviz.analysis.readings import readings_of_trace
 from specviz.run.runner import check_prompt_text
 from specviz.run.trace import Trace
 from specviz.serving import pair_cache, recorder
+from specviz.serving.measuring_slot import slot_is_busy
 from specviz.ui import texts
 from specviz.ui.as_text import markdown_text
 from specviz.ui.lessons import Lesson, Measured
@@ -53,7 +54,7 @@ def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> 
             numbers=texts.run_numbers_html(None, "measuring", ticket.number),
         )
     pair = pair_cache.get_pair(request.pair)
-    if recorder.slot_is_busy():
+    if slot_is_busy():
         yield Update(
             status="Waiting for another session's measurement…", numbers=texts.run_numbers_html(None, "waiting", ticket.number)
         )
@@ -132,7 +133,7 @@ def play(
         frame=frame(recording, 0, "decide", factor, False),
     )
     next_charts = time.perf_counter() + FIRST_CHARTS_S
-    for shown, phase in playback(trace, factor, keep_going, hold=recorder.slot_is_busy):
+    for shown, phase in playback(trace, factor, keep_going, hold=slot_is_busy):
         with_charts = time.perf_counter() >= next_charts
         if with_charts:
             next_charts = time.perf_counter() + CHART_EVERY_S
