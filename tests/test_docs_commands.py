@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from specviz.cli import COMMANDS, build_parser
+from specviz.drafting.registry import drafter_keys, tree_drafter_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -113,3 +114,33 @@ def test_every_path_the_pages_name_exists():
         if path not in NOT_HERE_YET and not (ROOT / path).exists()
     ]
     assert not stale, "paths named in the docs that do not exist:\n" + "\n".join(stale)
+
+
+DRAFTER_CHOICES = re.compile(r"--drafter`? ((?:[a-z0-9]+\\?\|)+[a-z0-9]+)")  # --drafter model|adaptive|…, `\|` in tables
+DRAFTER_SENTENCE = re.compile(r"`--drafter` takes ([^(.]*)")
+TREE_DRAFTERS = re.compile(r"(?:grow trees \(|drafts chains only \()([^)]*)\)")
+
+
+def drafter_lists(text: str) -> list[tuple[str, list[str]]]:
+    """Each list of drafters a page gives: ("all", keys) for the --drafter choices, ("trees", keys) for those that grow trees."""
+    lists = [("all", re.split(r"\\?\|", found)) for found in DRAFTER_CHOICES.findall(text)]
+    lists += [("all", re.findall(r"`([a-z0-9]+)`", found)) for found in DRAFTER_SENTENCE.findall(text)]
+    lists += [("trees", re.findall(r"`([a-z0-9]+)`", found)) for found in TREE_DRAFTERS.findall(text.replace("\n", " "))]
+    return lists
+
+
+def test_every_list_of_drafters_in_the_docs_names_them_all():
+    """A drafter registered in specviz/drafting/registry.py is missing from no list the pages give."""
+    expected = {"all": set(drafter_keys()), "trees": set(tree_drafter_keys())}
+    found = [(page.relative_to(ROOT).as_posix(), kind, keys) for page in PAGES for kind, keys in drafter_lists(page.read_text())]
+    assert len(found) >= 8, f"only {len(found)} drafter lists found: are the patterns still right?"
+    wrong = [
+        f"{page} ({kind}): {keys}, not {sorted(expected[kind])}" for page, kind, keys in found if set(keys) != expected[kind]
+    ]
+    assert not wrong, "drafter lists that leave one out or name one that is not registered:\n" + "\n".join(wrong)
+    strategies = (ROOT / "docs" / "pairs.md").read_text()
+    assert not [key for key in drafter_keys() if f"| `{key}` |" not in strategies], "pairs.md's table has a row per drafter"
+    assert drafter_lists("`--drafter model|lookup`; grow trees (`model` or\n`feature`)") == [
+        ("all", ["model", "lookup"]),
+        ("trees", ["model", "feature"]),
+    ], "the patterns read a list written across lines"
