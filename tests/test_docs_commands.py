@@ -144,3 +144,54 @@ def test_every_list_of_drafters_in_the_docs_names_them_all():
         ("all", ["model", "lookup"]),
         ("trees", ["model", "feature"]),
     ], "the patterns read a list written across lines"
+
+
+RESULTS = ROOT / "benchmarks" / "results"
+KEPT_BY_COMMAND = re.compile(r"benchmarks/results\.py ([a-z0-9_]+)")  # `python benchmarks/results.py name -- command`
+
+
+def results_names() -> set[str]:
+    """The names of results files: those a benchmark writes (write_results), those the pages' commands save, those kept."""
+    scripts = "\n".join(path.read_text() for path in sorted((ROOT / "benchmarks").glob("*.py")))
+    pages = "\n".join(page.read_text() for page in PAGES)
+    written = set(re.findall(r'write_results\("([a-z0-9_]+)"', scripts)) | set(KEPT_BY_COMMAND.findall(pages))
+    return written | {path.stem for path in RESULTS.glob("*.json")}
+
+
+def test_every_results_file_the_pages_name_is_kept():
+    """A page that names NAME.json of a benchmark quotes a file the repository keeps; else it gives the command only."""
+    names = results_names()
+    assert {"first_start", "llama_cpp_side_by_side", "bench_real_pair"} <= names, "the names are read from the benchmarks"
+    missing = [
+        f"{page.relative_to(ROOT).as_posix()}: {name}.json"
+        for page in PAGES
+        for name in re.findall(r"(?<![\w-])([\w-]+)\.json", page.read_text())
+        if name in names and not (RESULTS / f"{name}.json").is_file()
+    ]
+    assert not missing, "results files named in the docs that benchmarks/results/ does not keep:\n" + "\n".join(missing)
+
+
+LINK_TO_HEADING = re.compile(r"\]\(([^)#\s]*)#([^)\s]+)\)")  # [text](page.md#heading) or [text](#heading)
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as hyphens, repeats numbered."""
+    anchors: set[str] = set()
+    for heading in re.findall(r"^#+ (.*)$", re.sub(r"```.*?```", "", text, flags=re.DOTALL), flags=re.MULTILINE):
+        anchor = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        repeat = sum(1 for seen in anchors if re.fullmatch(re.escape(anchor) + r"(-\d+)?", seen))
+        anchors.add(f"{anchor}-{repeat}" if repeat else anchor)
+    return anchors
+
+
+def test_every_link_to_a_heading_finds_it():
+    """A heading renamed leaves links to its old anchor: listed here, page by page."""
+    broken = [
+        f"{page.relative_to(ROOT).as_posix()}: {target}#{anchor}"
+        for page in PAGES
+        for target, anchor in LINK_TO_HEADING.findall(page.read_text())
+        if (page.parent / target).suffix in (".md", "")
+        and anchor not in heading_anchors((page.parent / target if target else page).read_text())
+    ]
+    assert heading_anchors("# `--gamma auto`: what pays\n## Notes\n## Notes") == {"--gamma-auto-what-pays", "notes", "notes-1"}
+    assert not broken, "links to headings that do not exist:\n" + "\n".join(broken)
