@@ -102,7 +102,7 @@ class HeadShape:
     layer_ids: tuple[int, ...]
 
 
-def eagle3_config(shape: HeadShape, target_config: dict[str, Any], dtype: str) -> dict[str, Any]:
+def exported_head_config(shape: HeadShape, target_config: dict[str, Any], dtype: str) -> dict[str, Any]:
     """The head's config.json: a one-layer Llama with EAGLE-3's keys (module docstring), the target's rope and tokens."""
     rope = target_config.get("rope_parameters") or {}
     rope_theta = float(rope.get("rope_theta", target_config.get("rope_theta", 10000.0)))
@@ -230,7 +230,7 @@ def export_eagle3(head_dir: Path, target_dir: Path, out: Path) -> Export:
     )
     check_shapes(tensors, shape)
     dtype = str(tensors["fc.weight"].dtype).removeprefix("torch.")
-    written = eagle3_config(shape, target_config, dtype)
+    written = exported_head_config(shape, target_config, dtype)
     head_out = out / "head"
     head_out.mkdir(parents=True, exist_ok=True)
     save_file(tensors, head_out / WEIGHTS_FILE, metadata={"format": "pt"})
