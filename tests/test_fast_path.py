@@ -281,3 +281,44 @@ def test_a_compiled_package_runs_the_loaded_models_weights_and_is_loaded_on_rest
     flipped = FastDecoder(second, VOCAB)
     flipped.feed(PROMPT[:1])
     assert torch.equal(flipped.feed(PROMPT[1:2]).sign(), -logits[:1].sign())
+
+
+def biased_qwen2(seed: int = 0):
+    """A tiny Qwen2: Llama's layout with biases on q, k and v (large ones, so a dropped bias could not hide)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+    )
+    model = Qwen2ForCausalLM(config).eval()
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * (0.5 if parameter.dim() > 1 else 2.0))
+    return model
+
+
+@pytest.mark.parametrize("form", ["int8", "int4"])
+def test_qwen2_biases_run_on_the_fast_path_fused_and_rows_independent(form):
+    """Qwen2's q/k/v biases survive the weight form and the fused q/k/v call: the fast path gives transformers' own
+    logits in that form, and a token's logits are the same alone and inside a verify pass."""
+    model = weight_only(biased_qwen2(), form)
+    assert is_supported(model)
+    fast_forward = FastModel(model, compile_step=False)
+    assert isinstance(fast_forward.forward.qkv[0], FusedProjections) and fast_forward.forward.qkv[0].bias is not None
+    reference, fast = CachedDecoder(model, VOCAB), FastDecoder(fast_forward, VOCAB)
+    torch.testing.assert_close(
+        fast.feed(PROMPT, keep_last=len(PROMPT)), reference.feed(PROMPT, keep_last=len(PROMPT)), rtol=0, atol=0.05
+    )
+    start = fast.cached_length
+    together = fast.feed([1, 2, 3, 4, 5], keep_last=5)
+    fast.truncate(start)
+    alone = torch.cat([fast.feed([token]) for token in [1, 2, 3, 4, 5]])
+    assert torch.equal(together, alone), f"max |Δ logit| {(together - alone).abs().max():.2e} between a pass and single steps"

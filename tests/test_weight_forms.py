@@ -12,6 +12,7 @@ from transformers import DynamicCache
 
 from specviz.drafting.drafters import FeatureDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, Summary, autoregressive_decode, speculative_decode
+from specviz.models import weight_forms
 from specviz.models.feature_head import head_from_target
 from specviz.models.weight_forms import FORMS, apply_form, choose_form
 from tests.tiny import fake_vocabulary, tiny_llama
@@ -102,3 +103,30 @@ def test_a_form_registers_nothing_into_transformers(monkeypatch):
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     assert formed("int4").config._attn_implementation == "eager"
     assert set(ALL_ATTENTION_FUNCTIONS) == before
+
+
+def test_a_quantised_weights_file_pages_are_released_and_anonymous_memory_is_never_touched(tmp_path):
+    """release_file_pages drops a weight's pages of its mapped file (a later read fetches them again, same values)
+    and leaves a tensor in ordinary memory exactly as it was."""
+    values = torch.arange(1 << 20, dtype=torch.float32)
+    path = tmp_path / "weights.bin"
+    values.numpy().tofile(path)
+    mapped = torch.from_file(str(path), shared=False, size=values.numel(), dtype=torch.float32)
+    assert weight_forms.file_backed(mapped.data_ptr(), mapped.data_ptr() + 4 * mapped.numel())
+    weight_forms.release_file_pages(mapped)
+    assert torch.equal(mapped, values), "a released page is read from the file again"
+    anonymous = values.clone()
+    assert not weight_forms.file_backed(anonymous.data_ptr(), anonymous.data_ptr() + 4 * anonymous.numel())
+    weight_forms.release_file_pages(anonymous)
+    assert torch.equal(anonymous, values), "memory that is not a file's must never be dropped"
+
+
+def test_a_linear_bias_survives_every_weight_only_form():
+    """Qwen2's q, k and v have biases: a form that dropped them would change the model, not just round it."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 64, bias=True).to(torch.bfloat16)
+    torch.nn.init.normal_(linear.bias, std=4.0)
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    for make in (weight_forms.Int8WeightOnly, weight_forms.Int4WeightOnly):
+        quantised = make(linear)
+        assert torch.allclose(quantised(x).float(), linear(x).float(), atol=0.5), f"{make.__name__} lost the bias"

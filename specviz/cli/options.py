@@ -74,7 +74,9 @@ def set_threads(threads: int) -> None:
 def add_prompt_set_arguments(parser: argparse.ArgumentParser, repeats: int, repeats_help: str | None = None) -> None:
     """What a command timed over a prompt set takes (bench, score, report): the set, the repeats, the threads."""
     parser.add_argument(
-        "--prompts", default="heldout", help="code|prose|repetitive|arithmetic|all|heldout[:N]|chat-heldout[:N]|FILE"
+        "--prompts",
+        default="heldout",
+        help="code|prose|repetitive|arithmetic|all|heldout[:N]|chat-heldout[:N]|code-questions[:N]|FILE",
     )
     add_repeats_argument(parser, repeats, repeats_help)
     add_threads_argument(parser)
@@ -203,7 +205,8 @@ def pair_from(args: argparse.Namespace) -> tuple[str, Pair]:
     if args.target or args.draft:
         if not (args.target and args.draft) or args.pair:
             raise UsageError("give either --pair NAME, or both --target and --draft")
-        return "custom", Pair(target=args.target, draft=args.draft, description="from the command line")
+        weights = getattr(args, "weights", None)  # an ad-hoc pair's two models run in one form: the draft at its own pace
+        return "custom", Pair(target=args.target, draft=args.draft, description="from the command line", draft_weights=weights)
     name = args.pair or catalogue.default
     return name, catalogue.get(name)
 

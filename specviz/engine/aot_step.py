@@ -123,34 +123,61 @@ def package_folder() -> Path:
 
 
 def compile_package(module: nn.Module, example: tuple, shapes: tuple, path: Path) -> None:
-    """Export the module with its sizes symbolic, compile it to C++ and save the package."""
+    """Export the module with its sizes symbolic, compile it to C++ and save the package, without the weights: they
+    are the model's own tensors, handed over at load time. The few scalars the compiler makes itself (each int4
+    product's group size) are recorded beside the package (`scalars_path`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     configs = {
         "emulate_precision_casts": True,  # round to bf16 between fused operations where eager rounds
-        "aot_inductor.force_mmap_weights": True,  # the package's own copy of the weights is mapped, never read (load)
+        # no copy of the weights in the package: a copy kept resident cost 1.95 GB beside Qwen2.5-Coder-1.5B's int4 weights
+        "aot_inductor.package_constants_in_so": False,
     }
     with tempfile.TemporaryDirectory(dir=path.parent) as scratch, torch.inference_mode():  # the caches' mode
         exported = torch.export.export(module, example, dynamic_shapes=shapes, strict=False)
         made = torch._inductor.aoti_compile_and_package(
             exported, package_path=str(Path(scratch) / path.name), inductor_configs=configs
         )
-        os.replace(made, path)  # whole or not at all: another process never loads half a package
+        scalars = made_scalars(made, module)
+        scalars_path(path).write_text(json.dumps(scalars))
+        os.replace(made, path)  # whole or not at all (its scalars first): another process never loads half a package
+
+
+def scalars_path(path: Path) -> Path:
+    return path.with_suffix(".scalars.json")
+
+
+def made_scalars(package: str, module: nn.Module) -> dict[str, int]:
+    """The constants the compiler made itself, by name, with their values: each is the group size of the int4 product
+    it feeds (read from the package's generated C++, where it sits right after that product's packed weight)."""
+    import zipfile
+
+    by_flat_name = {name.replace(".", "_"): name for name in _named_tensors(module)}
+    modules = dict(module.named_modules())
+    with zipfile.ZipFile(package) as archive:
+        code = "\n".join(archive.read(name).decode() for name in archive.namelist() if name.endswith("wrapper.cpp"))
+    declared = set(re.findall(r'constants_info_\[\d+\]\.name = "(constant\d+)"', code))
+    scalars = {}
+    for packed, constant in re.findall(r"_weight_int4pack_mm\w*\([^;]*?\b(\w+_packed), (constant\d+),", code):
+        owner = by_flat_name.get(packed, "").removesuffix(".packed")
+        scalars[constant] = int(modules[owner].group) if owner in modules else None
+    unknown = sorted(name for name in declared if scalars.get(name) is None)
+    if unknown:
+        raise RuntimeError(f"the compiled step needs constants this engine cannot supply: {unknown[:3]}")
+    return scalars
 
 
 def load(module: nn.Module, path: Path) -> CompiledModule:
-    """The package at `path`, reading the module's own weights in place.
-
-    A package carries the weights it was exported with (AOTInductor cannot leave out the small constants it makes
-    itself, such as the int4 kernels' group size), but every weight it names is swapped for the module's own tensor
-    before the first call: what runs is always the loaded model."""
+    """The package at `path`, reading the module's own weights in place (the package holds none): every weight it
+    names is the module's own tensor, so what runs is always the loaded model."""
     package = torch._inductor.aoti_load_package(str(path))
     tensors = _named_tensors(module)
+    scalars = json.loads(scalars_path(path).read_text()) if scalars_path(path).is_file() else {}
     names = package.get_constant_fqns()
-    unknown = [name for name in names if name not in tensors and not re.fullmatch(r"constant\d+", name)]
+    unknown = [name for name in names if name not in tensors and name not in scalars]
     if unknown:
         raise RuntimeError(f"the compiled package names weights this model lacks: {unknown[:3]}")
-    constants = {name: tensors[name] for name in names if name in tensors}
-    package.load_constants(constants, check_full_update=False, user_managed=True)
+    constants = {name: tensors[name] if name in tensors else torch.tensor(scalars[name]) for name in names}
+    package.load_constants(constants, check_full_update=True, user_managed=True)
     return CompiledModule(package, constants)
 
 

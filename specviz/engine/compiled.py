@@ -87,27 +87,16 @@ def compiler_missing(device: torch.device) -> str | None:
     return None
 
 
-COMPILE_BY_DEFAULT_BYTES = 2**30  # above this, compiling waits for $SPECVIZ_COMPILE=1 (the package's own weights)
-
-
 def compile_wanted(model: PreTrainedModel) -> tuple[bool, str | None]:
-    """Whether to compile the model's step, and why not when not. $SPECVIZ_COMPILE=1 or 0 decides; unset, models
-    up to 1 GiB of weights compile. A loaded package keeps a copy of the weights it was exported with beside the
-    model's own (engine/aot_step.load: measured +0.18 GB resident on SmolLM2-135M's three packages, whose layers hold
-    0.1 GB in int4; the embedding table stays out of them), so a large model compiles only when asked. Compiled logits are not transformers' own to the bit (Inductor sums in its own order:
-    up to 0.6 apart in bf16 on the real pair), but a token's logits are the same alone and inside a verify pass, so
-    speculation stays exactly the compiled target's greedy output; in float32 they agree to rounding."""
+    """Whether to compile the model's step, and why not when not: $SPECVIZ_COMPILE=1 or 0 decides; unset, every model
+    compiles. A package holds no copy of the weights (engine/aot_step.py reads the model's own tensors), so a large
+    model costs no more memory compiled than eager: Qwen2.5-Coder-1.5B's package is a few MB. Compiled logits are not
+    transformers' own to the bit (Inductor sums in its own order: up to 0.6 apart in bf16 on the real pair), but a
+    token's logits are the same alone and inside a verify pass, so speculation stays exactly the compiled target's
+    greedy output; in float32 they agree to rounding."""
     chosen = os.environ.get("SPECVIZ_COMPILE", "").strip().lower()
-    if chosen in ("1", "true", "yes"):
-        return True, None
     if chosen in ("0", "false", "no"):
         return False, "compiling is off ($SPECVIZ_COMPILE=0)"
-    size = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
-    if size > COMPILE_BY_DEFAULT_BYTES:
-        return (
-            False,
-            f"the model's weights ({size / 2**30:.1f} GiB) are over 1 GiB: compiling keeps a second copy, so it waits for $SPECVIZ_COMPILE=1",
-        )
     return True, None
 
 

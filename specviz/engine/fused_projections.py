@@ -36,15 +36,21 @@ class FusedProjections(nn.Module):
         else:
             self.register_buffer("weight_int8", _shared_rows(parts, "weight_int8"))
             self.register_buffer("scales", _shared_rows(parts, "scales"))
+        biased = getattr(parts[0], "bias", None) is not None  # fuse() fuses parts that all have one or none has
+        self.register_buffer("bias", torch.cat([part.bias for part in parts]) if biased else None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (rows, in_features) bf16 → (rows, out_features)
         if self.int4:
-            return torch.ops.aten._weight_int4pack_mm_for_cpu.default(x, self.packed, self.group, self.scales_and_zeros)
-        return torch.ops.aten._weight_int8pack_mm.default(x, self.weight_int8, self.scales)
+            out = torch.ops.aten._weight_int4pack_mm_for_cpu.default(x, self.packed, self.group, self.scales_and_zeros)
+        else:
+            out = torch.ops.aten._weight_int8pack_mm.default(x, self.weight_int8, self.scales)
+        return out if self.bias is None else out + self.bias  # each part's bias on its own channels, as alone
 
 
 def fuse(parts: list[nn.Module]) -> FusedProjections | None:
     """One module for `parts` (same input, same weight-only form), or None where fusing could change a bit."""
+    if len({getattr(part, "bias", None) is None for part in parts}) > 1:
+        return None  # some with a bias, some without: kept apart
     if all(_is_int4(part) for part in parts):
         groups = {part.group for part in parts}
         if len(groups) == 1 and all(part.out_features % INT4_BLOCK == 0 for part in parts):

@@ -50,7 +50,7 @@ class Rows(NamedTuple):
 
 
 def is_supported(model: PreTrainedModel) -> bool:
-    """A decoder-only model laid out as transformers' Llama (Llama, SmolLM, Qwen2 without biases, Mistral…)."""
+    """A decoder-only model laid out as transformers' Llama (Llama, SmolLM, Qwen2 with its q/k/v biases, Mistral…)."""
     inner = getattr(model, "model", None)
     layers = getattr(inner, "layers", None)
     if layers is None or not hasattr(inner, "rotary_emb") or not hasattr(inner, "norm"):

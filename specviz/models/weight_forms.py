@@ -51,10 +51,11 @@ def head_form_beside(target_form: str | None) -> str | None:
 
 
 class Int8WeightOnly(nn.Module):
-    """y = x Wᵀ with W stored as int8 and one bf16 scale per output channel; x in bf16."""
+    """y = x Wᵀ (+ b) with W stored as int8 and one bf16 scale per output channel; x in bf16."""
 
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
+        keep_bias(self, linear)
         weight = linear.weight.detach().float()  # (out, in)
         scales = (weight.abs().amax(dim=1) / 127).clamp(min=1e-12)
         self.register_buffer("weight_int8", torch.round(weight / scales[:, None]).clamp(-127, 127).to(torch.int8))
@@ -64,14 +65,15 @@ class Int8WeightOnly(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
         out = torch.ops.aten._weight_int8pack_mm(rows, self.weight_int8, self.scales)  # (rows, out)
-        return out.view(*x.shape[:-1], self.out_features)
+        return with_bias(out, self.bias).view(*x.shape[:-1], self.out_features)
 
 
 class Int4WeightOnly(nn.Module):
-    """y = x Wᵀ with W stored as 4-bit codes in groups of 32 along the input, each with a bf16 scale and offset."""
+    """y = x Wᵀ (+ b) with W stored as 4-bit codes in groups of 32 along the input, each with a bf16 scale and offset."""
 
     def __init__(self, linear: nn.Linear, group: int = INT4_GROUP) -> None:
         super().__init__()
+        keep_bias(self, linear)
         weight = linear.weight.detach().float()  # (out, in)
         n_out, n_in = weight.shape
         grouped = weight.view(n_out, n_in // group, group)
@@ -90,7 +92,18 @@ class Int4WeightOnly(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).to(torch.bfloat16)
         out = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group, self.scales_and_zeros)
-        return out.view(*x.shape[:-1], self.out_features)
+        return with_bias(out, self.bias).view(*x.shape[:-1], self.out_features)
+
+
+def keep_bias(module: nn.Module, linear: nn.Linear) -> None:
+    """The linear layer's bias (Qwen2's q, k and v have one), kept in bf16 beside the quantised weight; None if it has none."""
+    bias = linear.bias.detach().to(torch.bfloat16) if linear.bias is not None else None
+    module.register_buffer("bias", bias)
+
+
+def with_bias(out: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """The product plus the bias, added to each row alone (elementwise: a row's values do not depend on the others)."""
+    return out if bias is None else out + bias
 
 
 def supports(form: str, linear: nn.Linear) -> bool:
@@ -117,7 +130,56 @@ def apply_form(model: nn.Module, form: str) -> nn.Module:
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear) and supports(form, child):
                 setattr(parent, name, make(child))
+                release_file_pages(child.weight)  # read once: its pages of the weights file leave this process
+    own_memory(model)
     return model
+
+
+MADV_DONTNEED = 4
+
+
+def release_file_pages(tensor: torch.Tensor) -> None:
+    """Drop a weight's pages of the mapped safetensors file from this process's memory once it has been quantised: the
+    load's peak then stays near the quantised size (Qwen2.5-Coder-1.5B: a 3.5 GB file). Only pages of a file mapping
+    are dropped (a later read would fetch them from the file again); anonymous memory is never touched."""
+    import ctypes
+    import mmap
+
+    start = tensor.data_ptr()
+    end = start + tensor.numel() * tensor.element_size()
+    if not file_backed(start, end):
+        return
+    page = mmap.PAGESIZE
+    first, last = -(-start // page) * page, end // page * page  # whole pages inside the tensor only
+    if last > first:
+        ctypes.CDLL(None, use_errno=True).madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), MADV_DONTNEED)
+
+
+def file_backed(start: int, end: int) -> bool:
+    """Whether [start, end) lies inside one mapping of a file (read from /proc/self/maps; False where there is none)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split()
+                low, high = (int(part, 16) for part in fields[0].split("-"))
+                if low <= start and end <= high:
+                    return len(fields) >= 6 and fields[5].startswith("/")
+    except OSError:
+        pass
+    return False
+
+
+def own_memory(model: nn.Module) -> None:
+    """Give the tensors that stay (embedding, norms, biases) memory of their own. Loaded weights are views of the
+    mapped safetensors file, and while one view lives the whole mapping stays resident: Qwen2.5-Coder-1.5B's int4
+    form held 4.3 GB instead of 1.8 GB until they were copied."""
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.data = parameter.data.clone()
+        for module in model.modules():
+            for name, buffer in list(module.named_buffers(recurse=False)):
+                if buffer is not None and buffer.is_floating_point():
+                    setattr(module, name, buffer.clone())
 
 
 def choose_form(requested: str | None, device: torch.device) -> str | None:

@@ -33,6 +33,25 @@ CHAT_HELDOUT = [  # chat prompts the smollm2 draft never saw: topics and phrasin
     "Why is it important to wash your hands?",
 ]
 
+CODE_QUESTIONS = [  # coding questions for a chat-tuned coder target (the Qwen2.5-Coder pair): written here, held out of any training
+    "Write a Python function that checks whether a string is a palindrome, ignoring case and punctuation.",
+    "Write a Python function that merges two sorted lists into one sorted list.",
+    "Implement binary search in Python and explain its time complexity in one sentence.",
+    "Write a Python class for a stack with push, pop, peek and is_empty methods.",
+    "Write a Python function that counts how often each word appears in a text file.",
+    "Write a Python function that returns the n-th Fibonacci number using memoisation.",
+    "Write a SQL query that lists the five customers with the highest total order amount.",
+    "Write a JavaScript function that removes duplicate values from an array.",
+    "Write a Python function that flattens a nested list of arbitrary depth.",
+    "Write a bash script that prints the ten largest files in a directory.",
+    "Write a Python function that validates an email address with a regular expression.",
+    "Write a Python function that converts a Roman numeral to an integer.",
+    "Write a Python function that finds the longest common prefix of a list of strings.",
+    "Write a Python dataclass for a 2D point with a method that returns the distance to another point.",
+    "Write a Python function that reads a CSV file and returns the average of one numeric column.",
+    "Write a Python function that rotates a square matrix by 90 degrees clockwise.",
+]
+
 # Input-grounded chat prompts: the answer repeats much of the prompt, which is where prompt lookup shines.
 CHAT_REWRITE = [
     "Rewrite this paragraph with the spelling mistakes fixed:\n\n"
@@ -96,7 +115,8 @@ def heldout_code_prompts(count: int = 8, n_lines: int = 12) -> list[str]:
 
 
 def load_prompt_set(name: str) -> list[str]:
-    """A domain name, 'all', 'heldout' (code; 'heldout:16' for 16 of them), 'chat-heldout' ('chat-heldout:16': its first 16), or a text file of prompts separated by '---' lines."""
+    """A domain name, 'all', 'heldout' (code; 'heldout:16' for 16 of them), 'chat-heldout' ('chat-heldout:16': its first 16),
+    'code-questions' ('code-questions:16': coding questions for a chat coder model), or a text file of prompts separated by '---' lines."""
     if name in PROMPTS:
         return PROMPTS[name]
     if name == "all":
@@ -105,11 +125,17 @@ def load_prompt_set(name: str) -> list[str]:
         return heldout_code_prompts()
     if name.startswith("heldout:") and name.removeprefix("heldout:").isdigit():  # heldout:16, more windows of held-out code
         return heldout_code_prompts(int(name.removeprefix("heldout:")))
+    if name == "code-questions":
+        return list(CODE_QUESTIONS)
+    if name.startswith("code-questions:") and name.removeprefix("code-questions:").isdigit():  # the first N questions
+        return list(CODE_QUESTIONS[: int(name.removeprefix("code-questions:"))])
     if name == "chat-heldout":
         return list(CHAT_HELDOUT)
     if name.startswith("chat-heldout:") and name.removeprefix("chat-heldout:").isdigit():  # the first N questions
         return list(CHAT_HELDOUT[: int(name.removeprefix("chat-heldout:"))])
     path = Path(name)
     if not path.is_file():
-        raise ValueError(f"unknown prompt set {name!r}: use one of {', '.join(DOMAINS)}, all, heldout, chat-heldout, or a file")
+        raise ValueError(
+            f"unknown prompt set {name!r}: use one of {', '.join(DOMAINS)}, all, heldout, chat-heldout, code-questions, or a file"
+        )
     return [chunk.strip("\n") for chunk in path.read_text().split("\n---\n") if chunk.strip()]

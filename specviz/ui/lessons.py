@@ -15,10 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from specviz.analysis.cache_fit import fit_sentence, last_level_cache_bytes
 from specviz.analysis.readings import Readings
 from specviz.engine.tree_shape import TreeShape
 from specviz.numbers import number
-from specviz.prompts.sets import CHAT_HELDOUT, CHAT_REWRITE, PROMPTS
+from specviz.prompts.sets import CHAT_HELDOUT, CHAT_REWRITE, CODE_QUESTIONS, PROMPTS
 from specviz.run.trace import Trace
 from specviz.ui import charts
 from specviz.ui.lesson_verifiers import explain_verifiers
@@ -332,6 +333,52 @@ def _explain_bf16(main: Measured, extra: list[Measured]) -> str:
     )
 
 
+def where_weights_live(run: Measured) -> str:
+    """One sentence from this run's numbers: the target's weights against this CPU's cache, and what ν came to."""
+    weight_bytes = int((run.trace.pair.target_weight_mb or 0) * 2**20)
+    return fit_sentence(weight_bytes, last_level_cache_bytes(), _rows(run.request), run.readings.verify_cost)
+
+
+def slower_reason(run: Measured) -> str | None:
+    """Why a run read slower than the target alone, in measured terms; None where it did not read slower."""
+    m = run.readings
+    if m.measured_speedup is None or m.speed_verdict != "slower":
+        return None
+    return (
+        f"<p class='sv-slower'><b>Slower than the target alone here ({number(m.measured_speedup, 2)}×).</b> "
+        f"{html.escape(where_weights_live(run))} With α = {number(m.alpha, 2)} and τ = {number(m.tau, 3)}, the theory "
+        f"predicts {number(m.predicted_with_verify_cost, 2)}× from these numbers.</p>"
+    )
+
+
+def _explain_coder(main: Measured, extra: list[Measured]) -> str:
+    """The 1.5B coder pair beside the bundled 16M pair, on this machine: the cache decides."""
+    tiny = extra[0] if extra else None
+    m = main.readings
+    rows = "".join(
+        f"<tr><td>{html.escape(label)}</td><td>{number((r.trace.pair.target_weight_mb or 0), 0)} MiB</td>"
+        f"<td>{_rows(r.request)}</td><td>{number(r.readings.verify_cost, 2)}</td><td>{number(r.readings.alpha, 2)}</td>"
+        f"<td>{number(r.readings.tau, 3)}</td><td><b>{number(r.readings.measured_speedup, 2)}×</b></td></tr>"
+        for label, r in [("Qwen2.5-Coder 0.5B → 1.5B", main), *([("bundled 2M → 16M", tiny)] if tiny else [])]
+    )
+    contrast = (
+        f"<p>The bundled pair, on the same machine: {html.escape(where_weights_live(tiny))}</p>" if tiny is not None else ""
+    )
+    advice = f"<p>{html.escape(main.advice)}</p>" if main.advice else ""
+    return (
+        f"<p>A real coder model, in int4 on this CPU: the 0.5B sibling drafted γ = {main.request.gamma} tokens a cycle and "
+        f"was accepted <b>α = {number(m.alpha, 2)}</b> of the time; a draft step cost τ = {number(m.tau, 3)} target steps. "
+        f"Measured: <b>{_speed(m)}</b>; the theory predicts {number(m.predicted_with_verify_cost, 2)}× from these α, τ and ν.</p>"
+        f"<p><b>Why it pays here:</b> {html.escape(where_weights_live(main))}</p>{contrast}"
+        f"<table><tr><th>pair</th><th>target weights</th><th>rows a pass</th><th>ν</th><th>α</th><th>τ</th><th>measured</th></tr>{rows}</table>"
+        f"{advice}<p><b>Question:</b> ν is what a verify pass costs in target steps. Which of the two targets could this "
+        f"CPU keep in its cache, and what would a bigger cache do to the coder pair's speedup?</p>"
+    )
+
+
+CODER_GAMMA = 3  # the lesson's fixed draft length (it says so); `gamma: auto` measures the best one and the lesson shows it
+
+
 def _rows(request: RunRequest) -> int:
     """Rows of one verify pass: the pending token and every drafted token (a chain's γ, a tree's nodes)."""
     return (request.gamma if request.tree == CHAIN else TreeShape.parse(request.tree).n_nodes) + 1
@@ -370,8 +417,24 @@ def _explain_tree(main: Measured, extra: list[Measured]) -> str:
     )
 
 
-def lessons(default_pair: str, plain_pair: str, real_pair: str | None = None, real_gamma: int = 3) -> list[Lesson]:
+def lessons(
+    default_pair: str, plain_pair: str, real_pair: str | None = None, real_gamma: int = 3, coder_pair: str | None = None
+) -> list[Lesson]:
     base = RunRequest(pair=default_pair, prompt=CODE_PROMPT)
+    coder = (
+        [
+            Lesson(
+                "lesson-13",
+                "A real coder model on your CPU",
+                RunRequest(pair=coder_pair, prompt=CODE_QUESTIONS[0], max_new_tokens=96, gamma=CODER_GAMMA),
+                extra=(("bundled pair", base),),
+                explain=_explain_coder,
+                advises=True,
+            )
+        ]
+        if coder_pair
+        else []
+    )
     chat = RunRequest(
         pair=real_pair or default_pair, prompt=QUESTION_PROMPT, max_new_tokens=96, gamma=real_gamma, drafter="feature"
     )
@@ -467,4 +530,5 @@ def lessons(default_pair: str, plain_pair: str, real_pair: str | None = None, re
             extra=tuple((name, replace(base, temperature=0.8, seed=12, verification=name)) for name in ("block", "match")),
             explain=explain_verifiers,
         ),
+        *coder,
     ]

@@ -18,7 +18,7 @@ from specviz.serving import pair_cache, recorder
 from specviz.serving.measuring_slot import slot_is_busy
 from specviz.ui import texts
 from specviz.ui.as_text import markdown_text
-from specviz.ui.lessons import Lesson, Measured
+from specviz.ui.lessons import Lesson, Measured, slower_reason
 from specviz.ui.playback import next_cursor, playback, recorded_s
 from specviz.ui.render import Phase
 from specviz.ui.request import MAX_PLAYBACK_S, SLOW_MOTION, RunRequest, slowdown
@@ -44,15 +44,31 @@ class Update:
     lesson_chart: object | None = None  # a figure for the lesson, when it has one
 
 
+def loading_updates(name: str, ticket: Ticket) -> Iterator[Update]:
+    """While the pair is fetched (a first use: a progress bar in bytes), converted and loaded in a background thread,
+    what it is doing, twice a second; other visitors are served meanwhile. A Stop leaves the load going on."""
+    loading = pair_cache.load_in_background(name)
+    shown = None
+    while True:
+        said = pair_cache.status(name) or f"Loading the pair {name}… (once per process)"
+        fraction = pair_cache.fetched_fraction(name)
+        if (said, fraction) != shown:
+            shown = (said, fraction)
+            yield Update(status=said, numbers=texts.loading_html(said, fraction, ticket.number))
+        if not loading.is_alive():
+            return
+        loading.join(LOADING_POLL_S)
+
+
+LOADING_POLL_S = 0.5
+
+
 def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> Iterator[Update | Trace]:
     """Yield status updates while the pair loads and the slot is busy, then the measured trace (last)."""
     settings = request.settings()
     check_prompt_text(request.prompt)
     if not pair_cache.is_loaded(request.pair):
-        yield Update(
-            status=f"Loading the pair {request.pair}… (once per process)",
-            numbers=texts.run_numbers_html(None, "measuring", ticket.number),
-        )
+        yield from loading_updates(request.pair, ticket)
     pair = pair_cache.get_pair(request.pair)
     if slot_is_busy():
         yield Update(
@@ -211,4 +227,7 @@ def run_lesson(lesson: Lesson, playback_choice: str, ticket: Ticket, sessions: S
             return
         compared.append(Measured(label, extra, extra_trace, readings_of_trace(extra_trace)))
     chart = lesson.chart(main, compared) if lesson.chart else None
-    yield Update(lesson=header + lesson.explain(main, compared), lesson_chart=chart, status=f"Lesson done. · run {ticket.number}")
+    why = slower_reason(main) or ""  # a lesson whose run read slower says why first, in measured terms
+    yield Update(
+        lesson=header + why + lesson.explain(main, compared), lesson_chart=chart, status=f"Lesson done. · run {ticket.number}"
+    )

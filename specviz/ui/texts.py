@@ -95,6 +95,18 @@ def _row_by_row(m: Readings, info: PairInfo | None) -> str:
     )
 
 
+def loading_html(message: str, fraction: float | None, run_id: int | None = None) -> str:
+    """The numbers bar while a pair is fetched and loaded: what is happening, and a bar of the bytes fetched so far."""
+    bar = (
+        f'<progress id="fetch-progress" max="1" value="{fraction:.3f}"></progress> {fraction:.0%} '
+        if fraction is not None
+        else ""
+    )
+    return (
+        f'<div id="run-numbers" class="sv-numbers" data-state="loading" data-run-id="{run_id}">{bar}{html.escape(message)}</div>'
+    )
+
+
 def run_numbers_html(m: Readings | None, state: str, run_id: int | None = None, trace=None) -> str:
     """The run's recorded numbers, for people (a compact bar) and for scripts (data-* attributes), like the CLI's JSON."""
     data = {"state": state, "run-id": run_id}

@@ -1,0 +1,110 @@
+"""ν(k) against weight size: is a verify pass cheap because the weights stream from memory, and dear when they fit in
+the cache? (The issue "A real pair that pays on a CPU": prove or refute it with measurements.)
+
+Synthetic targets: stacks of square int4 weight-only layers (the engine's own Int4WeightOnly, groups of 32, bf16
+activations, the same kernel the real pairs' targets run), from 16 MB to 2 GB of weights. For each size, a pass over
+k = 1 … 8 rows through the whole stack is timed (best of several), and ν(k) = time(k) ÷ time(1). The sweep is repeated
+`--rounds` times, minutes apart if asked, to see whether a size's ν holds still. The machine's last-level cache
+(from the OS) and its memory read bandwidth (measured) go in the results file beside the curves.
+
+    python benchmarks/verify_cost_by_size.py --threads 2 --rounds 3 --save verify_cost_by_size
+    ATEN_CPU_CAPABILITY=avx2 python benchmarks/verify_cost_by_size.py --threads 2 --save verify_cost_by_size_avx2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from benchmarks.results import write_results  # noqa: E402
+from specviz.analysis.cache_fit import last_level_cache_bytes, measure_read_bandwidth, mib  # noqa: E402
+from specviz.models.weight_forms import Int4WeightOnly  # noqa: E402
+
+WIDTH = 2048  # each layer is WIDTH × WIDTH: 2 MiB of int4 codes (+ its scales), so a size is a count of layers
+SIZES_MB = (16, 64, 256, 1024, 2048)
+ROWS = (1, 2, 3, 4, 5, 6, 8)
+
+
+def synthetic_stack(megabytes: int) -> list[Int4WeightOnly]:
+    """Int4 layers adding up to about `megabytes` of weights (codes, scales and offsets), random values."""
+    layer = Int4WeightOnly(nn.Linear(WIDTH, WIDTH, bias=False))
+    per_layer = sum(t.numel() * t.element_size() for t in layer.buffers())
+    count = max(1, round(megabytes * 2**20 / per_layer))
+    return [layer, *(Int4WeightOnly(nn.Linear(WIDTH, WIDTH, bias=False)) for _ in range(count - 1))]
+
+
+def pass_seconds(stack: list[Int4WeightOnly], rows: int, repeats: int) -> float:
+    """The best time of one pass of `rows` rows through every layer (each layer reads its own weights once)."""
+    x = torch.randn(rows, WIDTH, dtype=torch.bfloat16)
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for layer in stack:
+            layer(x)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def curve(stack: list[Int4WeightOnly], repeats: int) -> dict:
+    pass_seconds(stack, 1, 2)  # warm the allocator and the kernels
+    seconds = {rows: pass_seconds(stack, rows, repeats) for rows in ROWS}
+    return {
+        "one_row_ms": round(seconds[1] * 1000, 3),
+        "nu": {str(rows): round(seconds[rows] / seconds[1], 3) for rows in ROWS},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2, help="sweeps of every size, one after another")
+    parser.add_argument("--pause-s", type=float, default=0.0, help="seconds between rounds")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES_MB)), help="MB of weights, comma-separated")
+    parser.add_argument("--save", help="write benchmarks/results/NAME.json")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    cache = last_level_cache_bytes()
+    bandwidth = measure_read_bandwidth()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    stacks = {size: synthetic_stack(size) for size in sizes}
+    rounds = []
+    for number in range(args.rounds):
+        if number and args.pause_s:
+            time.sleep(args.pause_s)
+        measured = {}
+        for size, stack in stacks.items():
+            weights = sum(t.numel() * t.element_size() for layer in stack for t in layer.buffers())
+            measured[str(size)] = {
+                "weight_bytes": weights,
+                "in_cache": cache is not None and weights <= cache,
+                **curve(stack, args.repeats),
+            }
+            print(
+                f"round {number + 1}: {mib(weights):>10}  one row {measured[str(size)]['one_row_ms']:8.2f} ms  "
+                + "  ".join(f"ν({k}) {v:.2f}" for k, v in measured[str(size)]["nu"].items()),
+                flush=True,
+            )
+        rounds.append({"at": time.strftime("%H:%M:%S"), "sizes": measured})
+    values = {
+        "last_level_cache_bytes": cache,
+        "read_bandwidth_gb_s": round(bandwidth / 1e9, 2),
+        "kernels": torch.backends.cpu.get_cpu_capability(),
+        "layer": f"{WIDTH}x{WIDTH} int4 weight-only, groups of 32, bf16 activations",
+        "rounds": rounds,
+    }
+    print(f"last-level cache {mib(cache) if cache else 'unknown'}, read bandwidth {bandwidth / 1e9:.1f} GB/s")
+    if args.save:
+        print(write_results(args.save, values))
+
+
+if __name__ == "__main__":
+    main()

