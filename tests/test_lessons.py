@@ -126,3 +126,35 @@ def test_the_real_model_lesson_quotes_its_feature_heads_own_report():
     report = json.loads((folder / "distill_report.json").read_text())
     said = _distillation("smollm2-135m-distilled", "feature_head_ref")
     assert_quotes_its_report(said, report)
+
+
+def test_the_coder_lesson_explains_both_pairs_from_their_own_measurements(bundled_pair):
+    """Lesson 13 (the Qwen2.5-Coder pair beside the bundled one; the bundled pair stands in for both here): each pair's
+    weights against this CPU's cache, its ν at the same rows a pass, α, τ and speedup, and what the two ν say."""
+    from specviz.analysis.cache_fit import last_level_cache_bytes
+
+    lesson = next(lesson for lesson in lessons("pycode-distilled", "pycode-plain", coder_pair="coder") if lesson.key == "lesson-13")
+    assert lesson.request.pair == "coder" and lesson.advises
+    assert lesson.extra[0][1].gamma == lesson.request.gamma, "both pairs verify the same number of rows a pass"
+    main = measured(bundled_pair, "main", replace(lesson.request, pair="pycode-distilled"))
+    extra = [measured(bundled_pair, label, request) for label, request in lesson.extra]
+    text = lesson.explain(main, extra)
+    assert "Question" in text
+    for m in (main, *extra):
+        assert f"{m.readings.verify_cost:.2f}" in text and f"{m.readings.alpha:.2f}" in text
+    if last_level_cache_bytes() is not None:
+        assert "cache" in text and ("fit in this CPU" in text or "reads them from memory" in text)
+    assert "the cache decides" in text or "the cache does not decide" in text, "the lesson says what the two ν show"
+
+
+def test_a_lesson_that_reads_slower_says_why_in_measured_terms(bundled_pair):
+    from specviz.ui.lessons import slower_reason
+
+    lesson = lessons("pycode-distilled", "pycode-distilled")[2]  # γ too large: its main run drafts far too much
+    run = measured(bundled_pair, "main", lesson.request)
+    reason = slower_reason(run)
+    if run.readings.speed_verdict == "slower":
+        assert reason is not None and f"{run.readings.measured_speedup:.2f}×" in reason
+        assert f"{run.readings.verify_cost:.2f}" in reason and f"{run.readings.alpha:.2f}" in reason
+    else:
+        assert reason is None, "only a slower run gets the sentence"

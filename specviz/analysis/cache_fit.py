@@ -54,11 +54,24 @@ def fit_sentence(weight_bytes: int, cache_bytes: int | None, rows: int, verify_c
     if cache_bytes is None:
         return f"The target's {mib(weight_bytes)} of weights ran here, and {pass_cost}."
     if weight_bytes <= cache_bytes:
-        return (
-            f"The target's {mib(weight_bytes)} of weights fit in this CPU's {mib(cache_bytes)} cache, so a step waits on "
-            f"arithmetic, not memory: {pass_cost}."
-        )
+        return f"The target's {mib(weight_bytes)} of weights fit in this CPU's {mib(cache_bytes)} cache, and {pass_cost}."
     return (
         f"The target's {mib(weight_bytes)} of weights are {weight_bytes / cache_bytes:.0f}× this CPU's {mib(cache_bytes)} "
-        f"cache, so every step streams them from memory and extra rows ride along: {pass_cost}."
+        f"cache, so every step reads them from memory, and {pass_cost}."
+    )
+
+
+def cause_sentence(streamed_nu: float | None, cached_nu: float | None) -> str | None:
+    """What two measured verify passes say about the cause, one target streaming from memory and one in the cache:
+    None where either was not measured."""
+    if streamed_nu is None or cached_nu is None:
+        return None
+    if cached_nu > streamed_nu + 0.3:
+        return (
+            f"The pass costs fewer target steps for the target that streams from memory (ν {streamed_nu:.2f} against "
+            f"{cached_nu:.2f} in the cache): on this machine the cache decides."
+        )
+    return (
+        f"Both passes cost about as many target steps (ν {streamed_nu:.2f} from memory, {cached_nu:.2f} in the cache), so "
+        f"on this machine the cache does not decide: the kernels' arithmetic for each extra row does."
     )

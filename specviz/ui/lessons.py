@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from specviz.analysis.cache_fit import fit_sentence, last_level_cache_bytes
+from specviz.analysis.cache_fit import cause_sentence, fit_sentence, last_level_cache_bytes
 from specviz.analysis.readings import Readings
 from specviz.engine.tree_shape import TreeShape
 from specviz.numbers import number
@@ -361,15 +361,19 @@ def _explain_coder(main: Measured, extra: list[Measured]) -> str:
         f"<td>{number(r.readings.tau, 3)}</td><td><b>{number(r.readings.measured_speedup, 2)}×</b></td></tr>"
         for label, r in [("Qwen2.5-Coder 0.5B → 1.5B", main), *([("bundled 2M → 16M", tiny)] if tiny else [])]
     )
+    cause = cause_sentence(m.verify_cost, tiny.readings.verify_cost) if tiny is not None else None
     contrast = (
-        f"<p>The bundled pair, on the same machine: {html.escape(where_weights_live(tiny))}</p>" if tiny is not None else ""
+        f"<p>The bundled pair, on the same machine: {html.escape(where_weights_live(tiny))}"
+        f"{' <b>' + html.escape(cause) + '</b>' if cause else ''}</p>"
+        if tiny is not None
+        else ""
     )
     advice = f"<p>{html.escape(main.advice)}</p>" if main.advice else ""
     return (
         f"<p>A real coder model, in int4 on this CPU: the 0.5B sibling drafted γ = {main.request.gamma} tokens a cycle and "
         f"was accepted <b>α = {number(m.alpha, 2)}</b> of the time; a draft step cost τ = {number(m.tau, 3)} target steps. "
         f"Measured: <b>{_speed(m)}</b>; the theory predicts {number(m.predicted_with_verify_cost, 2)}× from these α, τ and ν.</p>"
-        f"<p><b>Why it pays here:</b> {html.escape(where_weights_live(main))}</p>{contrast}"
+        f"<p><b>Where its weights live:</b> {html.escape(where_weights_live(main))}</p>{contrast}"
         f"<table><tr><th>pair</th><th>target weights</th><th>rows a pass</th><th>ν</th><th>α</th><th>τ</th><th>measured</th></tr>{rows}</table>"
         f"{advice}<p><b>Question:</b> ν is what a verify pass costs in target steps. Which of the two targets could this "
         f"CPU keep in its cache, and what would a bigger cache do to the coder pair's speedup?</p>"
@@ -427,7 +431,7 @@ def lessons(
                 "lesson-13",
                 "A real coder model on your CPU",
                 RunRequest(pair=coder_pair, prompt=CODE_QUESTIONS[0], max_new_tokens=96, gamma=CODER_GAMMA),
-                extra=(("bundled pair", base),),
+                extra=(("bundled pair", replace(base, gamma=CODER_GAMMA)),),  # the same 4 rows a pass
                 explain=_explain_coder,
                 advises=True,
             )
