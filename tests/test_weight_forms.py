@@ -86,7 +86,7 @@ def test_greedy_speculation_equals_plain_decoding_in_the_form(form):
 def test_forms_are_named_and_chosen_per_machine(monkeypatch):
     with pytest.raises(ValueError, match="unknown weight form"):
         apply_form(tiny_llama(VOCAB), "int3")
-    assert set(FORMS) == {"bf16", "int8", "int4", "fp32"}
+    assert set(FORMS) == {"bf16", "int8", "int4", "vnni4", "fp32"}
     assert choose_form(None, torch.device("cpu")) is None
     assert choose_form("auto", torch.device("cuda")) is None, "a GPU keeps the pair's dtype"
     assert choose_form("int4", torch.device("cpu")) == "int4"

@@ -38,8 +38,8 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="default: the pair's, else fp32 on CPU")
     parser.add_argument(
         "--weights",
-        choices=["auto", "bf16", "int8", "int4", "fp32"],
-        help="the target's weight form on a CPU (specviz/models/weight_forms.py); default: the pair's (models.yaml)",
+        choices=["auto", "bf16", "int8", "int4", "vnni4", "fp32"],
+        help="the target's weight form on a CPU (specviz/models/weight_forms.py; with --target/--draft, both models'); default: the pair's (models.yaml)",
     )
 
 

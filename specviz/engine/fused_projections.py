@@ -1,4 +1,5 @@
-"""Projections that read the same input, computed by one weight-only kernel call: q/k/v, and gate/up.
+"""Projections that read the same input, computed by one weight-only kernel call: q/k/v, and gate/up (int4, int8, and
+the vnni4 form, models/vnni4.py, whose packed buffers are blocks of 32 output channels that concatenate bit for bit).
 
 A step of SmolLM2-135M makes 211 int4 matrix products of a few dozen microseconds each; fusing q, k and v into one
 call and gate and up into another makes it 121. It changes nothing in the arithmetic: the weight-only kernels give
@@ -28,8 +29,13 @@ class FusedProjections(nn.Module):
         super().__init__()
         self.in_features = parts[0].in_features
         self.out_features = sum(part.out_features for part in parts)
-        self.int4 = hasattr(parts[0], "packed")
-        if self.int4:
+        self.vnni4 = _is_vnni4(parts[0])
+        self.int4 = hasattr(parts[0], "packed") and not self.vnni4
+        if self.vnni4:  # every buffer is blocked by 32 output channels: the parts' blocks side by side
+            self.kernel = type(parts[0]).kernel  # the parts' own op (models/vnni4.py), not imported: engine sits below models
+            for name in ("packed", "scales", "qzeros", "compensation"):
+                self.register_buffer(name, _shared_rows(parts, name))
+        elif self.int4:
             self.group = parts[0].group
             self.register_buffer("packed", _shared_rows(parts, "packed"))
             self.register_buffer("scales_and_zeros", torch.cat([part.scales_and_zeros for part in parts], dim=1))
@@ -40,6 +46,8 @@ class FusedProjections(nn.Module):
         self.register_buffer("bias", torch.cat([part.bias for part in parts]) if biased else None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (rows, in_features) bf16 → (rows, out_features)
+        if self.vnni4:  # the bias goes into the op's own epilogue, as in each part alone
+            return self.kernel()(x, self.packed, self.scales, self.qzeros, self.compensation, self.bias)
         if self.int4:
             out = torch.ops.aten._weight_int4pack_mm_for_cpu.default(x, self.packed, self.group, self.scales_and_zeros)
         else:
@@ -57,7 +65,13 @@ def fuse(parts: list[nn.Module]) -> FusedProjections | None:
             return FusedProjections(parts)
     if all(_is_int8(part) for part in parts):
         return FusedProjections(parts)
+    if all(_is_vnni4(part) for part in parts):  # packed in blocks of 32 output channels: parts concatenate bit for bit
+        return FusedProjections(parts)
     return None
+
+
+def _is_vnni4(module: nn.Module) -> bool:
+    return hasattr(module, "compensation") and hasattr(module, "qzeros") and hasattr(module, "packed")
 
 
 def _is_int4(module: nn.Module) -> bool:

@@ -9,6 +9,10 @@ rows. How close a CPU gets depends on the kernel behind each matrix product:
   activations, each row with its own accumulator. Half the bytes of bf16 to read, and vectorised on AVX2 too.
 - `int4`: weight-only int4 in groups of 32 (`_weight_int4pack_mm_for_cpu`). The real pair's source is Q4_1
   (groups of 32, a scale and a minimum each), so its weights fit this form almost as they were.
+- `vnni4`: int4 weights in groups of 32 × int8 activations quantised per row, integer dot products on AVX-512 VNNI
+  (models/vnni4.py: torchao's kernel, patched to run without AMX). Where the CPU has VNNI it is the fastest form
+  measured: on an AMD EPYC (Zen 4) 48–60 G params/s streaming from memory against int4's 34, and 2–5 rows cost
+  1.00–1.14 rows against int4's 1.2–3.1 (benchmarks/verify_cost_by_size.py).
 - `fp32`: MKL's float32 GEMM: twice bf16's bytes, but a real matrix kernel on any x86 CPU.
 
 Row independence also needs plain ("eager") attention: torch's fused CPU attention (SDPA) splits its work by the
@@ -30,13 +34,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-FORMS = ("bf16", "int8", "int4", "fp32")
+from specviz.models import vnni4
+
+FORMS = ("bf16", "int8", "int4", "vnni4", "fp32")
 INT4_GROUP = 32
 # "auto": what benchmarks/verify_rows.py measured best for speculation (docs/pairs.md, "A real model"). With AVX-512 bf16,
 # int4 was the fastest step (10.2 ms, bf16 20.2) with ν 1.03–1.15 at k = 2–4; with the AVX2 settings int4 had the
 # flattest ν (1.04–1.26; bf16 1.37–2.25 row by row). Both weight-only forms are row-independent; bf16 is not.
-# One form won on both instruction sets, so "auto" needs no probe of the CPU: a machine where another form wins
-# would add one here, chosen at load time.
+# Where the CPU has AVX-512 VNNI (and its kernel builds), "auto" takes vnni4 instead (choose_form): faster per step
+# and flat in rows on the machines measured; AUTO_FORM is what every other CPU runs.
 AUTO_FORM = "int4"
 # A feature head beside a weight-only target drafts in int8 (benchmarks/head_forms.py, SmolLM2's head, AVX-512): a
 # draft step took 0.37 ms against 0.78 in bf16 and kept 94–96 % of the head's argmaxes (two trainings of the head); int4 was no faster (0.38 ms)
@@ -47,7 +53,7 @@ HEAD_FORM = "int8"
 def head_form_beside(target_form: str | None) -> str | None:
     """The form a feature head drafts in beside a target in `target_form`: HEAD_FORM beside a weight-only target;
     beside plain weights it stays as trained."""
-    return HEAD_FORM if target_form in ("int8", "int4") else None
+    return HEAD_FORM if target_form in ("int8", "int4", "vnni4") else None
 
 
 class Int8WeightOnly(nn.Module):
@@ -109,7 +115,16 @@ def with_bias(out: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
 def supports(form: str, linear: nn.Linear) -> bool:
     if form == "int4":
         return linear.in_features % INT4_GROUP == 0 and linear.out_features % 16 == 0
+    if form == "vnni4":
+        return vnni4.supports(linear)
     return True
+
+
+def vnni4_module() -> type[nn.Module]:
+    """The vnni4 form's module, where this process can run it (models/vnni4.py); else why not, in one sentence."""
+    if not vnni4.available():
+        raise ValueError(f"the vnni4 weight form cannot run here: {vnni4.why_not()}")
+    return vnni4.Vnni4WeightOnly
 
 
 def apply_form(model: nn.Module, form: str) -> nn.Module:
@@ -119,7 +134,7 @@ def apply_form(model: nn.Module, form: str) -> nn.Module:
     if form in ("bf16", "fp32"):
         return model.to(torch.bfloat16 if form == "bf16" else torch.float32)
     model.to(torch.bfloat16)  # what the kernels take as activations; norms and the embedding stay bf16
-    make = Int8WeightOnly if form == "int8" else Int4WeightOnly
+    make = {"int8": Int8WeightOnly, "int4": Int4WeightOnly}.get(form) or vnni4_module()
     if hasattr(model, "config"):
         model.config.tie_word_embeddings = False  # the head becomes its own quantised copy; the embedding stays
     if hasattr(model, "set_attn_implementation"):
@@ -183,12 +198,13 @@ def own_memory(model: nn.Module) -> None:
 
 
 def choose_form(requested: str | None, device: torch.device) -> str | None:
-    """The form to load a target in: None leaves the dtype alone (a GPU, or no request); "auto" is the measured best."""
+    """The form to load a model in: None leaves the dtype alone (a GPU, or no request); "auto" is the measured best:
+    vnni4 where the CPU has AVX-512 VNNI and its kernel builds, else int4."""
     if requested is None or device.type != "cpu":
         return None
     if requested != "auto":
         return requested
-    return AUTO_FORM
+    return "vnni4" if vnni4.available() else AUTO_FORM
 
 
 def weight_bytes(model: nn.Module) -> int:
