@@ -53,7 +53,6 @@ def tokens_of(pair, prompt: str, settings: DecodeSettings, mode: str) -> tuple[i
 
 def test_both_models_run_in_the_auto_form_and_compiled(shipped_pair):
     from specviz.engine.compiled import pair_engine
-
     from specviz.models.weight_forms import choose_form
 
     auto = choose_form("auto", torch.device("cpu"))  # vnni4 where the CPU has AVX-512 VNNI, else int4
