@@ -85,6 +85,9 @@ UNMEASURED: dict[str, set[str]] = {
         "2 GB",
     },
     "docs/performance.md": {
+        "16 MB",  # the sizes benchmarks/verify_cost_by_size.py sweeps (settings)
+        "256 MB",
+        "2 GB",
         "189 MB",  # computed from SmolLM2's config, as the line shows
         "2 ×",
         "64 ×",
@@ -92,7 +95,7 @@ UNMEASURED: dict[str, set[str]] = {
 }
 
 
-SCALES = {"%": 100, "k": 1e-3, "M": 1e-6, "MB": 1e-6, "MiB": 2**-20, "GB": 1e-9, "min": 1 / 60, "ms": 1e3, "µs": 1e6}
+SCALES = {"%": 100, "k": 1e-3, "M": 1e-6, "G": 1e-9, "MB": 1e-6, "MiB": 2**-20, "GB": 1e-9, "min": 1 / 60, "ms": 1e3, "µs": 1e6}
 
 
 GENERATED = re.compile(r"<!-- (\S+\.json) -->\n.*?\n<!-- /\1 -->", re.DOTALL)  # a block a benchmark renders from its file

@@ -139,9 +139,11 @@ def test_the_coder_lesson_explains_both_pairs_from_their_own_measurements(bundle
     assert lesson.request.pair == "coder" and lesson.advises
     assert lesson.extra[0][1].gamma == lesson.request.gamma, "both pairs verify the same number of rows a pass"
     main = measured(bundled_pair, "main", replace(lesson.request, pair="pycode-distilled"))
+    main = replace(main, verify_curve={1: 1.0, 2: 1.04, 4: 1.13})  # what the advice's measurement hands the lesson
     extra = [measured(bundled_pair, label, request) for label, request in lesson.extra]
     text = lesson.explain(main, extra)
     assert "Question" in text
+    assert "ν(2) 1.04, ν(4) 1.13" in text and "GB/s (measured just now)" in text
     for m in (main, *extra):
         assert f"{m.readings.verify_cost:.2f}" in text and f"{m.readings.alpha:.2f}" in text
     if last_level_cache_bytes() is not None:

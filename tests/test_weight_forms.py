@@ -113,7 +113,14 @@ def test_a_quantised_weights_file_pages_are_released_and_anonymous_memory_is_nev
     values.numpy().tofile(path)
     mapped = torch.from_file(str(path), shared=False, size=values.numel(), dtype=torch.float32)
     assert weight_forms.file_backed(mapped.data_ptr(), mapped.data_ptr() + 4 * mapped.numel())
+    mapped.sum()  # every page read in
+
+    def resident_mb() -> float:
+        return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+
+    before = resident_mb()
     weight_forms.release_file_pages(mapped)
+    assert resident_mb() < before - 2, "the file's pages leave this process's memory"
     assert torch.equal(mapped, values), "a released page is read from the file again"
     anonymous = values.clone()
     assert not weight_forms.file_backed(anonymous.data_ptr(), anonymous.data_ptr() + 4 * anonymous.numel())

@@ -28,7 +28,7 @@ def add_parser(commands) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from specviz.models.catalogue import load_catalogue
-    from specviz.models.loading import draft_reference, is_local, load_tokenizer, target_reference
+    from specviz.models.loading import choose_device, choose_dtype, draft_reference, is_local, load_tokenizer, target_reference
     from specviz.models.stored import has_own_tokenizer
 
     catalogue = load_catalogue()
@@ -42,7 +42,8 @@ def command(args: argparse.Namespace) -> int:
             )
         print(message, file=sys.stderr, flush=True)
 
-    references = {"target": target_reference(pair, say), "draft": draft_reference(pair, say)}
+    dtype = choose_dtype(choose_device(), pair.dtype)  # converted in the dtype the pair will load in
+    references = {"target": target_reference(pair, say, dtype), "draft": draft_reference(pair, say, dtype)}
     for role, reference in references.items():
         if reference.startswith("/") and not is_local(reference):
             raise UsageError(f"the {role} folder {reference} does not exist")

@@ -39,7 +39,7 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--weights",
         choices=["auto", "bf16", "int8", "int4", "vnni4", "fp32"],
-        help="the target's weight form on a CPU (specviz/models/weight_forms.py; with --target/--draft, both models'); default: the pair's (models.yaml)",
+        help="the models' weight form on a CPU (specviz/models/weight_forms.py; the target's, and an independent draft's too); default: the pair's (models.yaml)",
     )
 
 
@@ -205,8 +205,7 @@ def pair_from(args: argparse.Namespace) -> tuple[str, Pair]:
     if args.target or args.draft:
         if not (args.target and args.draft) or args.pair:
             raise UsageError("give either --pair NAME, or both --target and --draft")
-        weights = getattr(args, "weights", None)  # an ad-hoc pair's two models run in one form: the draft at its own pace
-        return "custom", Pair(target=args.target, draft=args.draft, description="from the command line", draft_weights=weights)
+        return "custom", Pair(target=args.target, draft=args.draft, description="from the command line")
     name = args.pair or catalogue.default
     return name, catalogue.get(name)
 

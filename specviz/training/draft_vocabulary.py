@@ -19,7 +19,7 @@ from pathlib import Path
 
 from specviz.prompts.stdlib import read_sources, split_stdlib
 
-ROWS_MULTIPLE = 64  # the int4 kernel packs output channels in blocks of 64: a head of whole blocks can be int4
+ROWS_MULTIPLE = 64  # whole blocks for every weight form's kernel (int4 fuses in 64s, vnni4 packs in 32s)
 
 
 def kept_ids(tokenizer, texts: list[str], size: int) -> list[int]:

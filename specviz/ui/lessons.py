@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from specviz.analysis.cache_fit import cause_sentence, fit_sentence, last_level_cache_bytes
+from specviz.analysis.cache_fit import cause_sentence, fit_sentence, last_level_cache_bytes, read_bandwidth_gb_s
 from specviz.analysis.readings import Readings
 from specviz.engine.tree_shape import TreeShape
 from specviz.numbers import number
@@ -48,6 +48,7 @@ class Measured:
     trace: Trace
     readings: Readings
     advice: str | None = None  # which chain or tree pays here, measured (serving/recorder.setting_advice), where asked
+    verify_curve: dict[int, float] | None = None  # ν(k) that measurement found, k = 1 … 8
 
 
 @dataclass(frozen=True)
@@ -336,7 +337,8 @@ def _explain_bf16(main: Measured, extra: list[Measured]) -> str:
 def where_weights_live(run: Measured) -> str:
     """One sentence from this run's numbers: the target's weights against this CPU's cache, and what ν came to."""
     weight_bytes = int((run.trace.pair.target_weight_mb or 0) * 2**20)
-    return fit_sentence(weight_bytes, last_level_cache_bytes(), _rows(run.request), run.readings.verify_cost)
+    cache = last_level_cache_bytes() if weight_bytes else None  # sizes unknown (an old trace): no claim about the cache
+    return fit_sentence(weight_bytes, cache, _rows(run.request), run.readings.verify_cost)
 
 
 def slower_reason(run: Measured) -> str | None:
@@ -369,6 +371,12 @@ def _explain_coder(main: Measured, extra: list[Measured]) -> str:
         else ""
     )
     advice = f"<p>{html.escape(main.advice)}</p>" if main.advice else ""
+    if main.verify_curve:
+        curve = ", ".join(f"ν({rows}) {nu:.2f}" for rows, nu in sorted(main.verify_curve.items()) if rows > 1)
+        advice += (
+            f"<p>The coder target's verify pass here, in target steps by rows: {curve}. This machine reads memory at "
+            f"{read_bandwidth_gb_s():.1f} GB/s (measured just now).</p>"
+        )
     return (
         f"<p>A real coder model, in int4 on this CPU: the 0.5B sibling drafted γ = {main.request.gamma} tokens a cycle and "
         f"was accepted <b>α = {number(m.alpha, 2)}</b> of the time; a draft step cost τ = {number(m.tau, 3)} target steps. "

@@ -56,6 +56,9 @@ def loading_updates(name: str, ticket: Ticket) -> Iterator[Update]:
             shown = (said, fraction)
             yield Update(status=said, numbers=texts.loading_html(said, fraction, ticket.number))
         if not loading.is_alive():
+            failure = pair_cache.load_error(name)
+            if failure is not None:
+                raise failure  # the load's own sentence; never a second fetch in this thread
             return
         loading.join(LOADING_POLL_S)
 
@@ -210,7 +213,8 @@ def run_lesson(lesson: Lesson, playback_choice: str, ticket: Ticket, sessions: S
         yield Update(lesson=header + "<p>Measuring which draft length pays for this pair here (a few seconds, once)…</p>")
         pair = pair_cache.get_pair(request.pair)
         advice = recorder.setting_advice(pair, request.prompt, request.settings(), request.drafter)
-    main = Measured("this run", request, trace, readings_of_trace(trace), advice)
+    curve = recorder.verify_curve(request.pair) if lesson.advises else None
+    main = Measured("this run", request, trace, readings_of_trace(trace), advice, curve)
     compared = []
     for n, (label, extra) in enumerate(lesson.extra, start=1):
         yield Update(lesson=header + f"<p>Measuring the comparison: {html.escape(label)} ({n} of {len(lesson.extra)})…</p>")
