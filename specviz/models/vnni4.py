@@ -127,15 +127,23 @@ def clear_stale_lock(folder: Path) -> None:
         pass
 
 
+QUANTISE_ROWS = 4096  # output channels quantised at a time: float temporaries stay small (a 151,936-row head is 0.9 GB in float)
+
+
 def quantise(weight: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """4-bit codes (uint8, 0–15), float32 scales and integer zero points, per group of `group` inputs; each group's
-    range includes 0 (torchao's asymmetric rule)."""
-    w = weight.detach().float()  # (out, in)
+    range includes 0 (torchao's asymmetric rule). Rows go a few thousand at a time, so the load's peak stays low."""
+    parts = [quantise_rows(weight[start : start + QUANTISE_ROWS], group) for start in range(0, weight.shape[0], QUANTISE_ROWS)]
+    return tuple(torch.cat(pieces) for pieces in zip(*parts))
+
+
+def quantise_rows(weight: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    w = weight.detach().float()  # (rows, in)
     n_out, n_in = w.shape
     grouped = w.view(n_out, n_in // group, group)
     low = grouped.amin(dim=-1).clamp(max=0)
     high = grouped.amax(dim=-1).clamp(min=0)
-    scale = ((high - low) / 15).clamp(min=1e-6)  # (out, groups)
+    scale = ((high - low) / 15).clamp(min=1e-6)  # (rows, groups)
     zero = (-torch.round(low / scale)).clamp(0, 15)
     codes = (torch.round(grouped / scale[..., None]) + zero[..., None]).clamp(0, 15).to(torch.uint8).view(n_out, n_in)
     return codes, scale, zero.to(torch.int8)
