@@ -148,7 +148,25 @@ def test_the_coder_lesson_explains_both_pairs_from_their_own_measurements(bundle
         assert f"{m.readings.verify_cost:.2f}" in text and f"{m.readings.alpha:.2f}" in text
     if last_level_cache_bytes() is not None:
         assert "cache" in text and ("fit in this CPU" in text or "reads them from memory" in text)
-    assert "the cache decides" in text or "the cache does not decide" in text, "the lesson says what the two ν show"
+    said = ("the cache decides", "the cache does not decide", "the kernels decide", "cannot show what the cache does")
+    assert any(phrase in text for phrase in said), "the lesson says what the two ν show"
+
+
+@pytest.mark.parametrize(
+    ("streamed", "small", "fits", "phrase"),
+    [
+        (1.10, 1.60, True, "the cache decides"),
+        (1.65, 1.30, True, "the kernels decide"),
+        (1.34, 1.30, True, "the cache does not decide"),
+        (1.34, 1.14, False, "cannot show what the cache does"),
+    ],
+)
+def test_what_two_verify_costs_say_about_the_cause(streamed, small, fits, phrase):
+    from specviz.analysis.cache_fit import cause_sentence
+
+    said = cause_sentence(streamed, small, fits)
+    assert phrase in said and f"{streamed:.2f}" in said and f"{small:.2f}" in said
+    assert cause_sentence(None, small, fits) is None
 
 
 def test_a_lesson_that_reads_slower_says_why_in_measured_terms(bundled_pair):

@@ -69,23 +69,28 @@ def fit_sentence(weight_bytes: int, cache_bytes: int | None, rows: int, verify_c
     )
 
 
-def cause_sentence(streamed_nu: float | None, cached_nu: float | None) -> str | None:
-    """What two measured verify passes say about the cause, one target streaming from memory and one in the cache:
-    None where either was not measured."""
-    if streamed_nu is None or cached_nu is None:
+def cause_sentence(streamed_nu: float | None, small_nu: float | None, small_fits: bool = True) -> str | None:
+    """What two measured verify passes say about the cause: one target streaming from memory, one small (in the
+    cache where `small_fits`). None where either was not measured."""
+    if streamed_nu is None or small_nu is None:
         return None
-    if cached_nu > streamed_nu + SAME_NU:
+    if not small_fits:
+        return (
+            f"Neither target fits in this CPU's cache, so this machine cannot show what the cache does: the two passes "
+            f"cost ν {streamed_nu:.2f} and {small_nu:.2f}, set by their kernels."
+        )
+    if small_nu > streamed_nu + SAME_NU:
         return (
             f"The pass costs fewer target steps for the target that streams from memory (ν {streamed_nu:.2f} against "
-            f"{cached_nu:.2f} in the cache): on this machine the cache decides."
+            f"{small_nu:.2f} in the cache): on this machine the cache decides."
         )
-    if streamed_nu > cached_nu + SAME_NU:
+    if streamed_nu > small_nu + SAME_NU:
         return (
             f"The pass costs more target steps for the target that streams from memory (ν {streamed_nu:.2f} against "
-            f"{cached_nu:.2f} in the cache), so the cache is not what makes extra rows cheap here: the kernels decide."
+            f"{small_nu:.2f} in the cache), so the cache is not what makes extra rows cheap here: the kernels decide."
         )
     return (
-        f"Both passes cost about as many target steps (ν {streamed_nu:.2f} from memory, {cached_nu:.2f} in the cache), so "
+        f"Both passes cost about as many target steps (ν {streamed_nu:.2f} from memory, {small_nu:.2f} in the cache), so "
         f"on this machine the cache does not decide: the kernels' arithmetic for each extra row does."
     )
 

@@ -363,7 +363,9 @@ def _explain_coder(main: Measured, extra: list[Measured]) -> str:
         f"<td>{number(r.readings.tau, 3)}</td><td><b>{number(r.readings.measured_speedup, 2)}×</b></td></tr>"
         for label, r in [("Qwen2.5-Coder 0.5B → 1.5B", main), *([("bundled 2M → 16M", tiny)] if tiny else [])]
     )
-    cause = cause_sentence(m.verify_cost, tiny.readings.verify_cost) if tiny is not None else None
+    cache = last_level_cache_bytes()
+    tiny_fits = tiny is not None and cache is not None and (tiny.trace.pair.target_weight_mb or 0) * 2**20 <= cache
+    cause = cause_sentence(m.verify_cost, tiny.readings.verify_cost, tiny_fits) if tiny is not None else None
     contrast = (
         f"<p>The bundled pair, on the same machine: {html.escape(where_weights_live(tiny))}"
         f"{' <b>' + html.escape(cause) + '</b>' if cause else ''}</p>"
@@ -378,7 +380,7 @@ def _explain_coder(main: Measured, extra: list[Measured]) -> str:
             f"{read_bandwidth_gb_s():.1f} GB/s (measured just now).</p>"
         )
     return (
-        f"<p>A real coder model, in int4 on this CPU: the 0.5B sibling drafted γ = {main.request.gamma} tokens a cycle and "
+        f"<p>A real coder model, in {html.escape(main.trace.pair.weight_form or 'its own dtype')} on this CPU: the 0.5B sibling drafted γ = {main.request.gamma} tokens a cycle and "
         f"was accepted <b>α = {number(m.alpha, 2)}</b> of the time; a draft step cost τ = {number(m.tau, 3)} target steps. "
         f"Measured: <b>{_speed(m)}</b>; the theory predicts {number(m.predicted_with_verify_cost, 2)}× from these α, τ and ν.</p>"
         f"<p><b>Where its weights live:</b> {html.escape(where_weights_live(main))}</p>{contrast}"
