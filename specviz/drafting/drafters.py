@@ -15,7 +15,6 @@ import itertools
 import math
 
 import torch
-import torch.nn.functional as F
 
 from specviz.drafting.growth import grow_tree
 from specviz.engine.drafter import WINDOW_FULL, Drafter, Feedback, Proposal
@@ -26,6 +25,7 @@ from specviz.engine.tree_rows import grown_rows
 from specviz.engine.tree_shape import TreeShape
 from specviz.models.feature_head import FeatureCache
 from specviz.models.head_fast_path import fast_head
+from specviz.models.head_step import cached_step
 
 
 class ModelDrafter(Drafter):
@@ -186,7 +186,7 @@ class FeatureDrafter(Drafter):
             parent_features = head.fed_back(torch.cat(predicted).index_select(0, parent_rows))  # (n, width)
             tokens = torch.tensor([tree.token_ids[node] for node in nodes], dtype=torch.long, device=device)
             rows = grown_rows(tree.parents, tree.depth_tensor, tree_start, fed, nodes)
-            out = head_step_in_tree(head, tokens, parent_features, cache, rows.positions.to(device), rows.visible().to(device))
+            out = cached_step(head, tokens, parent_features, cache, rows.positions.to(device), rows.visible().to(device))
             first_row = sum(len(block) for block in predicted)
             row_of.update((node, first_row + index) for index, node in enumerate(nodes))
             predicted.append(out)
@@ -204,18 +204,6 @@ class FeatureDrafter(Drafter):
         needed = len(feedback.committed) - 1 - len(self.features)  # every committed token's but the target's new one
         fresh = feedback.target_hidden_states[path_rows[:needed]]
         self.features = torch.cat([self.features, fresh.to(self.features.dtype)])
-
-
-def head_step_in_tree(head, token_ids, features, cache, positions, visible) -> torch.Tensor:
-    """The head's drafting step for nodes of a tree: like FeatureHead.step, at the given positions and mask."""  # (n,), (n, width), …, (n, keys) → (n, hidden)
-    x = head.layer_input(token_ids.view(1, -1), features.view(1, token_ids.numel(), -1).to(head.input_norm.weight.dtype))
-    q, k, v = head.queries_keys_values(x, positions)
-    k, v = cache.append(k, v)
-    groups = head.shape.heads // head.shape.kv_heads
-    attended = F.scaled_dot_product_attention(
-        q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1), attn_mask=visible
-    )
-    return head.finish(x, attended)[0]
 
 
 class PromptLookupDrafter(Drafter):

@@ -13,9 +13,10 @@ The state-dict names are SpecForge's `LlamaForCausalLMEagle3` (vLLM's `Eagle3Lla
 `midlayer.{input_layernorm, hidden_norm, self_attn.{q,k,v,o}_proj, post_attention_layernorm, mlp.{gate,up,down}_proj}`,
 `norm`, `lm_head`, buffers `d2t` and `t2d`. The embedding is the target's (borrowed, never shipped).
 
-It offers the drafting interface of `FeatureHead` (`step`, `fed_back`, `layer_input`, `queries_keys_values`, `finish`,
-`logits`), so the feature drafters (chain and tree) and the fast path draft with it unchanged: q comes from its logits
-widened to the target's vocabulary with −∞ outside the draft vocabulary, and the acceptance test keeps it exact.
+It offers the drafting interface of `FeatureHead` (`step`, `fed_back`, `layer_input`, `fused_input`, `attention_input`,
+`qkv_projections`, `finish`, `logits`), so the feature drafters (chain and tree) and the fast path draft with it through
+the same step (models/head_step.py): q comes from its logits widened to the target's vocabulary with −∞ outside the
+draft vocabulary, and the acceptance test keeps it exact.
 `layer_input` returns cat(embedding, h): the fused input of FeatureHead, here the two halves attention norms apart.
 """
 
@@ -31,7 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from specviz.models.eagle3_format import ARCHITECTURE, default_aux_layers, standard_config
-from specviz.models.feature_head import FeatureHead, _rotate, check_form, stored_bytes
+from specviz.models.feature_head import FeatureHead, check_form
 from specviz.models.stored import weights_file
 from specviz.models.weight_forms import INT4_GROUP, apply_form, supports
 
@@ -157,8 +158,11 @@ class Eagle3Head(nn.Module):
 
     def layer_input(self, token_ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         """cat(embedding of x_i, h): the layer's two inputs side by side."""  # (..., n), (..., n, 3·hidden | hidden) → (..., n, 2·hidden)
-        h = self.hidden_in(features)
-        return torch.cat([F.embedding(token_ids, self.embedding).to(h.dtype), h], dim=-1)
+        return self.fused_input(F.embedding(token_ids, self.embedding), self.hidden_in(features))
+
+    def fused_input(self, embedded: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """`layer_input` from the tokens' embeddings and h (the fast path runs `hidden_in` and the lookup outside)."""
+        return torch.cat([embedded.to(h.dtype), h], dim=-1)
 
     def fed_back(self, predicted: torch.Tensor) -> torch.Tensor:
         """The layer's output (before `norm`) is the next draft's h as it is."""
@@ -169,31 +173,18 @@ class Eagle3Head(nn.Module):
         layer = self.midlayer
         return torch.cat([layer.input_layernorm(embedded), layer.hidden_norm(h)], dim=-1)
 
-    def rotary(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        angles = positions.float()[..., None] * self.rope_inverse.to(positions.device)  # (…, n, head_dim/2)
-        angles = torch.cat([angles, angles], dim=-1)
-        return angles.cos().to(dtype), angles.sin().to(dtype)
+    @property
+    def qkv_projections(self) -> tuple[nn.Module, nn.Module, nn.Module]:
+        attention = self.midlayer.self_attn
+        return attention.q_proj, attention.k_proj, attention.v_proj
 
-    def queries_keys_values(self, x: torch.Tensor, positions: torch.Tensor):
-        """cat(embedding, h) → rotated q (b, heads, n, d), k and v (b, kv_heads, n, d)."""
-        batch, length, _ = x.shape
-        d, attention = self.shape.head_dim, self.midlayer.self_attn
-        normed = self.attention_input(x)
-        q = attention.q_proj(normed).view(batch, length, self.shape.heads, d).transpose(1, 2)
-        k = attention.k_proj(normed).view(batch, length, self.shape.kv_heads, d).transpose(1, 2)
-        v = attention.v_proj(normed).view(batch, length, self.shape.kv_heads, d).transpose(1, 2)
-        cos, sin = self.rotary(positions, q.dtype)
-        if cos.dim() == 3:  # per-row positions (b, n, d): broadcast over heads
-            cos, sin = cos[:, None], sin[:, None]
-        return _rotate(q, cos, sin), _rotate(k, cos, sin), v
+    # cat(embedding, h) → rotated q (b, heads, n, d), k and v (b, kv_heads, n, d); positions (n,) or per row (b, n)
+    queries_keys_values = FeatureHead.queries_keys_values
 
     def finish(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
-        """Attention output (b, heads, n, d) → residual over h, MLP → the layer's output (b, n, hidden), before `norm`."""
-        batch, _, length, _ = attended.shape
+        """Attention output (…, heads, n, d) → residual over h, MLP → the layer's output (…, n, hidden), before `norm`."""
         layer = self.midlayer
-        h = x[..., self.shape.hidden :] + layer.self_attn.o_proj(
-            attended.transpose(1, 2).reshape(batch, length, self.shape.hidden)
-        )
+        h = x[..., self.shape.hidden :] + layer.self_attn.o_proj(attended.transpose(-3, -2).flatten(-2))
         return h + layer.mlp(layer.post_attention_layernorm(h))
 
     def kept_logits(self, predicted: torch.Tensor) -> torch.Tensor:
@@ -242,7 +233,8 @@ class Eagle3Head(nn.Module):
             attended = attended + weights[..., length + index : length + index + 1] * expand(v)
         return self.finish(x, attended)
 
-    # -- drafting: one position at a time through a KV cache (FeatureHead's step, through this head's pieces) ----
+    # -- drafting: one position at a time through a KV cache (FeatureHead's step, through this head's pieces:
+    # models/head_step.py) ------------------------------------------------------------------------------------
 
     step = FeatureHead.step
 
@@ -323,18 +315,3 @@ def head_in_form(head: Eagle3Head, form: str) -> Eagle3Head:
     apply_form(head, form)
     head.form = form
     return head
-
-
-def own_weight_bytes(head: Eagle3Head) -> tuple[int, int]:
-    """(parameters, bytes) the head adds to memory: fc, its layer, norms and its lm_head (a copy, even when rebuilt)."""
-    shape = head.shape
-    kv_width = shape.kv_heads * shape.head_dim
-    parameters = (
-        shape.hidden * shape.feature_width  # fc
-        + 2 * shape.hidden * (2 * shape.hidden + 2 * kv_width)  # q, k, v over 2·hidden; o
-        - shape.hidden * shape.hidden  # o reads hidden, not 2·hidden
-        + 3 * shape.hidden * shape.ffn
-        + shape.draft_vocab_size * shape.hidden  # lm_head
-        + 4 * shape.hidden  # norms
-    )
-    return parameters, stored_bytes(head)

@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
 
+from specviz.models import head_step
 from specviz.models.stored import weights_file
 from specviz.models.weight_forms import Int4WeightOnly, Int8WeightOnly, apply_form, supports
 
@@ -102,7 +103,11 @@ class FeatureHead(nn.Module):
 
     def layer_input(self, token_ids: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         """The fused input: embedding of x_i beside f_{i-1} (and the lower layers' states, normed)."""  # (..., n), (..., n, width) → (..., n, hidden)
-        embedded = F.embedding(token_ids, self.embedding).to(features.dtype)
+        return self.fused_input(F.embedding(token_ids, self.embedding), features)
+
+    def fused_input(self, embedded: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """`layer_input` from the tokens' embeddings (the fast path looks them up outside its compiled step)."""
+        embedded = embedded.to(features.dtype)
         last, *lower = features.split(self.shape.hidden, dim=-1)
         lower = [norm(state) for norm, state in zip(self.lower_norms, lower)]
         return self.fuse(torch.cat([embedded, last, *lower], dim=-1))
@@ -112,26 +117,21 @@ class FeatureHead(nn.Module):
         missing = self.shape.feature_width - self.shape.hidden
         return torch.cat([predicted, predicted.new_zeros(*predicted.shape[:-1], missing)], dim=-1) if missing else predicted
 
-    def rotary(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        angles = positions.float()[:, None] * self.rope_inverse.to(positions.device)[None, :]  # (n, head_dim/2)
-        angles = torch.cat([angles, angles], dim=-1)  # (n, head_dim)
-        return angles.cos().to(dtype), angles.sin().to(dtype)
+    def attention_input(self, x: torch.Tensor) -> torch.Tensor:
+        """The fused input as q, k and v read it."""
+        return self.input_norm(x)
+
+    @property
+    def qkv_projections(self) -> tuple[nn.Module, nn.Module, nn.Module]:
+        return self.q_proj, self.k_proj, self.v_proj
 
     def queries_keys_values(self, x: torch.Tensor, positions: torch.Tensor):
-        """Normed input → rotated q (b, heads, n, d), k and v (b, kv_heads, n, d)."""
-        batch, length, _ = x.shape
-        d = self.shape.head_dim
-        normed = self.input_norm(x)
-        q = self.q_proj(normed).view(batch, length, self.shape.heads, d).transpose(1, 2)
-        k = self.k_proj(normed).view(batch, length, self.shape.kv_heads, d).transpose(1, 2)
-        v = self.v_proj(normed).view(batch, length, self.shape.kv_heads, d).transpose(1, 2)
-        cos, sin = self.rotary(positions, q.dtype)
-        return _rotate(q, cos, sin), _rotate(k, cos, sin), v
+        """The fused input → rotated q (b, heads, n, d), k and v (b, kv_heads, n, d) (models/head_step.py)."""
+        return head_step.queries_keys_values(self, x, positions, self.rope_inverse.to(positions.device))
 
     def finish(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
-        """Attention output (b, heads, n, d) → residual, MLP → the predicted feature (b, n, hidden)."""
-        batch, _, length, _ = attended.shape
-        h = x + self.o_proj(attended.transpose(1, 2).reshape(batch, length, self.shape.hidden))
+        """Attention output (…, heads, n, d) → residual, MLP → the predicted feature (…, n, hidden)."""
+        h = x + self.o_proj(attended.transpose(-3, -2).flatten(-2))
         normed = self.post_attention_norm(h)
         return h + self.down_proj(F.silu(self.gate_proj(normed)) * self.up_proj(normed))
 
@@ -189,20 +189,13 @@ class FeatureHead(nn.Module):
     # -- drafting: one position at a time through a KV cache -------------------------------------------------
 
     def step(self, token_ids: torch.Tensor, features: torch.Tensor, cache: FeatureCache) -> torch.Tensor:
-        """Feed positions that follow the cache; return f̂ at each."""  # (n,), (n, hidden) → (n, hidden)
-        x = self.layer_input(token_ids.view(1, -1), features.view(1, token_ids.numel(), -1).to(self.input_norm.weight.dtype))
-        start = cache.length
-        positions = torch.arange(start, start + x.shape[1], device=x.device)
-        q, k, v = self.queries_keys_values(x, positions)
-        k, v = cache.append(k, v)
-        groups = self.shape.heads // self.shape.kv_heads
-        mask = None
-        if x.shape[1] > 1:  # several new positions: each sees the cache and the new ones up to itself
-            mask = torch.ones(x.shape[1], k.shape[2], dtype=torch.bool, device=x.device).tril(start)
-        attended = F.scaled_dot_product_attention(
-            q, k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1), attn_mask=mask
-        )
-        return self.finish(x, attended)[0]
+        """Feed positions that follow the cache; return f̂ at each (models/head_step.py)."""  # (n,), (n, width) → (n, hidden)
+        start, rows, device = cache.length, token_ids.numel(), self.kept_ids.device
+        positions = torch.arange(start, start + rows, device=device)
+        mask = None  # one new position sees every key
+        if rows > 1:  # several: each sees the cache and the new ones up to itself
+            mask = torch.ones(rows, start + rows, dtype=torch.bool, device=device).tril(start)
+        return head_step.cached_step(self, token_ids, features, cache, positions, mask)
 
 
 class FeatureCache:
@@ -225,12 +218,6 @@ class FeatureCache:
         """Forget positions from `length` on."""
         if self.keys is not None and self.keys.shape[2] > length:
             self.keys, self.values = self.keys[:, :, :length], self.values[:, :, :length]
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + rotated * sin
 
 
 def _causal_mask(length: int, attention_mask: torch.Tensor | None, device: torch.device) -> torch.Tensor:
@@ -329,19 +316,24 @@ def head_in_form(head: FeatureHead, form: str) -> FeatureHead:
     return head
 
 
-def own_weight_bytes(head: FeatureHead) -> tuple[int, int]:
-    """(parameters, bytes) of what the head adds to memory: its layer and its copy of the kept head rows, as stored."""
-    shape = head.shape
-    kv_width = shape.kv_heads * shape.head_dim
-    matrices = (
-        shape.hidden * (shape.hidden + shape.feature_width)  # fuse
-        + 2 * shape.hidden * shape.hidden  # q, o
-        + 2 * shape.hidden * kv_width  # k, v
-        + 3 * shape.hidden * shape.ffn  # gate, up, down
-        + len(head.kept_ids) * shape.hidden  # kept head rows
-    )
-    norms = shape.hidden * (2 + len(shape.feature_layers) - 1)
-    return matrices + norms, stored_bytes(head)
+def own_weight_bytes(head: nn.Module) -> tuple[int, int]:
+    """(parameters, bytes) of what a head (FeatureHead or Eagle3Head) adds to memory: its own layers, and its copy of
+    the kept head rows, as stored."""
+    return own_parameters(head), stored_bytes(head)
+
+
+def own_parameters(head: nn.Module) -> int:
+    """A head's own parameters as trained, whatever form they are stored in now: a linear layer counts its matrix (and
+    bias) also when a weight-only form packed it; every other module its parameters (norms, a low-rank change); and
+    FeatureHead's copy of the target's kept head rows counts until head_in_form makes it a layer (`readout`)."""
+    count = 0
+    for module in head.modules():
+        if hasattr(module, "in_features"):  # nn.Linear or its weight-only form (models/weight_forms.py)
+            count += module.in_features * module.out_features + (module.out_features if module.bias is not None else 0)
+        else:
+            count += sum(parameter.numel() for parameter in module.parameters(recurse=False))
+    kept_rows = getattr(head, "head_weight", None)
+    return count + (kept_rows.numel() if kept_rows is not None else 0)
 
 
 def stored_bytes(head: nn.Module) -> int:

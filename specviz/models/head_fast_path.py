@@ -6,9 +6,16 @@ enough to make speculation slower than plain decoding. Here one draft step (fuse
 of the kept ids for the last row) is exported and compiled like the target, over a cache rolled back by moving a
 length. Only the draft changes, so exactness is untouched: q is still the distribution the draft token was drawn
 from, and what is accepted is judged against the target's p as before.
+
+An EAGLE-3 head (models/eagle3_head.py) drafts through the same step, the same static cache and the same compiled
+package cache (Eagle3DraftStep). Its compiled step takes the layer's residual h, not the target's aux states: the
+catch-up rows' fc (3·hidden → hidden) runs eager before it, so one package serves both the true rows and the fed-back
+ones.
 """
 
 from __future__ import annotations
+
+import sys
 
 import torch
 from torch import nn
@@ -17,8 +24,9 @@ from torch.nn import functional as F
 from specviz.engine import static_cache
 from specviz.engine.aot_step import CompiledModule
 from specviz.engine.compiled import ATTRIBUTE, CACHE_CHUNK, CompiledPart
-from specviz.engine.static_cache import Shape, reduced_attention, rotate_half
-from specviz.models import feature_head
+from specviz.engine.static_cache import Shape, reduced_attention
+from specviz.models import eagle3_head, feature_head, head_step
+from specviz.models.eagle3_head import Eagle3Head
 from specviz.models.feature_head import FeatureHead
 
 
@@ -45,7 +53,8 @@ class StaticFeatureCache:
 
 class DraftStep(nn.Module):
     """One draft step over the static cache: (the tokens' embeddings, their input features, positions, visible,
-    cache) → (f̂ at each position, the kept ids' logits of the last one). FeatureHead.step's arithmetic, with the attention written as
+    cache) → (f̂ at each position, the kept ids' logits of the last one). FeatureHead.step's arithmetic, the same
+    function (models/head_step.layer_step), with the keys written into the static cache and the attention written as
     the compiler's reductions (engine/static_cache.reduced_attention)."""
 
     def __init__(self, head: FeatureHead) -> None:
@@ -57,8 +66,8 @@ class DraftStep(nn.Module):
         self.register_buffer("rope_inverse", head.rope_inverse.to(head.embedding.device), persistent=False)
         shape = head.shape
         self.attention_shape = Shape(shape.heads, shape.kv_heads, shape.head_dim, shape.head_dim**-0.5)
-        self.input_width = shape.feature_width  # what the compiled step reads (an EAGLE-3 step reads h: eagle3_fast_path)
-        self.sources = (static_cache, feature_head)  # what the package's key hashes
+        self.input_width = shape.feature_width  # what the compiled step reads (an EAGLE-3 step reads h)
+        self.sources = (static_cache, feature_head, head_step, sys.modules[__name__])  # what the package's key hashes
 
     def inputs(self, features: torch.Tensor) -> torch.Tensor:
         """What runs eager before the compiled step: nothing here."""
@@ -67,27 +76,33 @@ class DraftStep(nn.Module):
     def forward(
         self, embedded, features, positions, visible, cache
     ):  # (n, hidden), (n, width), (n,), (visible,), (2 kv, length, d)
-        head, shape = self.head, self.head.shape
+        head, kv_heads = self.head, self.head.shape.kv_heads
         torch._check(embedded.shape[0] == positions.shape[0])
-        rows, heads, kv_heads, head_dim = embedded.shape[0], shape.heads, shape.kv_heads, shape.head_dim
-        embedded = embedded.to(features.dtype)
-        last, *lower = features.split(shape.hidden, dim=-1)
-        lower = [norm(state) for norm, state in zip(head.lower_norms, lower)]
-        x = head.fuse(torch.cat([embedded, last, *lower], dim=-1))  # (n, hidden)
-        normed = head.input_norm(x)
-        q = head.q_proj(normed).view(rows, heads, head_dim).transpose(0, 1)  # (heads, n, d)
-        k = head.k_proj(normed).view(rows, kv_heads, head_dim).transpose(0, 1)
-        v = head.v_proj(normed).view(rows, kv_heads, head_dim).transpose(0, 1)
-        angles = positions.float()[:, None] * self.rope_inverse[None, :]  # (n, d/2), float32 as FeatureHead.rotary
-        angles = torch.cat([angles, angles], dim=-1)
-        cos, sin = angles.cos().to(q.dtype), angles.sin().to(q.dtype)
-        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin  # FeatureHead's rotation
-        cache.index_copy_(1, positions, torch.cat([k, v]))
-        keys, values = cache[:kv_heads, : visible.shape[0]], cache[kv_heads:, : visible.shape[0]]
-        unseen = visible[None, :] > positions[:, None]  # (n, visible): causal
-        attended = reduced_attention(self.attention_shape, q, keys[:, None], values[:, None], unseen)  # (heads, n, d)
-        predicted = head.finish(x[None], attended[None])[0]  # (n, hidden)
+
+        def attend(q, k, v):  # (1, heads, n, d), (1, kv_heads, n, d) × 2 → (1, heads, n, d)
+            cache.index_copy_(1, positions, torch.cat([k[0], v[0]]))  # write this step's keys and values
+            keys, values = cache[:kv_heads, : visible.shape[0]], cache[kv_heads:, : visible.shape[0]]
+            unseen = visible[None, :] > positions[:, None]  # (n, visible): causal
+            return reduced_attention(self.attention_shape, q[0], keys[:, None], values[:, None], unseen)[None]
+
+        # one sequence, batched as the eager steps run it: compiled, a bf16 head's residual rounds as it always has
+        x = head.fused_input(embedded, features)[None]  # (1, n, width)
+        predicted = head_step.layer_step(head, x, positions, self.rope_inverse, attend)[0]  # (n, hidden)
         return predicted, head.kept_logits(predicted[-1:])
+
+
+class Eagle3DraftStep(DraftStep):
+    """(the tokens' embeddings, h, positions, visible, cache) → (the layer's output at each position, the draft
+    vocabulary's logits of the last one): DraftStep through the EAGLE-3 head's pieces, reading h."""
+
+    def __init__(self, head: Eagle3Head) -> None:
+        super().__init__(head)
+        self.input_width = head.shape.hidden  # what the compiled step reads: h
+        self.sources = (*self.sources, eagle3_head)
+
+    def inputs(self, features: torch.Tensor) -> torch.Tensor:
+        """The target's aux states through fc (eager); a fed-back h as it is."""
+        return self.head.hidden_in(features)
 
 
 class FastHead(CompiledPart):
@@ -137,14 +152,8 @@ def enable_fast_head(head: FeatureHead, compile_step: bool = True) -> FastHead:
 
 
 def draft_step_for(head) -> nn.Module:
-    """The head's draft step: FeatureHead's here, an EAGLE-3 head's in models/eagle3_fast_path.py."""
-    from specviz.models.eagle3_head import Eagle3Head
-
-    if isinstance(head, Eagle3Head):
-        from specviz.models.eagle3_fast_path import Eagle3DraftStep
-
-        return Eagle3DraftStep(head)
-    return DraftStep(head)
+    """The head's draft step: an EAGLE-3 head's reads h (Eagle3DraftStep), a feature head's its features."""
+    return Eagle3DraftStep(head) if isinstance(head, Eagle3Head) else DraftStep(head)
 
 
 def fast_head(head: FeatureHead) -> FastHead | None:

@@ -351,7 +351,7 @@ def load_feature_head(reference: str, target: PreTrainedModel, form: str | None 
             (eagle3_head.head_in_form if eagle3 else head_in_form)(head, form)
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise PairError(f"Cannot load the feature head {reference}: {str(error).splitlines()[0]}") from None
-    parameters, weight_bytes = (eagle3_head.own_weight_bytes if eagle3 else own_weight_bytes)(head)
+    parameters, weight_bytes = own_weight_bytes(head)
     return LoadedHead(reference, head, parameters, weight_bytes, time.perf_counter() - started)
 
 

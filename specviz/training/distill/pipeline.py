@@ -17,7 +17,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from specviz.models import eagle3_head
 from specviz.models.eagle3_head import Eagle3Head, default_aux_layers
-from specviz.models.feature_head import WEIGHTS_FILE, FeatureHead, head_from_target, load_head, save_head
+from specviz.models.feature_head import WEIGHTS_FILE, FeatureHead, head_from_target, load_head, own_weight_bytes, save_head
 from specviz.models.reduced_head import mark_sharing, save_vocabulary
 from specviz.training.distill.answers import load_answers, save_answers
 from specviz.training.distill.card import write_card
@@ -400,7 +400,7 @@ def fit_eagle3_head(recipe: Recipe, state: State) -> None:
 def save_eagle3(recipe: Recipe, state: State) -> None:
     """4. (eagle3) config.json + model.safetensors in the standard layout (lm_head rebuilt at load, not shipped)."""
     eagle3_head.save_head(state.head, recipe.out)
-    parameters, _ = eagle3_head.own_weight_bytes(state.head)
+    parameters, _ = own_weight_bytes(state.head)
     state.report["draft"] = {
         "kind": "eagle3",
         "shape": asdict(state.head.shape),
