@@ -9,12 +9,19 @@ not see (docs/testing.md, "Numbers in the docs"):
     5.2<!-- smollm2_head.parameters M -->M parameters                 (%, k, M, MB, MiB, GB, min, ms, µs; the file
     1.2<!-- benchmarks/results/x.json#rows.0.nu -->                   holds fractions, counts, bytes and seconds)
                                                                       and a file named in the key itself
+    28,480<!-- kept_token_ids.len -->                                 how many items a list holds
 
 Keys of a benchmarks/results/ file start inside its "results" (beside "command", "machine" and "date").
 Rounding: the doc's number is the file's value rounded to the digits the doc shows (0.47 stands for 0.465 … 0.475).
-A number that looks measured (followed by ×, tokens/s, ms, s, %, MB …, or after α, τ, ν) and has no source fails,
-unless it is one of UNMEASURED below: settings, thresholds, limits and the examples in formulas. Pure text and JSON:
-nothing is loaded or run.
+
+A quoted number with no source fails, unless it is in UNMEASURED below with the reason it was not measured (a
+setting, a threshold, a limit, a formula's example, a definition). Quoted, outside code: a number with a unit (×,
+tokens/s, ms, s, minutes, %, MB …) or after α, τ, ν; and without a unit, any number with a decimal point (0.463), any
+of three digits or more or with thousands separators (2085, 3,711), and both numbers of a count (39 of 41). Not
+quoted: a number inside a name or a version (SmolLM2, Q4_1, 6.31.0), a citation's year and a paper's numbering
+(et al. 2023, Theorem 3.8, arXiv 2211.17192), and a small integer without a unit (γ 4, 2 threads, lesson 8): in
+prose those are settings and counts of things, and a measured one is written with its source like any other.
+Pure text and JSON: nothing is loaded or run.
 """
 
 from __future__ import annotations
@@ -32,65 +39,121 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NUMBER = r"(?<![\w.,/-])(-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)"
 SOURCED = re.compile(NUMBER + r"<!--(?!\s*results:)\s*(.*?)\s*-->")
 DECLARED = re.compile(r"<!--\s*results:\s*(\S+)\s*-->")
-UNITS = r"(?:×(?!\s?\d)|x\b|tokens/s|tok/s|tokens per s|ms\b|µs\b|s\b|%|MB\b|GB\b|MiB\b|GiB\b|KB\b|M\b|min\b|h\b)"
+UNITS = (
+    r"(?:×(?!\s?\d)|x\b|tokens/s|tok/s|tokens per s|ms\b|µs\b|s\b|%|MB\b|GB\b|MiB\b|GiB\b|KB\b|M\b|min\b|h\b"
+    r"|minutes?\b|seconds?\b|hours?\b)"
+)
 LOOKS_MEASURED = re.compile(NUMBER + r"\s?" + UNITS + r"|(?:[ατν]|ν\(\d+\))\s?[=≈]?\s?" + NUMBER)
+# a number without a unit, not inside a name or a version (SmolLM2, Q4_1, 0.5B, 6.31.0)
+BARE = re.compile(NUMBER + r"(?![\w.]*\d)(?!\w)")
+COUNT = re.compile(NUMBER + r"\s+of\s+(?:the\s+)?" + NUMBER + r"(?![\w.]*\d)(?!\w)")  # 39 of 41: both are quoted
+# a citation's year, a paper's numbering: "et al. 2023", "ICLR 2025", "Theorem 3.8", "arXiv 2211.17192"
+REFERENCE = re.compile(r"(?:et al\.,?|ICLR|Theorem|Corollary|Algorithm|Table|Section|arXiv)\s+$")
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
 
-# Numbers that look measured but are not: settings, thresholds, limits, definitions and worked examples. Each entry
-# is the text as the page writes it (number and unit), exempt on that page only; an entry the page no longer has
-# fails, so the list cannot go stale.
-UNMEASURED: dict[str, set[str]] = {
+# Quoted numbers that were not measured, page by page: each entry is the page's own text around the number (its words
+# in order; a phrase may hold several numbers) and the reason it has no results file. An entry the page no longer
+# writes, or that exempts no number, fails, so the list cannot go stale.
+UNMEASURED: dict[str, dict[str, str]] = {
     "README.md": {
-        "1.05×",  # the verdict's threshold (readings.speed_verdict)
-        "0.95×",
-        "10×",  # playback speeds
-        "50×",
-        "135M",  # the model's name
-        "10 MB",  # the Hub's limit for a file outside LFS
+        "1.05×": "the verdict's threshold (readings.speed_verdict)",
+        "0.95×": "the verdict's threshold (readings.speed_verdict)",
+        "10×": "a playback speed (a setting)",
+        "50×": "a playback speed (a setting)",
+        "135M": "the model's name",
+        "10 MB": "the Hub's limit for a file outside LFS",
+        "u = 0.31 ≤ p/q = 0.52": "an example of the sentence the page writes",
     },
     "docs/algorithm.md": {
-        "τ = 0",  # Leviathan et al.'s Table 1 and a worked example of the formula (tests/test_theory.py)
-        "τ = 0.01",
-        "α = 0.8",
-        "3.51×",
-        "4.23×",
+        "256 new": "the run's setting",
+        "τ = 0": "Leviathan et al.'s Table 1 assumes it",
+        "(0.6, 2) → 1.96 / 1.53; (0.7, 3) → 2.53 / 1.58; (0.8, 2) → 2.44 / 1.23; (0.8, 5) → 3.69 / 1.63; (0.9, 2) → "
+        "2.71 / 1.11; (0.9, 10) → 6.86 / 1.60": "Leviathan et al.'s Table 1, which tests/test_theory.py recomputes",
+        "τ = 0.01": "a worked example of the formula (tests/test_theory.py)",
+        "α = 0.8": "a worked example of the formula (tests/test_theory.py)",
+        "0.9975": "a worked example of the formula (tests/test_theory.py)",
+        "3.51×": "a worked example of the formula (tests/test_theory.py)",
+        "4.23×": "a worked example of the formula (tests/test_theory.py)",
+        "1.05 or more": "the verdict's threshold (readings.speed_verdict)",
+        "at most 0.95": "the verdict's threshold (readings.speed_verdict)",
     },
     "docs/cli.md": {
-        "α = 0.5",  # settings and the article's rules of thumb
-        "25 %",
+        '"confidence 0.31 < 0.40"': "an example of a draft's stop reason",
+        "confidence 0.4": "transformers' default threshold",
+        "within 0.05": "the tolerance tests/test_score.py holds",
+        "α = 0.5 … 0.9": "the α the command prices beside the pair's (settings)",
+        "(0.7, labelled assumed": "the α assumed when none is given (a setting)",
+        "acceptance > 2.0": "a rule of thumb's threshold, from the article",
+        "25 %": "a rule of thumb's range, from the article",
+        "e.g. 0.53,0.12,0.07,0.03,0.02": "an example of the option's value",
     },
     "docs/hosting.md": {
-        "10 MB",  # the Hub's limit for a plain git push
-        "60 MiB",  # the limit tests/test_stored.py holds
+        "10 MB": "the Hub's limit for a plain git push",
+        "60 MiB": "the limit tests/test_stored.py holds",
     },
     "docs/numbers.md": {
-        "0 ms",  # what a burst's gaps are, by definition
-        "1.05×",  # the verdict's thresholds
-        "0.95×",
+        "0 ms": "what a burst's gaps are, by definition",
+        "1.05×": "the verdict's threshold (readings.speed_verdict)",
+        "0.95×": "the verdict's threshold (readings.speed_verdict)",
     },
     "docs/page.md": {
-        "8 s",  # playback and waiting settings, limits
-        "10×",
-        "50×",
-        "8 MiB",
+        "8 s": "playback and waiting settings",
+        "10×": "a playback speed (a setting)",
+        "50×": "a playback speed (a setting)",
+        "u = 0.71 > p/q = 0.42": "an example of the sentence the page writes",
+        "u = 0.83 > p/q = 0.40": "an example of the sentence the page writes",
+        "u = 0.31 ≤ p/q = 0.52": "an example of the sentence the page writes",
+        "temperature 0.8": "the lesson's setting",
+        "8 MiB": "a limit of a shared trace (ui/request.py)",
+        "10 minutes": "a limit of a shared trace's playback",
+        "20,000 characters": "a limit of a request (ui/request.py)",
+        "256 new tokens": "a limit of a request (ui/request.py)",
     },
     "docs/testing.md": {
-        "135M",  # the model's name
-        "60 MiB",  # the limit tests/test_stored.py holds
-        "0.2 s",  # a test's planted delay
+        "135M": "the model's name",
+        "60 MiB": "the limit tests/test_stored.py holds",
+        "0.2 s": "a test's planted delay",
     },
     "docs/pairs.md": {
-        "1.5×",  # the speedup a well-accepted draft gives, the pair's goal
-        "16 MB",  # the sizes benchmarks/verify_cost_by_size.py sweeps (settings)
-        "2 GB",
+        "122 school topics × 18 questions; 3,711 everyday requests": "the sizes of the built-in prompt lists "
+        "(specviz/training/chat_prompts.py, everyday_prompts.py): code, not a measurement; with the 1,113 below they "
+        "make bundle_facts.json's 7,020 requests",
+        "1,113 about people": "the size of a built-in prompt list (specviz/training/everyday_prompts.py)",
+        "1.5 epochs": "the training's setting (its command in the head's distill_report.json)",
+        "1.5×": "the speedup a well-accepted draft gives, the pair's goal",
+        "default 5,000": "the option's default",
+        "15–500 characters": "the filter's settings (specviz/training/sharegpt_prompts.py)",
+        "1,117,320,768 bytes": "the pinned file's size (models.yaml, checked at fetch)",
+        "491,400,064 bytes": "the pinned file's size (models.yaml, checked at fetch)",
+        "16 MB": "the sizes benchmarks/verify_cost_by_size.py sweeps (settings)",
+        "2 GB": "the sizes benchmarks/verify_cost_by_size.py sweeps (settings)",
+        "128 new tokens": "the run's setting",
+        "--max-new-tokens 128": "the run's setting",
+        "q(x) < 0.4": "transformers' default threshold",
     },
     "docs/performance.md": {
-        "16 MB",  # the sizes benchmarks/verify_cost_by_size.py sweeps (settings)
-        "256 MB",
-        "2 GB",
-        "189 MB",  # computed from SmolLM2's config, as the line shows
-        "2 ×",
-        "64 ×",
+        "8,192-token": "SmolLM2's context length (its config.json)",
+        "189 MB": "computed from SmolLM2's config, as the line shows",
+        "16 MB": "the sizes benchmarks/verify_cost_by_size.py sweeps (settings)",
+        "256 MB": "the sizes benchmarks/verify_cost_by_size.py sweeps (settings)",
+        "2 GB": "the sizes benchmarks/verify_cost_by_size.py sweeps (settings)",
+        "128 new tokens": "the run's setting",
+        "--max-new-tokens 128": "the run's setting",
+    },
+    "docs/production.md": {
+        "576": "SmolLM2-135M's width (its config.json): the checkpoint's shapes are definitions",
+        "1728": "SmolLM2-135M's shapes (its config.json): three streams of 576",
+        "192": "SmolLM2-135M's shapes (its config.json): 3 key/value heads of 64",
+        "1152": "SmolLM2-135M's shapes (its config.json): two inputs of 576",
+        "49,152": "SmolLM2's vocabulary size (its config.json)",
+        "90 %": "the threshold tests/test_export_llama_cpp.py holds",
+    },
+    "docs/trees.md": {
+        "293-token": "a test's context length (a setting)",
+        "197-token": "a test's context length (a setting)",
+        "6,000 samples": "the test's sample count (a setting)",
+        "20,000 passes": "the test's pass count (a setting)",
+        "about 30,000 shapes": "the size of the search at the engine's limits (tree_theory.family), not a measurement",
     },
 }
 
@@ -120,7 +183,10 @@ def measured_values(record: dict):
 
 def _value(data, key: str):
     for part in key.split("."):
-        data = data[int(part)] if isinstance(data, list) else data[part]
+        if isinstance(data, list):
+            data = len(data) if part == "len" else data[int(part)]  # `len`: how many items the list holds
+        else:
+            data = data[part]
     return data
 
 
@@ -187,17 +253,53 @@ def test_every_source_comment_follows_its_number():
 
 def unsourced(page: Path) -> list[str]:
     name = _page_name(page)
-    return [f"{name}:{line}: {text!r}" for line, text in unsourced_in(page.read_text(), UNMEASURED.get(name, set()))]
+    return [f"{name}:{line}: {text!r}" for line, text in unsourced_in(page.read_text(), UNMEASURED.get(name, {}))]
 
 
-def unsourced_in(text: str, exempt: set[str]) -> list[tuple[int, str]]:
-    """(line, text) of every measured-looking number with no source comment right after it."""
-    text = without_code(text)
-    text = re.sub(r"<!--.*?-->", "<!---->", text, flags=re.DOTALL)  # keep "number<!--" visible, drop the keys
+def prose(text: str) -> str:
+    """The page as the detector reads it, positions kept: code blanked, every comment `<!---->` (so "number<!--"
+    still shows a source), and link targets blanked (a path or an anchor quotes nothing)."""
+    text = re.sub(
+        r"<!--.*?-->", lambda m: "<!--" + re.sub(r"[^\n]", "", m.group(0)[4:-3]) + "-->", without_code(text), flags=re.DOTALL
+    )
+    return re.sub(r"\]\([^)\s]*\)", lambda m: "](" + " " * (len(m.group(0)) - 3) + ")", text)
+
+
+def quoted(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, text) of every quoted number in `prose(page)` with no source comment right after its digits."""
+    found, taken = [], []
+    for match in LOOKS_MEASURED.finditer(text):  # with a unit, or after α, τ, ν
+        taken.append(match.span())
+        if not text.startswith("<!--", match.end()):
+            found.append((*match.span(), match.group(0)))
+    counts = {start for match in COUNT.finditer(text) for start in (match.start(1), match.start(2))}
+    for match in BARE.finditer(text):  # without a unit
+        start, end = match.span(1)
+        shown = match.group(1)
+        if any(a <= start < b for a, b in taken) or text.startswith("<!--", end) or REFERENCE.search(text[:start][-20:]):
+            continue
+        if "." in shown or "," in shown or len(shown.lstrip("-")) >= 3 or start in counts:
+            found.append((start, end, shown))
+    return sorted(found)
+
+
+def exempt_spans(text: str, exempt) -> list[tuple[int, int]]:
+    """Where the page writes an UNMEASURED entry (its words in order, any whitespace between)."""
+    return [match.span() for phrase in exempt for match in re.finditer(phrase_pattern(phrase), text)]
+
+
+def phrase_pattern(phrase: str) -> str:
+    return r"\s+".join(re.escape(word) for word in phrase.split())
+
+
+def unsourced_in(text: str, exempt) -> list[tuple[int, str]]:
+    """(line, text) of every quoted number with no source comment right after it and no UNMEASURED entry around it."""
+    text = prose(text)
+    spans = exempt_spans(text, exempt)
     return [
-        (text.count("\n", 0, match.start()) + 1, match.group(0))
-        for match in LOOKS_MEASURED.finditer(text)
-        if not text.startswith("<!--", match.end()) and match.group(0) not in exempt
+        (text.count("\n", 0, start) + 1, shown)
+        for start, end, shown in quoted(text)
+        if not any(a <= start and end <= b for a, b in spans)
     ]
 
 
@@ -217,22 +319,44 @@ def test_the_detector_finds_planted_numbers_and_passes_sourced_ones():
     assert unsourced_in("a threshold of 1.05×", {"1.05×"}) == []
 
 
-def test_no_measured_looking_number_without_a_source():
-    missing = [hit for page in PAGES for hit in unsourced(page)]
-    assert not missing, (
-        "numbers that look measured but name no results file (add <!-- KEY --> after each, see docs/testing.md, "
-        "or list a setting in UNMEASURED):\n" + "\n".join(missing)
+def test_the_detector_finds_numbers_without_a_unit():
+    """A decimal, a number of three digits or more, and both numbers of a count are quoted, unit or not."""
+    planted = "Agreement rose from 0.463 / 0.410, in 2085 steps over 3,711 requests; 39 of 41 drafts agreed."
+    assert [text for _, text in unsourced_in(planted, set())] == ["0.463", "0.410", "2085", "3,711", "39", "41"]
+    sourced = "Agreement rose from 0.463<!-- a --> in 2085<!-- b --> steps; 39<!-- c --> of 41<!-- d --> drafts agreed."
+    assert unsourced_in(sourced, set()) == []
+    not_quoted = (
+        "γ 4 on 2 threads, lesson 8, SmolLM2-135M in Q4_1, Qwen2.5-Coder 0.5B, a 4x2x1 tree, gradio 6.31.0, "
+        "Leviathan et al. 2023 (Theorem 3.8, arXiv 2211.17192), [the results](benchmarks/results/x_2048.json), `0.75` in code."
+    )
+    assert unsourced_in(not_quoted, set()) == []
+    assert unsourced_in("(0.6, 2) → 1.96 / 1.53;\n(0.7, 3) → 2.53", {"(0.6, 2) → 1.96 / 1.53; (0.7, 3) → 2.53"}) == [], (
+        "an UNMEASURED phrase covers every number in it, across a line break"
     )
 
 
-def test_every_unmeasured_exception_is_still_on_its_page():
-    stale = [
-        f"{name}: {text!r}"
-        for name, texts in UNMEASURED.items()
-        for text in texts
-        if text not in CODE.sub(" ", (ROOT / name).read_text())
-    ]
-    assert not stale, "exceptions no page writes any more (remove them from UNMEASURED):\n" + "\n".join(stale)
+def test_no_measured_looking_number_without_a_source():
+    missing = [hit for page in PAGES for hit in unsourced(page)]
+    assert not missing, (
+        "quoted numbers that name no results file (add <!-- KEY --> after each, see docs/testing.md, or list a "
+        "setting, limit or example in UNMEASURED with its reason):\n" + "\n".join(missing)
+    )
+
+
+def test_every_unmeasured_exception_says_why_and_still_exempts_a_number():
+    problems = []
+    for name, entries in UNMEASURED.items():
+        text = prose((ROOT / name).read_text())
+        numbers = quoted(text)
+        for phrase, reason in entries.items():
+            if not reason.strip():
+                problems.append(f"{name}: {phrase!r} gives no reason")
+            spans = exempt_spans(text, [phrase])
+            if not spans:
+                problems.append(f"{name}: {phrase!r} is no longer on the page (remove it)")
+            elif not any(a <= start and end <= b for start, end, _ in numbers for a, b in spans):
+                problems.append(f"{name}: {phrase!r} holds no quoted number (remove it)")
+    assert not problems, "UNMEASURED entries to fix:\n" + "\n".join(problems)
 
 
 def test_results_files_name_their_command_machine_and_date():
