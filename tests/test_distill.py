@@ -142,6 +142,43 @@ def test_distill_feature_head_trains_continues_and_stays_exact(tmp_path):
     assert list(summary.new_token_ids) == transformers_greedy(target, prompt, 20)
 
 
+def test_a_low_rank_feature_head_ships_its_change_reads_stored_features_and_stays_exact(tmp_path, capsys):
+    """--head-rank: the head trains as the target's last layer plus rank-r changes and ships the changes alone; the
+    target's features are stored once in the work folder and read back by a rerun."""
+    from specviz.models.feature_head import WEIGHTS_FILE, load_head
+    from specviz.training.distill.feature_fit import FeatureFitSettings
+
+    tokenizer, target = tiny_target()
+    recipe = Recipe(
+        out=tmp_path / "head",
+        prompts=PROMPTS,
+        max_new_tokens=6,
+        answer_batch_size=4,
+        chat_template=False,
+        kind="feature",
+        answers=(tmp_path / "answers.npz",),
+        shape=DraftShape(hidden=64, layers=1, ffn=128, heads=1, head_vocabulary=256),
+        feature_fit=FeatureFitSettings(epochs=2, batch_size=2, validate_every=2),
+        head_rank=4,
+        measure_prompts=["def main():"],
+        measure_gammas=(2,),
+        measure_new_tokens=8,
+    )
+    report = distill(recipe, target, tokenizer, "tiny")
+    assert report["measured"]["greedy_identical"] is True
+    config = json.loads((recipe.out / "feature_head.json").read_text())
+    assert config["low_rank"]["ranks"]["q_proj"] == 4 and config["low_rank"]["layer"] == 1
+    full_matrices = 64 * 64 * 2 + 64 * 128 * 3  # q, o and the MLP of the 64-wide layer alone
+    assert report["draft"]["parameters"] < full_matrices / 2, "only the changes ship"
+    assert (recipe.out / WEIGHTS_FILE).stat().st_size < 2 * full_matrices
+    assert len(list(recipe.work.glob("features-*.pt"))) == 1
+    capsys.readouterr()
+    distill(replace(recipe, out=tmp_path / "again", work_folder=recipe.work), target, tokenizer, "tiny")
+    assert "target features read from" in capsys.readouterr().out
+    head = load_head(recipe.out, target)
+    assert not torch.equal(head.q_proj.weight, target.model.layers[-1].self_attn.q_proj.weight), "the change is applied"
+
+
 def test_answers_files_are_read_in_order_and_the_missing_one_is_collected(tmp_path):
     """--answers A --answers B: A is read, B collected from the prompts and written; two missing files are refused."""
     from specviz.training.distill.answers import load_answers

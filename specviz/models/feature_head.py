@@ -25,7 +25,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from specviz.models import head_step
+from specviz.models.low_rank import LowRankLinear, merged_weight
 from specviz.models.stored import weights_file
+from specviz.models.target_tensors import readout_rows, target_tensor
 from specviz.models.weight_forms import Int4WeightOnly, Int8WeightOnly, apply_form, supports
 
 CONFIG_FILE = "feature_head.json"
@@ -74,7 +76,9 @@ class FeatureHeadShape:
 class FeatureHead(nn.Module):
     """(f_{i-1}, x_i) → f̂_i → logits of x_{i+1} over the kept ids."""
 
-    def __init__(self, shape: FeatureHeadShape, embedding: torch.Tensor, kept_ids: list[int]) -> None:
+    def __init__(
+        self, shape: FeatureHeadShape, embedding: torch.Tensor, kept_ids: list[int], readout: torch.Tensor | None = None
+    ) -> None:
         super().__init__()
         self.shape = shape
         hidden, kv_width = shape.hidden, shape.kv_heads * shape.head_dim
@@ -93,7 +97,9 @@ class FeatureHead(nn.Module):
         self.embedding = embedding  # the target's (vocab, hidden): borrowed, not a parameter of the head
         kept = torch.tensor(kept_ids, dtype=torch.long, device=embedding.device)
         self.register_buffer("kept_ids", kept, persistent=False)
-        self.register_buffer("head_weight", embedding[kept].detach().clone(), persistent=False)  # (kept, hidden)
+        # the target's LM head rows of the kept ids (kept, hidden): its embedding's where the two are tied
+        rows = (readout if readout is not None else embedding)[kept.to((readout if readout is not None else embedding).device)]
+        self.register_buffer("head_weight", rows.detach().to(embedding.dtype).clone(), persistent=False)
         self.readout: nn.Module | None = None  # set by head_in_form: the kept rows as a weight-only matrix
         self.form = "as trained"  # or the weight-only form head_in_form put it in
         # float32 whatever the head's dtype (a plain attribute, so .to(dtype) leaves it alone): bf16 angles drift
@@ -231,12 +237,22 @@ def _causal_mask(length: int, attention_mask: torch.Tensor | None, device: torch
 # -- building, saving, loading --------------------------------------------------------------------------------
 
 
+LOW_RANK = ("fuse", "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+SILENT_AT_START = ("o_proj", "down_proj")  # the residual branches start silent (see head_from_target)
+
+
 @torch.no_grad()
-def head_from_target(target, kept_ids: list[int], feature_layers: tuple[int, ...] = (-1,)) -> FeatureHead:
-    """A new head in float32 that starts from the target's last decoder layer (same shapes)."""
+def head_from_target(
+    target, kept_ids: list[int], feature_layers: tuple[int, ...] = (-1,), rank: int | None = None, mlp_rank: int | None = None
+) -> FeatureHead:
+    """A new head in float32 that starts from the target's last decoder layer (same shapes).
+
+    With `rank`, each matrix is the target's own (frozen, read back at load, never shipped) times a trained scale plus
+    a trained rank-`rank` change (models/low_rank.py; the MLP's three at `mlp_rank`, default `rank`): the head ships as
+    a few MB however wide its target is."""
     shape = FeatureHeadShape.of_target(target.config, feature_layers)
     embedding = target.get_input_embeddings().weight.detach().float()
-    head = FeatureHead(shape, embedding, kept_ids)
+    head = FeatureHead(shape, embedding, kept_ids, target_tensor(target, readout_rows(target)))
     last = target.model.layers[-1]
     for name, module in (
         ("q_proj", last.self_attn.q_proj),
@@ -258,8 +274,33 @@ def head_from_target(target, kept_ids: list[int], feature_layers: tuple[int, ...
     hidden = shape.hidden
     head.fuse.weight.zero_()  # lower layers start unread
     head.fuse.weight[:, hidden : 2 * hidden] = torch.eye(hidden)  # starts by passing the target's last feature through
-    head.fuse.weight[:, :hidden] = torch.randn(hidden, hidden) * hidden**-0.5 * 0.1
+    if rank is None:
+        head.fuse.weight[:, :hidden] = torch.randn(hidden, hidden) * hidden**-0.5 * 0.1
+        return head
+    layer = len(target.model.layers) - 1
+    for index, name in enumerate(LOW_RANK):
+        if name == "fuse":
+            base = head.fuse.weight.detach().clone()  # [0 | I | 0…]: the fixed pass-through, rebuilt at load
+        else:
+            base = target_tensor(target, low_rank_base(layer, name))
+        module_rank = mlp_rank if mlp_rank is not None and name in ("gate_proj", "up_proj", "down_proj") else rank
+        scale = 0.0 if name in SILENT_AT_START else 1.0
+        setattr(head, name, LowRankLinear(base, module_rank, base_scale=scale, seed=index))
+    head.low_rank_layer = layer
     return head
+
+
+def low_rank_base(layer: int, name: str) -> str:
+    """The state-dict name of the target's matrix a low-rank head module starts from."""
+    block = "self_attn" if name in ("q_proj", "k_proj", "v_proj", "o_proj") else "mlp"
+    return f"model.layers.{layer}.{block}.{name}.weight"
+
+
+def fuse_base(shape: FeatureHeadShape) -> torch.Tensor:
+    """The fuse's fixed base: the target's last feature passed through, the embedding and lower layers unread."""
+    base = torch.zeros(shape.hidden, shape.hidden + shape.feature_width)
+    base[:, shape.hidden : 2 * shape.hidden] = torch.eye(shape.hidden)
+    return base
 
 
 def own_state(head: FeatureHead) -> dict[str, torch.Tensor]:
@@ -268,10 +309,23 @@ def own_state(head: FeatureHead) -> dict[str, torch.Tensor]:
 
 
 def save_head(head: FeatureHead, folder: Path, dtype: torch.dtype = torch.bfloat16) -> None:
+    """The head's own weights and shape; a low-rank head (head_from_target's `rank`) ships its scales and factors only."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    save_file({name: value.to(dtype) for name, value in own_state(head).items()}, folder / WEIGHTS_FILE)
     config = {"kind": "feature head (EAGLE-style)", "shape": asdict(head.shape), "kept_token_ids": head.kept_ids.tolist()}
+    low_rank = {name: module for name, module in head.named_children() if isinstance(module, LowRankLinear)}
+    state = own_state(head)
+    if low_rank:
+        config["low_rank"] = {
+            "layer": head.low_rank_layer,
+            "ranks": {name: module.rank for name, module in low_rank.items()},
+            "what": "each matrix is scale · (the target's matrix of that layer; for fuse, the pass-through of the last "
+            "feature) + lora_b @ lora_a (models/low_rank.py)",
+        }
+        state = {key: value for key, value in state.items() if key.split(".")[0] not in low_rank}
+        for name, module in low_rank.items():
+            state |= {f"{name}.{part}": value.contiguous() for part, value in module.own_state().items()}
+    save_file({name: value.to(dtype) for name, value in state.items()}, folder / WEIGHTS_FILE)
     (folder / CONFIG_FILE).write_text(json.dumps(config))
 
 
@@ -280,15 +334,24 @@ def is_feature_head(folder: str | Path) -> bool:
 
 
 def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> FeatureHead:
-    """The saved head on the target's device, borrowing the target's embedding; in `dtype` (default the target's)."""
+    """The saved head on the target's device, borrowing the target's embedding and LM head rows; in `dtype` (default the
+    target's). A low-rank head's matrices are rebuilt from the target's own (read before any weight form packed them)."""
     folder = Path(folder)
     config = json.loads((folder / CONFIG_FILE).read_text())
     shape = FeatureHeadShape(**{**config["shape"], "feature_layers": tuple(config["shape"].get("feature_layers", (-1,)))})
     embedding = target.get_input_embeddings().weight.detach()
     if embedding.shape != (shape.vocab_size, shape.hidden):
         raise ValueError(f"the feature head in {folder} was made for another target (embedding {tuple(embedding.shape)})")
-    head = FeatureHead(shape, embedding, config["kept_token_ids"])
-    head.load_state_dict(load_file(weights_file(folder, WEIGHTS_FILE)), strict=True)  # packed or not (models/stored.py)
+    readout = None if target.config.tie_word_embeddings else target_tensor(target, readout_rows(target))
+    head = FeatureHead(shape, embedding, config["kept_token_ids"], readout)
+    stored = load_file(weights_file(folder, WEIGHTS_FILE))  # packed or not (models/stored.py)
+    low_rank = config.get("low_rank")
+    if low_rank:
+        for name in low_rank["ranks"]:
+            base = fuse_base(shape) if name == "fuse" else target_tensor(target, low_rank_base(low_rank["layer"], name))
+            parts = (stored.pop(f"{name}.{part}") for part in ("scale", "lora_a", "lora_b"))
+            stored[f"{name}.weight"] = merged_weight(base, *parts)
+    head.load_state_dict(stored, strict=True)
     dtype = dtype or embedding.dtype
     return head.to(device=embedding.device, dtype=dtype).eval()
 

@@ -1,7 +1,7 @@
 """The target's answers as token ids, compactly: what retraining a draft needs, committed so any machine has it.
 
 Collecting the answers is the slow part of distillation (the target writes ~235k tokens). One `.npz` keeps
-every prompt's and answer's ids as uint16 (the vocabulary has < 65,536 ids) with their offsets: about 1 MB
+every prompt's and answer's ids as uint16 (uint32 where the vocabulary has more than 65,536 ids) with their offsets: about 1 MB
 instead of hundreds of MB of shards. Features (for a feature head) and the target's probabilities are
 recomputed from these ids by one teacher-forced pass, which is minutes, not the collection's hour.
 """
@@ -19,15 +19,14 @@ from specviz.training.distill.collect import Example
 def save_answers(examples: list[Example], path: Path, meta: dict) -> None:
     """Prompt and answer ids of every example, with `meta` (target, dtype, settings) beside them."""
     ids = [token for example in examples for token in (*example.prompt_ids, *example.answer_ids)]
-    if ids and max(ids) >= 2**16:
-        raise ValueError("token ids do not fit in 16 bits")
+    wide = bool(ids) and max(ids) >= 2**16  # a vocabulary past 65,536 ids (Qwen's 151,936) takes 32 bits a token
     prompt_lengths = np.array([len(example.prompt_ids) for example in examples], dtype=np.int32)
     answer_lengths = np.array([len(example.answer_ids) for example in examples], dtype=np.int32)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as handle:
         np.savez_compressed(
             handle,
-            ids=np.array(ids, dtype=np.uint16),
+            ids=np.array(ids, dtype=np.uint32 if wide else np.uint16),
             prompt_lengths=prompt_lengths,
             answer_lengths=answer_lengths,
             meta=np.array(repr(sorted(meta.items()))),

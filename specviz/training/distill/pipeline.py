@@ -6,6 +6,7 @@ Each stage is one function; `STAGES` lists them once, in order. Work in progress
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import time
@@ -30,7 +31,7 @@ from specviz.training.distill.eagle3_fit import (
     head_from_feature_head,
     layers_read,
 )
-from specviz.training.distill.feature_fit import FeatureFitSettings, fit_head, target_features
+from specviz.training.distill.feature_fit import FeatureFitSettings, FeatureSequence, fit_head, target_features
 from specviz.training.distill.fit import FitSettings, KeptHead, evaluate, fit
 
 
@@ -62,6 +63,8 @@ class Recipe:
     feature_layers: tuple[int, ...] = (-1,)  # the target's hidden states a feature head reads: the last, then lower ones
     eagle3_fit: Eagle3FitSettings = field(default_factory=Eagle3FitSettings)
     aux_layers: tuple[int, ...] | None = None  # (eagle3) the residual streams fc reads (None: vLLM's default 2, N//2, N−3)
+    head_rank: int | None = None  # (feature) the target's last layer + a rank-r change per matrix (None: full matrices)
+    head_mlp_rank: int | None = None  # (feature) the MLP matrices' rank (None: head_rank)
 
     @property
     def work(self) -> Path:
@@ -289,7 +292,7 @@ def fit_feature_head(recipe: Recipe, state: State) -> None:
             raise ValueError(f"{recipe.init_head} reads layers {saved_layers}: give the same --feature-layers to continue it")
     started = time.perf_counter()
     sequences = [(example.prompt_ids + example.answer_ids, len(example.prompt_ids)) for example in examples]
-    features = target_features(state.target, sequences, recipe.feature_layers)
+    features = stored_features(recipe, state, sequences)
     features_s = time.perf_counter() - started
     validation, train = features[:n_validation], features[n_validation:]
     kept = state.kept_ids or list(range(state.target.config.vocab_size))
@@ -305,7 +308,7 @@ def fit_feature_head(recipe: Recipe, state: State) -> None:
             "validation_agreement_first_draft": earlier["fit"]["validation_agreement_first_draft"],
         }
     else:
-        state.head = head_from_target(state.target, kept, recipe.feature_layers)
+        state.head = head_from_target(state.target, kept, recipe.feature_layers, recipe.head_rank, recipe.head_mlp_rank)
     log = fit_head(state.head, train, validation, recipe.feature_fit, progress=lambda line: print(line, flush=True))
     state.report["fit"] = {
         "settings": asdict(recipe.feature_fit),
@@ -321,10 +324,29 @@ def fit_feature_head(recipe: Recipe, state: State) -> None:
     }
 
 
+def stored_features(recipe: Recipe, state: State, sequences: list[tuple[list[int], int]]) -> list:
+    """The target's features over the sequences, computed once and kept in the work folder (bf16, outside the repo):
+    a rerun or a continued fit reads them instead of running the target again. Keyed by the target, its dtype, the
+    layers and the sequences themselves."""
+    key = hashlib.sha256(
+        repr((state.target.config.name_or_path, str(state.target.dtype), recipe.feature_layers, sequences)).encode()
+    ).hexdigest()[:16]
+    path = recipe.work / f"features-{key}.pt"
+    if path.is_file():
+        print(f"target features read from {path}", flush=True)
+        return [FeatureSequence(**row) for row in torch.load(path)]
+    features = target_features(state.target, sequences, recipe.feature_layers)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    torch.save([{"token_ids": f.token_ids, "features": f.features, "answer_start": f.answer_start} for f in features], partial)
+    partial.rename(path)
+    return features
+
+
 def save_feature_head(recipe: Recipe, state: State) -> None:
     """4. (feature) The head's own weights (bf16) and shape; the embedding and head rows stay the target's."""
     save_head(state.head, recipe.out)
-    parameters = sum(p.numel() for p in state.head.parameters())
+    parameters = sum(p.numel() for p in state.head.parameters())  # a low-rank head: its scales and factors, what ships
     state.report["draft"] = {
         "kind": "feature",
         "shape": asdict(state.head.shape),

@@ -1,0 +1,86 @@
+"""Three drafters for the Qwen2.5-Coder-1.5B target, in one run: its 0.5B sibling, specviz's feature head, prompt lookup.
+
+The pair loads once (compiled, in its `auto` weight form, as it serves); then `bench` (deployment/benchmark.py, the
+numbers' one home) runs each drafter against the target alone on the same held-out coding questions, greedy. Each
+drafter's speedup is over the plain decoding measured in its own bench call, back to back; every speculative output
+is compared with the target alone's, token for token.
+
+    PYTHONPATH=. python benchmarks/coder_drafters.py [--prompts code-questions] [--tokens 128]
+
+Writes benchmarks/results/coder_drafters.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+os.environ.setdefault("SPECVIZ_COMPILE", "1")
+
+RESULTS = Path(__file__).parent / "results" / "coder_drafters.json"
+DRAFTERS = {"model": [3], "feature": [2, 3, 4], "lookup": [3]}  # γ of each: the sibling's `auto` choice, the head's range
+KEYS = (
+    *("method", "gamma", "tokens_per_s", "speedup", "decode_speedup", "alpha", "tau", "verify_cost", "tokens_per_cycle"),
+    *("draft_ms_per_cycle", "verify_ms_per_cycle", "conditional_acceptance_rate_per_pos", "same_as_target"),
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pair", default="qwen2.5-coder-0.5b-1.5b")
+    parser.add_argument("--prompts", default="code-questions")
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args()
+
+    import torch
+
+    from specviz.cli.options import compile_before_timing
+    from specviz.deployment.benchmark import bench
+    from specviz.engine import DecodeSettings
+    from specviz.models.catalogue import load_catalogue
+    from specviz.models.loading import load_pair
+    from specviz.prompts.sets import load_prompt_set
+    from specviz.run.machine_load import LoadMeter
+
+    catalogue = load_catalogue()
+    entry = catalogue.get(args.pair)
+    pair = load_pair(args.pair, entry, catalogue.offline_pairs(), progress=lambda line: print(line, flush=True))
+    compile_before_timing(pair)
+    prompts = load_prompt_set(args.prompts)
+    settings = DecodeSettings(max_new_tokens=args.tokens)
+    results: dict = {
+        "pair": args.pair,
+        "prompts": args.prompts,
+        "prompt_count": len(prompts),
+        "max_new_tokens": args.tokens,
+        "threads": torch.get_num_threads(),
+        "cpu": platform.processor() or platform.machine(),
+        "target_form": pair.target.form,
+        "draft_form": pair.draft.form if pair.draft else None,
+        "head_form": pair.feature_head.head.form if pair.feature_head else None,
+        "drafters": {},
+        "command": "PYTHONPATH=. python benchmarks/coder_drafters.py",
+    }
+    started = time.perf_counter()
+    with LoadMeter() as meter:
+        for drafter, gammas in DRAFTERS.items():
+            print(f"bench: drafter {drafter}, γ {gammas}", flush=True)
+            result = bench(pair, prompts, settings, gammas, drafter=drafter, repeats=1, with_transformers=False, with_dynamic=False)
+            rows = [{key: row.get(key) for key in KEYS} for row in result["rows"]]
+            results["drafters"][drafter] = {"rows": rows, "greedy_identical": result["greedy_identical"]}
+            for row in rows:
+                print(json.dumps(row), flush=True)
+    results["seconds"] = round(time.perf_counter() - started, 1)
+    other = meter.result.other_cores if meter.result else None
+    results["other_load_cores"] = round(other, 2) if other is not None else None
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
