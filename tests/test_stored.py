@@ -23,6 +23,7 @@ from specviz.models.stored import (
     WEIGHTS,
     has_own_tokenizer,
     pack_weights,
+    readable_folder,
     unpack_weights,
     weights_file,
 )
@@ -81,6 +82,28 @@ def test_any_weights_file_packed_is_read_from_its_copy_in_the_cache(tmp_path, mo
     assert read.is_relative_to(tmp_path / "cache" / "unpacked") and read.read_bytes() == b"head weights" * 1000
     assert weights_file(folder, "feature_head.safetensors") == read, "unpacked once"
     assert sorted(path.name for path in folder.iterdir()) == before, "nothing written beside the packed file"
+
+
+def test_a_checkout_deleted_since_leaves_no_dangling_link_in_the_shared_copy(tmp_path, monkeypatch):
+    """Two checkouts with the same packed weights share one unpacked copy; the folder's other files are linked into it.
+    A read from the second, after the first was deleted (a clone in a temporary folder), finds its own files: the copy
+    once linked the first's config.json, and every later load failed ("Unrecognized model ... model_type")."""
+    import shutil
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "cache"))
+    first, second = tmp_path / "first" / "draft", tmp_path / "second" / "draft"
+    first.mkdir(parents=True)
+    (first / WEIGHTS).write_bytes(b"weights" * 1000)
+    (first / "config.json").write_text('{"model_type": "llama"}')
+    pack_weights(first)
+    (first / WEIGHTS).unlink()
+    (first / UNPACKED_FROM).unlink()
+    shutil.copytree(first, second)
+    assert (readable_folder(first) / "config.json").read_text() == '{"model_type": "llama"}'
+    shutil.rmtree(first.parent)
+    copy = readable_folder(second)
+    assert (copy / "config.json").resolve() == (second / "config.json").resolve(), "linked to the checkout being read"
+    assert (copy / WEIGHTS).read_bytes() == b"weights" * 1000 and not list(copy.glob("*.link"))
 
 
 def test_every_bundled_weights_file_ships_packed():

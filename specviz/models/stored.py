@@ -94,7 +94,9 @@ def weights_file(folder: Path, name: str = WEIGHTS) -> Path:
 
 def readable_folder(folder: Path) -> Path:
     """Where to read the folder's model from: the folder itself, or where it ships packed weights, their unpacked copy
-    in specviz's cache (`weights_file`), the folder's other files linked beside them first."""
+    in specviz's cache (`weights_file`), the folder's other files linked beside them first. The copy is shared by every
+    checkout with the same packed file, so each read links the files of the folder it reads: a link into a checkout
+    that was moved or deleted since (a clone in a temporary folder) is made again, never followed."""
     from specviz.models.sources import cache_root
 
     folder = Path(folder)
@@ -102,12 +104,21 @@ def readable_folder(folder: Path) -> Path:
     if not packed.is_file():
         return folder
     copy = cache_root() / "unpacked" / _sha256(packed)[:16]
-    if not (copy / WEIGHTS).is_file():
-        copy.mkdir(parents=True, exist_ok=True)
-        for item in folder.iterdir():
-            if item.is_file() and item.name not in (PACKED, WEIGHTS, UNPACKED_FROM) and not (copy / item.name).exists():
-                (copy / item.name).symlink_to(item.resolve())
+    copy.mkdir(parents=True, exist_ok=True)
+    for item in folder.iterdir():
+        if item.is_file() and item.name not in (PACKED, WEIGHTS, UNPACKED_FROM):
+            _link(copy / item.name, item.resolve())
     return weights_file(folder).parent
+
+
+def _link(link: Path, target: Path) -> None:
+    """`link` pointing at `target`, replaced in one step where it points anywhere else (a reader never finds it missing)."""
+    if link.is_symlink() and Path(os.readlink(link)) == target:
+        return
+    partial = link.with_name(f"{link.name}.{os.getpid()}.link")
+    partial.unlink(missing_ok=True)
+    partial.symlink_to(target)
+    os.replace(partial, link)
 
 
 def has_own_tokenizer(reference: str) -> bool:
