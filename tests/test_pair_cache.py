@@ -9,8 +9,9 @@ from specviz.serving import pair_cache
 
 
 def fake_pair(name: str, megabytes: int) -> SimpleNamespace:
-    model = SimpleNamespace(weight_bytes=megabytes * 2**20)
-    return SimpleNamespace(name=name, target=model, draft=SimpleNamespace(weight_bytes=0), feature_head=None)
+    model = SimpleNamespace(weight_bytes=megabytes * 2**20, load_s=0.1)
+    draft = SimpleNamespace(weight_bytes=0, load_s=0.1)
+    return SimpleNamespace(name=name, target=model, draft=draft, feature_head=None)
 
 
 @pytest.fixture

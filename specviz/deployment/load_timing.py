@@ -52,6 +52,11 @@ def warm_load_s(reference: str, device: torch.device, dtype: torch.dtype) -> flo
     return seconds
 
 
+def first_load_times(pair: LoadedPair) -> dict:
+    """Each model's first load in this process, as it was loaded (nothing is read again: no warm time)."""
+    return PairLoadTimes(LoadTimes(pair.target.load_s), LoadTimes(pair.draft.load_s)).to_json()
+
+
 def load_times(pair: LoadedPair, cold_start: bool) -> tuple[PairLoadTimes, dict]:
     """Each model's cold and warm load, and how cold was measured (a fresh process, or this process's first load)."""
     models = (pair.target, pair.draft)

@@ -205,10 +205,11 @@ def estimated_memory_report(
 
 @dataclass(frozen=True)
 class LoadTimes:
-    """One model's load time: cold (a fresh process, from disk) and warm (again, files in the page cache)."""
+    """One model's load time: cold (a fresh process, from disk) and warm (again, files in the page cache; None where
+    the model was not read a second time: the app loads each model once)."""
 
     cold_s: float
-    warm_s: float
+    warm_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from specviz.deployment.batch import BatchRow, stops_paying_sentence
 from specviz.deployment.latency import PERCENTILE_METHOD, LatencyStats, LatencyTail, latency_tail
 from specviz.deployment.memory import MemoryReport, PairLoadTimes
 from specviz.deployment.verdict import DeploymentVerdict, judge
+from specviz.numbers import number
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,8 @@ def _cold_start_section(load_times: PairLoadTimes | None, source: str, compile_n
     if load_times is None:
         return "<p>Load times were not measured.</p>" + compiled
     rows = [
-        [role, f"{t.cold_s:.2f}", f"{t.warm_s:.2f}"] for role, t in (("target", load_times.target), ("draft", load_times.draft))
+        [role, f"{t.cold_s:.2f}", number(t.warm_s, 2, "not timed")]  # the app reads each model once: no warm load
+        for role, t in (("target", load_times.target), ("draft", load_times.draft))
     ]
     rows.append(["both (speculative deployment)", f"{load_times.speculative_cold_s:.2f}", "–"])
     return _table(["model", f"cold: {html.escape(source)} (s)", "warm: loaded again (s)"], rows) + compiled

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -36,6 +37,7 @@ __all__ = [
     "LoadedHead",
     "LoadedModel",
     "LoadedPair",
+    "ModelShelf",
     "PairError",
     "choose_device",
     "choose_dtype",
@@ -256,6 +258,21 @@ def end_token_ids(model: PreTrainedModel) -> list[int]:
     return list(configured) if isinstance(configured, (list, tuple)) else [configured] if configured is not None else []
 
 
+ModelShelf = MutableMapping[tuple, LoadedModel]  # models already in memory, by what they were loaded from and as
+
+
+def shelved(shelf: ModelShelf | None, key: tuple, load: Callable[[], LoadedModel]) -> LoadedModel:
+    """The model the shelf holds under `key`, else `load()`'s, kept there: two pairs that name the same folder in
+    the same dtype and form share one model in memory (the app's pycode pairs share a target, its SmolLM2 pairs
+    a target and a draft), so each model is read once per process."""
+    if shelf is None:
+        return load()
+    found = shelf.get(key)
+    if found is None:
+        found = shelf[key] = load()
+    return found
+
+
 def load_pair(
     name: str,
     pair: Pair,
@@ -264,9 +281,11 @@ def load_pair(
     dtype: str | None = None,
     progress: Progress = _quiet,
     weights: str | None = None,
+    shelf: ModelShelf | None = None,
 ) -> LoadedPair:
     """Load tokenizer, target and draft: mismatched tokenizers and pairs too big for this machine are refused
-    before any weights are read. `dtype` overrides the pair's and the device's default."""
+    before any weights are read. `dtype` overrides the pair's and the device's default. With a `shelf`, a model
+    another pair already loaded in the same dtype and form is taken from it, not read again."""
     started = time.perf_counter()
     device = device or choose_device()
     dtype_chosen = choose_dtype(device, dtype or pair.dtype)
@@ -278,20 +297,14 @@ def load_pair(
         check_same_tokenizer(target_ref, target_tok, draft_ref, load_tokenizer(draft_ref))
     check_fits(name, target_ref, draft_ref, device, dtype_chosen)
     progress(f"Loading {name}…")
-    target = load_model(target_ref, device, dtype_chosen)
     # the target's weight form on a CPU: `weights` overrides the pair's; an explicit dtype alone asks for plain weights
     form = choose_form(weights or (pair.weights if dtype is None else None), device)
-    if form is not None:
-        target = in_form(target, form)
-    draft = load_model(draft_ref, device, dtype_chosen, target=target.model)
-    if pair.draft_vocabulary_ref and is_independent(draft):  # its head cut to the tokens code is written in
-        keep_rows(draft.model, read_vocabulary_file(Path(pair.draft_vocabulary_ref)))
+    target_key = ("target", target_ref, str(device), dtype_chosen, form)
+    target = shelved(shelf, target_key, lambda: in_form_if(load_model(target_ref, device, dtype_chosen), form))
     # the draft's form: `weights` where asked (both models in one form), else the pair's own `draft_weights`
-    draft_form = (
-        choose_form(weights or (pair.draft_weights if dtype is None else None), device) if is_independent(draft) else None
-    )
-    if draft_form is not None:
-        draft = in_form(draft, draft_form)  # the draft at the draft's pace: the same kernels as the target
+    draft_form_asked = weights or (pair.draft_weights if dtype is None else None)
+    draft_key = ("draft", draft_ref, str(device), dtype_chosen, draft_form_asked, pair.draft_vocabulary_ref, id(target.model))
+    draft = shelved(shelf, draft_key, lambda: load_draft(draft_ref, pair, target, device, dtype_chosen, draft_form_asked))
     if not has_own_tokenizer(draft_ref) and draft.model.config.vocab_size != target.model.config.vocab_size:
         raise PairError(
             f"The draft {draft_ref} has no tokenizer of its own, so it reads with its target's, but its vocabulary "
@@ -303,6 +316,24 @@ def load_pair(
         loaded.load_s += loaded.feature_head.load_s
     enable_fast_path(loaded)
     return loaded
+
+
+def in_form_if(loaded: LoadedModel, form: str | None) -> LoadedModel:
+    return loaded if form is None else in_form(loaded, form)
+
+
+def load_draft(
+    reference: str, pair: Pair, target: LoadedModel, device: torch.device, dtype: torch.dtype, form_asked: str | None
+) -> LoadedModel:
+    """The draft beside its loaded target: its embedding borrowed where it shares the target's, an independent draft's
+    head cut to the pair's `draft_vocabulary`, and an independent draft in its form (at the draft's pace: the same
+    kernels as the target)."""
+    draft = load_model(reference, device, dtype, target=target.model)
+    if not is_independent(draft):
+        return draft
+    if pair.draft_vocabulary_ref:  # its head cut to the tokens code is written in
+        keep_rows(draft.model, read_vocabulary_file(Path(pair.draft_vocabulary_ref)))
+    return in_form_if(draft, choose_form(form_asked, device))
 
 
 def is_independent(draft: LoadedModel) -> bool:

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import weakref
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,10 @@ _one_load_at_a_time = (
 )  # transformers builds models under process-wide patches: two loads at once break each other
 _registry_lock = threading.Lock()
 _catalogue: Catalogue | None = None
+# every model in memory, by what it was loaded from and as: a pair that names a model another pair already loaded
+# shares it (models/loading.shelved), so each model is read once per process; a model no loaded pair holds any more
+# (evicted) leaves the shelf with its last reference
+_shelf: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def catalogue() -> Catalogue:
@@ -66,7 +71,11 @@ def get_pair(name: str) -> LoadedPair:
                 fetch_in_subprocess(name)  # outside the one-load lock: other pairs load meanwhile
                 with _one_load_at_a_time:
                     pair = load_pair(
-                        name, catalogue().get(name), catalogue().offline_pairs(), progress=lambda m: _set_status(name, m)
+                        name,
+                        catalogue().get(name),
+                        catalogue().offline_pairs(),
+                        progress=lambda m: _set_status(name, m),
+                        shelf=_shelf,
                     )
                     compile_in_background(name, pair)
                     _set_status(name, f"Warming up {name}…")
@@ -253,8 +262,10 @@ def _touch(name: str) -> None:
             _loaded.move_to_end(name)
 
 
-def weight_bytes(pair: LoadedPair) -> int:
-    return sum(part.weight_bytes for part in (pair.target, pair.draft, pair.feature_head) if part is not None)
+def weight_bytes(pairs: list[LoadedPair]) -> int:
+    """The weights these pairs hold, each model counted once however many pairs share it."""
+    parts = {id(part): part for pair in pairs for part in (pair.target, pair.draft, pair.feature_head) if part is not None}
+    return sum(part.weight_bytes for part in parts.values())
 
 
 def budget_bytes() -> int:
@@ -277,7 +288,7 @@ def _admit(name: str, pair: LoadedPair) -> None:
     with _registry_lock:
         _loaded[name] = pair
         _loaded.move_to_end(name)
-        while len(_loaded) > 1 and sum(weight_bytes(p) for p in _loaded.values()) > budget_bytes():
+        while len(_loaded) > 1 and weight_bytes(list(_loaded.values())) > budget_bytes():
             evicted, _ = _loaded.popitem(last=False)  # sessions still running on it keep their reference until done
             log.info("evicted %s from the model cache (budget %.0f MB)", evicted, budget_bytes() / 2**20)
 
@@ -311,16 +322,12 @@ def warm_up(pair: LoadedPair) -> None:
                 pass
 
 
-def pair_load_times(pair: LoadedPair) -> dict | None:
-    """Each model's first load in this process (the app's cold start) and a warm reload, timed once, after warm-up."""
-    from specviz.deployment.load_timing import APP_LOAD_SOURCE, load_times  # torch is loaded by now
+def pair_load_times(pair: LoadedPair) -> dict:
+    """Each model's first load in this process (the app's cold start). No warm reload is timed here: that would read
+    every model a second time (the CLI's `run --json` and `report` time one)."""
+    from specviz.deployment.load_timing import APP_LOAD_SOURCE, first_load_times  # torch is loaded by now
 
-    try:
-        _, times = load_times(pair, cold_start=False)
-    except Exception:  # a missing number must never keep a pair from serving
-        log.exception("timing the loads of %s failed", pair.name)
-        return None
-    return {**times, "cold_source": APP_LOAD_SOURCE}
+    return {**first_load_times(pair), "cold_source": APP_LOAD_SOURCE}
 
 
 def device_of(name: str) -> str | None:

@@ -232,7 +232,8 @@ def _deployment_rows(info: PairInfo) -> str:
         rows += f"| KV cache per token | {kv[0]:,.1f} KiB | {kv[1]:,.1f} KiB |\n"
     if loads:
         rows += f"| load: first in this process | {loads['target']['cold_s']:.2f} s | {loads['draft']['cold_s']:.2f} s |\n"
-        rows += f"| load: again (warm) | {loads['target']['warm_s']:.2f} s | {loads['draft']['warm_s']:.2f} s |\n"
+        if loads["target"].get("warm_s") is not None:  # a trace from before the app read each model once
+            rows += f"| load: again (warm) | {loads['target']['warm_s']:.2f} s | {loads['draft']['warm_s']:.2f} s |\n"
     return rows
 
 
