@@ -1,5 +1,6 @@
 """Bad input through the API that Gradio exposes (gradio_client against `python app.py` on the bundled pair): every
-case of issue 29 answered with one sentence within 2 s, no exception text, and the server serving others throughout."""
+case of issue 29 answered with one sentence within 2 s, no exception text, and the server serving others throughout;
+the server's log holds each refusal as one line (`refused: …`) and no traceback (issue 43)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ RUN = dict(
 WRONG_RUNS = [  # (change to a good run, what the answer must say)
     ({"prompt": None}, "Prompt must be text of at most 20,000 characters (got nothing)."),
     ({"prompt": "x" * 20_001}, "Prompt is 20,001 characters; the limit is 20,000."),
+    ({"prompt": ""}, "The prompt is empty: type something for the models to continue."),
+    ({"prompt": "   "}, "The prompt is empty: type something for the models to continue."),
     ({"gamma": "abc"}, "γ (drafts per cycle) must be a whole number from 1 to 16 (got text)."),
     ({"gamma": 2.5}, "γ (drafts per cycle) must be a whole number from 1 to 16 (got 2.5)."),
     ({"gamma": 10**30}, "γ (drafts per cycle) must be a whole number from 1 to 16 (got a whole number of about 31 digits)."),
@@ -67,7 +70,10 @@ def client():
     url = f"http://127.0.0.1:{port}/"
     yield lambda: Client(url, verbose=False)
     stop_app(process)
-    assert "a handler failed" not in log.read_text(), f"an unexpected error reached the last-resort handler: see {log}"
+    said = log.read_text(errors="replace")
+    assert "a handler failed" not in said, f"an unexpected error reached the last-resort handler: see {log}"
+    assert "Traceback" not in said, f"every refusal is one line in the server's log, never a traceback: see {log}"
+    assert "\nrefused: " in said, f"a refused input is logged as one line ('refused: …'): see {log}"
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import gradio as gr
 from gradio.components import Component
 
+from specviz.run.runner import check_prompt_text
 from specviz.run.trace import Trace
 from specviz.serving import pair_cache
 from specviz.ui import runs
@@ -39,6 +40,7 @@ def wire(buttons: RunButtons, inputs: dict[str, Component], screen: Screen) -> N
     @in_sentences
     def run_clicked(http: gr.Request, **values):
         request = RunRequest.from_values(values)  # a wrong value is answered before it retires this session's run
+        check_prompt_text(request.prompt)  # an empty prompt too: before the run's first use imports anything
         ticket = screen.start(http)
         device = pair_cache.device_of(request.pair)
         updates = runs.run_and_play(
