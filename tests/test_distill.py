@@ -168,6 +168,8 @@ def test_a_low_rank_feature_head_ships_its_change_reads_stored_features_and_stay
     assert report["measured"]["greedy_identical"] is True
     config = json.loads((recipe.out / "feature_head.json").read_text())
     assert config["low_rank"]["ranks"]["q_proj"] == 4 and config["low_rank"]["layer"] == 1
+    assert report["draft"]["low_rank"]["ranks"] == config["low_rank"]["ranks"]
+    assert "**Low rank**" in (recipe.out / "MODEL_CARD.md").read_text()
     full_matrices = 64 * 64 * 2 + 64 * 128 * 3  # q, o and the MLP of the 64-wide layer alone
     assert report["draft"]["parameters"] < full_matrices / 2, "only the changes ship"
     assert (recipe.out / WEIGHTS_FILE).stat().st_size < 2 * full_matrices

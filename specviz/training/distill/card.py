@@ -25,6 +25,16 @@ def _what_the_head_is(report: dict) -> str:
             f"target's own head reads x_(i+1) out of it. {draft['parameters']:,} parameters of its own, "
             f"{draft.get('bytes', 0) / 1e6:.1f} MB; it started from the target's last layer.",
             "- **Borrowed, not shipped**: the embedding and the head rows are the target's, shared at load time.",
+            *(
+                [
+                    f"- **Low rank**: each matrix is the target's own (layer {draft['low_rank']['layer']}, read back from "
+                    "the target when the head loads) times a trained scale, plus a trained change of rank "
+                    + ", ".join(f"{rank} ({name})" for name, rank in draft["low_rank"]["ranks"].items())
+                    + "; the parameters above are the scales and the changes, which is all the folder holds."
+                ]
+                if draft.get("low_rank")
+                else []
+            ),
             f"- **Head over {vocabulary['head']:,} of {vocabulary['of']:,} tokens**, the ones the target writes most: they "
             f"cover {100 * vocabulary['answer_tokens_covered']:.2f} % of the answer tokens. q is 0 outside them; "
             "speculative decoding stays exact (the residual is taken over the whole vocabulary).",

@@ -47,6 +47,7 @@ class FeatureFitSettings(OptimiserSettings):
     second_step_weight: float = 0.5
     feature_weight: float = 1.0
     validate_every: int = 100
+    scale_rate_factor: float = 30.0  # a low-rank head's scales learn this many times faster than its factors
 
 
 @dataclass
@@ -162,7 +163,12 @@ def fit_head(
     row_of = torch.full((head.shape.vocab_size,), -1, dtype=torch.long)
     row_of[head.kept_ids.cpu()] = torch.arange(len(head.kept_ids))
     trainable = [p for p in head.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=settings.weight_decay)
+    # a low-rank head's per-matrix scales (models/low_rank.py) are single numbers that must travel from 0 or 1 by
+    # tenths: Adam moves a parameter about one learning rate a step, so they take a larger one
+    scales = [p for name, p in head.named_parameters() if p.requires_grad and name.endswith(".scale")]
+    others = [p for p in trainable if all(p is not scale for scale in scales)]
+    groups = [{"params": others}] + ([{"params": scales, "lr": settings.learning_rate * settings.scale_rate_factor}] if scales else [])
+    optimizer = torch.optim.AdamW(groups, lr=settings.learning_rate, weight_decay=settings.weight_decay)
     steps_per_epoch = math.ceil(len(train) / settings.batch_size)
     total = max(1, int(settings.epochs * steps_per_epoch))
     schedule = lambda step: min(1.0, (step + 1) / settings.warmup_steps) * 0.5 * (1 + math.cos(math.pi * step / total))  # noqa: E731

@@ -353,6 +353,9 @@ def save_feature_head(recipe: Recipe, state: State) -> None:
         "parameters": parameters,
         "bytes": (recipe.out / WEIGHTS_FILE).stat().st_size,
     }
+    low_rank = json.loads((recipe.out / "feature_head.json").read_text()).get("low_rank")
+    if low_rank:
+        state.report["draft"]["low_rank"] = {"layer": low_rank["layer"], "ranks": low_rank["ranks"]}
     write_report(recipe, state)
 
 
