@@ -16,6 +16,9 @@ from safetensors import safe_open
 from transformers import PreTrainedModel
 
 SINGLE, INDEX = "model.safetensors", "model.safetensors.index.json"
+# a model with tied embeddings stores its LM head once, as the embedding; a weight form unties it in memory (the head
+# becomes its own packed copy, weight_forms.apply_form), so by the time a head loads the config no longer says so
+STORED_AS = {"lm_head.weight": "model.embed_tokens.weight"}
 
 
 def target_tensor(target: PreTrainedModel, name: str) -> torch.Tensor:
@@ -52,8 +55,14 @@ def _from_file(target: PreTrainedModel, name: str) -> torch.Tensor:
     folder, weight_map = _weights_files(target)
     from specviz.models.stored import weights_file
 
+    if weight_map is not None:
+        name = name if name in weight_map else STORED_AS.get(name, name)
+        if name not in weight_map:
+            raise KeyError(f"{folder / INDEX} names no tensor {name}")
     path = folder / weight_map[name] if weight_map else Path(weights_file(folder, SINGLE))
     with safe_open(str(path), framework="pt") as stored:
-        if name not in stored.keys():
+        names = set(stored.keys())
+        name = name if name in names else STORED_AS.get(name, name)  # a tied model's file: the LM head is the embedding
+        if name not in names:
             raise KeyError(f"{path} holds no tensor {name}")
         return stored.get_tensor(name).float()
