@@ -28,4 +28,4 @@ def test_a_tied_targets_lm_head_is_read_as_its_embedding_after_a_form_untied_it(
     embedding = target.get_input_embeddings().weight.detach().clone()
     apply_form(target, "int8")
     assert readout_rows(target) == "lm_head.weight", "the form untied the config: the head asks for the LM head"
-    assert torch.equal(target_tensor(target, "lm_head.weight"), embedding.float()), "a tied LM head is the embedding"
+    assert torch.equal(target_tensor(target, "lm_head.weight").float(), embedding.float()), "a tied LM head is the embedding"

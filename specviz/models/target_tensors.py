@@ -22,12 +22,13 @@ STORED_AS = {"lm_head.weight": "model.embed_tokens.weight"}
 
 
 def target_tensor(target: PreTrainedModel, name: str) -> torch.Tensor:
-    """The tensor `name` (a state-dict key such as `model.layers.27.mlp.up_proj.weight`) of the target, in float32."""
+    """The tensor `name` (a state-dict key such as `model.layers.27.mlp.up_proj.weight`) of the target, in the dtype it is
+    stored in (a caller takes the rows it needs before widening: the coder target's LM head is 467 MB in bf16)."""
     in_memory = dict(target.named_parameters()).get(name)
     if in_memory is None:
         in_memory = dict(target.named_buffers()).get(name)
     if in_memory is not None and in_memory.is_floating_point():
-        return in_memory.detach().float()
+        return in_memory.detach()
     return _from_file(target, name)
 
 
@@ -65,4 +66,4 @@ def _from_file(target: PreTrainedModel, name: str) -> torch.Tensor:
         name = name if name in names else STORED_AS.get(name, name)  # a tied model's file: the LM head is the embedding
         if name not in names:
             raise KeyError(f"{path} holds no tensor {name}")
-        return stored.get_tensor(name).float()
+        return stored.get_tensor(name)
