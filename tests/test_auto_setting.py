@@ -1,22 +1,36 @@
-"""`--gamma auto` and the pair's own γ as every command's default (deployment/auto_setting.py, cli/options.py)."""
+"""`gamma: auto`, every pair's default: measured once per machine and pair, kept in specviz's cache and reused
+(deployment/auto_setting.py, deployment/machine_setting.py, cli/options.py)."""
 
 from __future__ import annotations
+
+import json
+from dataclasses import replace
 
 import pytest
 
 from specviz.analysis.same_drafts import JudgedCycle
 from specviz.analysis.tree_theory import RankAcceptance, choose_tree, expected_tokens_of_shape
-from specviz.cli.options import AUTO, UsageError, gammas_from
+from specviz.cli.options import AUTO, UsageError, gammas_from, pair_from
+from specviz.deployment import machine_setting
 from specviz.deployment.auto_setting import AutoChoice, chain_acceptance, choose_setting
-from specviz.engine import DecodeSettings
-from specviz.models.catalogue import load_catalogue
+from specviz.engine import DecodeSettings, SamplingSettings
+from specviz.engine.tree_shape import TreeShape
+from specviz.models.catalogue import Pair, load_catalogue
+from specviz.run.chosen_setting import ChosenSetting, verify_cost_moved
+from tests.test_cli import specviz
+
+MIB = 2**20
 
 
-def test_gamma_defaults_to_the_pairs_own():
+def test_every_pair_and_a_command_line_pair_default_to_auto():
     catalogue = load_catalogue()
-    assert gammas_from(None, catalogue.get("pycode-distilled")) == [catalogue.get("pycode-distilled").gamma]
-    assert gammas_from(None, catalogue.get("smollm2-135m-distilled")) == AUTO  # models.yaml: gamma: auto
-    assert catalogue.get("smollm2-135m-distilled").start_gamma == 1
+    for name, pair in catalogue.pairs.items():
+        assert pair.gamma == AUTO, f"{name} fixes γ {pair.gamma}: every pair's default is measured on the machine that runs"
+        assert gammas_from(None, pair) == AUTO and pair.start_gamma == 1
+    adhoc = Pair(target="t", draft="d", description="from the command line")
+    assert adhoc.gamma == AUTO, "--target/--draft pairs are auto too"
+    args = type("Args", (), {"target": "t", "draft": "d", "pair": None})()
+    assert pair_from(args)[1].gamma == AUTO
     assert gammas_from("2,4", catalogue.get("pycode-distilled")) == [2, 4]
     assert gammas_from(" Auto ", catalogue.get("pycode-distilled")) == AUTO
     for wrong in ("four", "2,x", "0", "99"):
@@ -31,13 +45,46 @@ def test_a_chains_acceptance_is_conditional_on_the_positions_before():
     assert acceptance.by_depth == ((0.75,), (2 / 3,), (0.5,))
 
 
-def test_when_nothing_pays_one_sentence_says_so_with_the_best_prediction():
-    steep = {1: 1.0, 2: 1.6, 3: 2.2, 4: 2.8}
-    choice = AutoChoice(choose_tree(RankAcceptance.of([0.1]), 0.4, steep, 4), steep)
+STEEP = {1: 1.0, 2: 1.9, 3: 2.8, 4: 3.6, 5: 4.4}  # a CPU whose cache holds the target: every extra row costs a step
+
+
+def choice_of(alpha: float, tau: float, costs: dict[int, float], weights: int | None, cache: int | None) -> AutoChoice:
+    return AutoChoice(choose_tree(RankAcceptance.of([alpha]), tau, costs, max(costs)), costs, weights, cache)
+
+
+def test_when_nothing_pays_because_the_pass_is_dear_the_sentence_says_where_the_weights_sit():
+    choice = choice_of(0.6, 0.02, STEEP, 64 * MIB, 480 * MIB)
+    assert not choice.pays
+    best = choice.best
+    assert best.tokens_per_pass / (1 + best.draft_cost) > 1.05, "a verify pass as cheap as one step would pay here"
+    sentence = choice.sentence()
+    assert sentence.startswith(
+        f"on this machine nothing pays for this pair: the target's 64 MiB sit in this CPU's 480 MiB cache, so a "
+        f"{best.rows}-row pass costs {best.verify_cost:.2f} steps"
+    )
+    assert f"best predicted {best.speedup:.2f}×" in sentence and "\n" not in sentence
+    streamed = choice_of(0.6, 0.02, STEEP, 2048 * MIB, 32 * MIB).sentence()
+    assert "stream from memory (this CPU's cache is 32 MiB)" in streamed and "the kernels' arithmetic" in streamed
+    unknown = choice_of(0.6, 0.02, STEEP, 64 * MIB, None).sentence()
+    assert f"a {best.rows}-row verify pass costs {best.verify_cost:.2f} target steps here" in unknown
+
+
+def test_when_nothing_pays_because_the_draft_is_poor_the_sentence_says_alpha_against_tau():
+    flat = {1: 1.0, 2: 1.0, 3: 1.0}
+    choice = choice_of(0.1, 0.4, flat, 64 * MIB, 480 * MIB)
     assert not choice.pays
     sentence = choice.sentence()
-    assert sentence.startswith(f"on this machine no draft length pays for this pair: best predicted {choice.best.speedup:.2f}×")
-    assert choice.best.speedup < 1 and "\n" not in sentence
+    assert "the draft is accepted α 0.10 of the time and a draft step costs τ 0.40 target steps" in sentence
+    assert "cache" not in sentence, "the cache is not the reason when a free verify pass would not pay either"
+
+
+def test_when_a_setting_pays_the_sentence_names_it_and_its_prediction():
+    choice = choice_of(0.8, 0.05, {1: 1.0, 2: 1.1, 3: 1.2, 4: 1.3, 5: 1.4}, 64 * MIB, 32 * MIB)
+    assert choice.pays
+    chosen = choice.chosen()
+    assert choice.sentence().startswith(f"on this machine: {choice.label}, predicted {choice.best.speedup:.2f}× the target alone")
+    assert chosen.short() == f"on this machine: {chosen.label}, predicted {chosen.predicted_speedup:.2f}×"
+    assert ChosenSetting.from_json(json.loads(json.dumps(chosen.to_json()))) == chosen, "a kept choice reads back whole"
 
 
 def test_the_choice_on_the_bundled_pair_is_the_theorys_best(bundled_pair):
@@ -51,3 +98,75 @@ def test_the_choice_on_the_bundled_pair_is_the_theorys_best(bundled_pair):
     assert chosen.verify_costs[1] == pytest.approx(1.0) and set(chosen.verify_costs) == set(range(1, 9))
     assert (chosen.tree is None) == best.is_chain and chosen.gamma == chosen.choice.chain.depth
     assert chosen.to_json()["sentence"] == chosen.sentence()
+    assert chosen.target_weight_bytes == bundled_pair.target.weight_bytes
+
+
+def test_the_choice_is_measured_once_per_machine_and_pair_then_reused(bundled_pair, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    greedy, measured = SamplingSettings(), []
+    first = machine_setting.remembered_setting(bundled_pair, "model", greedy, on_measure=lambda: measured.append(1))
+    assert measured == [1] and not first.reused
+    entries = json.loads((tmp_path / "settings.json").read_text())
+    (entry,) = entries.values()
+    assert entry["conditions"]["pair"] == "pycode-distilled" and entry["conditions"]["drafter"] == "model"
+    assert {"cpu", "last_level_cache_bytes", "kernels", "threads", "engine", "weights", "torch"} <= entry["conditions"].keys()
+
+    again = machine_setting.remembered_setting(bundled_pair, "model", greedy, on_measure=lambda: measured.append(2))
+    assert measured == [1], "the second run reads the kept choice instead of measuring"
+    assert again.reused and replace(again, reused=False) == first
+
+    sampled = machine_setting.conditions(bundled_pair, "model", SamplingSettings(temperature=0.8))
+    lookup = machine_setting.conditions(bundled_pair, "lookup", greedy)
+    assert machine_setting.kept_setting(sampled) is None and machine_setting.kept_setting(lookup) is None, (
+        "another sampling or drafter is another measurement"
+    )
+    described = machine_setting.conditions(bundled_pair, "model", greedy)
+    moved = {**described, "threads": described["threads"] + 1}
+    assert machine_setting.kept_setting(moved) is None, "another thread count is another measurement"
+
+
+def test_a_measurement_beside_other_work_is_kept_ten_minutes_only(bundled_pair, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    greedy = SamplingSettings()
+    chosen = machine_setting.remembered_setting(bundled_pair, "model", greedy, own_work=lambda: "loading a pair")
+    (entry,) = json.loads((tmp_path / "settings.json").read_text()).values()
+    assert entry["busy"] and entry["setting"]["gamma"] == chosen.gamma
+    described = machine_setting.conditions(bundled_pair, "model", greedy)
+    assert machine_setting.kept_setting(described) is not None, "the runs soon after reuse it"
+    later = entry["kept_at"] + machine_setting.BUSY_KEPT_S + 1
+    monkeypatch.setattr(machine_setting.time, "time", lambda: later)
+    assert machine_setting.kept_setting(described) is None, "then it is measured again, the machine quiet or not"
+
+
+def test_a_choice_drafts_its_tree_only_where_the_settings_verify_one():
+    chosen = ChosenSetting(gamma=3, tree="2x1:1", predicted_speedup=1.5)
+    exact = chosen.applied(DecodeSettings(gamma=1, compare_verifiers=True))
+    assert exact.tree == TreeShape.parse("2x1:1") and exact.gamma == 3 and not exact.compare_verifiers
+    for chain_only in (DecodeSettings(lenience=0.5), DecodeSettings(verification="block"), DecodeSettings(adaptive_gamma=True)):
+        applied = chosen.applied(chain_only)
+        assert applied.tree is None and applied.gamma == 3, "the best chain where the settings take no tree"
+    assert chosen.label == "tree 2x1:1" and ChosenSetting(gamma=2).label == "γ 2"
+
+
+def test_a_verify_cost_that_moved_is_told_apart_from_noise():
+    assert verify_cost_moved(1.3, 3.2) and verify_cost_moved(3.2, 1.3)
+    assert not verify_cost_moved(1.3, 1.5)
+    assert not verify_cost_moved(None, 1.5) and not verify_cost_moved(1.3, None)
+
+
+def test_run_with_no_gamma_drafts_the_kept_choice_and_says_so():
+    """The CLI as shipped: `run` on the bundled pair with no --gamma drafts `gamma: auto`, measured by the first run
+    on this machine (or an earlier one) and read back from specviz's cache by the next."""
+    args = ("run", "--prompt", "def main():\n", "--max-new-tokens", "16", "--json")
+    first = specviz(*args)
+    assert first.returncode == 0, first.stderr
+    assert len([line for line in first.stderr.splitlines() if line.startswith("on this machine")]) == 1, first.stderr
+    second = specviz(*args)
+    assert second.returncode == 0, second.stderr
+    assert "Choosing γ" not in second.stderr, "measured once per machine and pair"
+    (said,) = [line for line in second.stderr.splitlines() if line.startswith("on this machine")]
+    assert "kept in" in said and said.endswith("settings.json)")
+    ran = json.loads(second.stdout)
+    assert ran["engine"] and ran["threads"] >= 1
+    label = f"tree {ran['tree']}" if ran["tree"] else f"γ {ran['gamma']}"
+    assert said.startswith(f"on this machine: {label},") or said.startswith("on this machine nothing pays"), said

@@ -50,3 +50,34 @@ def test_assistant_settings_are_restored_after_the_call():
     with assistant_settings(draft, {"num_assistant_tokens": 7, "num_assistant_tokens_schedule": "heuristic"}):
         assert draft.generation_config.num_assistant_tokens == 7
     assert {key: getattr(draft.generation_config, key, None) for key in before} == before
+
+
+def test_the_page_and_bench_time_one_path(bundled_pair):
+    """The page's measured Run (serving/recorder.py) and `bench` (deployment/benchmark.py) on the same prompt, in one
+    process: the same engine, threads and settings, and speedups within a band (wide: CI machines are noisy; the
+    point is that both take one path, run/timing_conditions.py)."""
+    from specviz.analysis.readings import readings_of_trace
+    from specviz.deployment.benchmark import bench
+    from specviz.engine import DecodeSettings
+    from specviz.prompts.sets import PROMPTS
+    from specviz.serving import recorder
+
+    prompt, settings = PROMPTS["code"][0], DecodeSettings(max_new_tokens=48, gamma=3)
+    page = recorder.measure_run(bundled_pair, prompt, settings, "model")
+    benched = bench(bundled_pair, [prompt], settings, [3], "model", repeats=3, with_transformers=False, with_dynamic=False)
+    row = next(row for row in benched["rows"] if row["method"] == "speculative")
+    started = page.started
+    assert (started.engine, started.threads) == (row["engine"], row["threads"]) == (benched["engine"], benched["threads"])
+    assert started.threads >= 1 and started.engine in ("compiled", "eager")
+    asked = benched["settings"]
+    assert (started.gamma, started.tree, started.max_new_tokens, started.temperature, started.seed, started.verification) == (
+        row["gamma"],
+        "",
+        asked["max_new_tokens"],
+        asked["temperature"],
+        asked["seed"],
+        asked["verification"],
+    )
+    assert page.summary.new_token_ids == page.baseline.new_token_ids and benched["greedy_identical"]
+    ratio = readings_of_trace(page).measured_speedup / row["speedup"]
+    assert 0.6 <= ratio <= 1.6, f"page {readings_of_trace(page).measured_speedup:.2f}× against bench {row['speedup']:.2f}×"

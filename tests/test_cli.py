@@ -161,10 +161,14 @@ def test_bench_json_compares_every_method(tmp_path):
     ]
     assert output["greedy_identical"] is True, "every method, dynamic ones included, must reproduce greedy decoding"
     assert "other_load_cores" in output, "bench reports other programs' load (null where /proc is missing)"
+    assert output["engine"] in ("compiled", "eager") and output["threads"] >= 1, "bench says what it timed, as the page's trace"
+    assert output["settings"]["max_new_tokens"] == 16 and output["settings"]["temperature"] == 0
     assert output["other_load_cores"] is None or output["other_load_cores"] >= 0
     for row in output["rows"]:
         assert {"method", "tokens_per_s", "speedup", "alpha", "tau", "predicted_speedup"} <= row.keys()
         assert row["tokens_per_s"] > 0
+        if not row["method"].startswith("transformers"):
+            assert (row["engine"], row["threads"]) == (output["engine"], output["threads"]), "every row of ours on one engine"
     for row in output["rows"]:
         if row["method"].startswith("speculative"):
             histogram = row["acceptance_histogram"]

@@ -236,3 +236,56 @@ def test_playback_freezes_while_another_session_is_measured(recorded, clock):
         assert clock.now >= due[position] + held_s, f"{position} was shown during the hold or before its moment"
         shown.append(position)
     assert shown[-1] == (len(recorded.cycles), "decide"), "the playback clock resumes where it froze"
+
+
+@pytest.fixture
+def kept_settings(tmp_path, monkeypatch):
+    """γ auto's choices kept in a file of this test's own, none measured yet, with no wait for quiet."""
+    from specviz.deployment import machine_setting
+    from specviz.serving import auto_settings
+
+    monkeypatch.setattr(machine_setting, "settings_path", lambda: tmp_path / "settings.json")
+    monkeypatch.setattr(auto_settings, "_chosen", {})
+    monkeypatch.setattr(auto_settings, "SETTLE_S", 0.0)
+    monkeypatch.setattr(auto_settings, "SETTLE_MAX_S", 0.0)
+    return tmp_path / "settings.json"
+
+
+def test_a_first_run_with_gamma_auto_waits_for_the_measured_setting_drafts_it_and_says_so(clock, no_settle, kept_settings):
+    sessions = Sessions()
+    request = RunRequest("pycode-distilled", PROMPT, gamma=9, auto=True, max_new_tokens=16, playback="real pace")
+    updates = list(runs.run_and_play(request, sessions.start("s"), sessions))
+    statuses = [u.status or "" for u in updates]
+    choosing = next(i for i, said in enumerate(statuses) if said.startswith("Measuring which γ pays for pycode-distilled"))
+    assert 'data-state="choosing"' in updates[choosing].numbers, "the wait is visible on the numbers bar"
+    assert choosing < next(i for i, said in enumerate(statuses) if said.startswith("Measuring the speculative run"))
+    trace = next(u.trace for u in updates if u.trace is not None)
+    chosen = trace.setting
+    assert chosen is not None and chosen.auto and kept_settings.exists(), "measured, kept, and carried in the trace"
+    drafted = f"tree {trace.started.tree}" if trace.started.tree else f"γ {trace.started.gamma}"
+    assert drafted == chosen.label, "it drafts the measured choice, not the slider's γ"
+    numbers = updates[-1].numbers
+    assert f'data-auto="{chosen.label}"' in numbers and "γ auto, on this machine" in numbers
+    assert 'data-threads="' in numbers and 'data-engine="' in numbers
+
+    again = list(runs.run_and_play(request, sessions.start("s"), sessions))
+    assert not any((u.status or "").startswith("Measuring which γ pays") for u in again), "measured once, then reused"
+    assert next(u.trace for u in again if u.trace is not None).setting.label == chosen.label
+
+
+def test_a_run_whose_verify_cost_moved_since_the_setting_was_chosen_is_flagged(recorded):
+    from dataclasses import replace
+
+    from specviz.analysis.readings import readings_of_trace
+    from specviz.run.chosen_setting import ChosenSetting
+    from specviz.ui.texts import run_numbers_html
+
+    m = readings_of_trace(recorded)
+    rows = recorded.started.gamma + 1
+    steady = ChosenSetting(gamma=4, verify_costs={1: 1.0, rows: m.verify_cost * 1.1}, measured_at="2026-01-01T00:00:00+00:00")
+    moved = replace(steady, verify_costs={1: 1.0, rows: m.verify_cost * 2.5})
+    quiet_html = run_numbers_html(m, "done", 1, replace(recorded, setting=steady))
+    moved_html = run_numbers_html(m, "done", 1, replace(recorded, setting=moved))
+    assert "ν moved" not in quiet_html and "data-nu-moved" not in quiet_html
+    assert "ν moved" in moved_html and "not to be trusted" in moved_html and "data-nu-moved=" in moved_html
+    assert Trace.from_json(replace(recorded, setting=moved).to_json()).setting == moved, "the setting travels in the trace"

@@ -5,13 +5,19 @@ from dataclasses import replace
 import pytest
 
 from specviz.analysis.readings import readings_of_trace
+from specviz.deployment.machine_setting import remembered_setting
 from specviz.serving import recorder
-from specviz.ui.lessons import Measured, lessons
+from specviz.ui.lessons import FIXES, Measured, lessons, setting_note
 
 
 def measured(pair, label, request) -> Measured:
+    """The request measured as the page measures it: γ auto drafts the choice kept for this machine and pair."""
     request = replace(request, max_new_tokens=16)
-    trace = recorder.measure_run(pair, request.prompt, request.settings(), request.drafter, repeat_budget_s=0)
+    settings, chosen = request.settings(), None
+    if request.auto:
+        chosen = replace(remembered_setting(pair, request.drafter, settings.sampling), auto=True)
+        settings = chosen.applied(settings)
+    trace = recorder.measure_run(pair, request.prompt, settings, request.drafter, repeat_budget_s=0, setting=chosen)
     return Measured(label, request, trace, readings_of_trace(trace))
 
 
@@ -58,6 +64,41 @@ def test_the_lenient_lesson_shows_where_the_text_left_the_targets():
     assert "<del" in html and "<ins" in html and "return x" in html
 
 
+def test_the_first_lesson_drafts_gamma_auto_and_says_what_it_measured(bundled_pair, tmp_path, monkeypatch):
+    """The page's first Run is lesson 1's: it drafts what γ auto measured for the bundled pair on this machine (or why
+    nothing pays here), and says so."""
+    import html
+
+    from specviz.deployment import machine_setting
+
+    monkeypatch.setattr(machine_setting, "settings_path", lambda: tmp_path / "settings.json")
+    lesson = lessons("pycode-distilled", "pycode-plain")[0]
+    assert lesson.key == "lesson-1" and lesson.request.auto
+    main = measured(bundled_pair, "main", lesson.request)
+    chosen = main.trace.setting
+    drafted = f"tree {main.trace.started.tree}" if main.trace.started.tree else f"γ {main.trace.started.gamma}"
+    assert chosen.auto and drafted == chosen.label
+    note = setting_note(lesson, main)
+    assert note.startswith("<p class='sv-setting'>γ auto, on this machine") and html.escape(chosen.sentence) in note
+    if not chosen.pays:
+        assert "nothing pays for this pair: " in note, "where nothing pays, one sentence says why"
+
+
+def test_a_lesson_that_fixes_its_setting_says_so_and_names_the_measured_one(bundled_pair):
+    from specviz.run.chosen_setting import ChosenSetting
+
+    all_lessons = lessons("pycode-distilled", "pycode-plain", "smollm2-135m-distilled", 1, "coder")
+    fixed = [lesson for lesson in all_lessons if not lesson.request.auto]
+    assert {lesson.key for lesson in fixed} <= FIXES.keys(), "every lesson that fixes its setting says why"
+    assert {lesson.key for lesson in all_lessons if lesson.request.auto} == {"lesson-1", "lesson-8"}
+    sweep = next(lesson for lesson in fixed if lesson.key == "lesson-3")
+    main = measured(bundled_pair, "main", sweep.request)
+    unknown = setting_note(sweep, main)
+    assert f"This lesson fixes γ = {sweep.request.gamma} to sweep γ" in unknown and "a Run with γ auto drafts" in unknown
+    known = replace(main, trace=replace(main.trace, setting=ChosenSetting(gamma=2, predicted_speedup=1.4)))
+    assert "γ auto, measured on this machine, drafts γ 2 for this pair (predicted 1.40×)" in setting_note(sweep, known)
+
+
 def test_lessons_have_button_ids_and_distinct_scenarios():
     all_lessons = lessons("pycode-distilled", "pycode-plain")
     assert len(all_lessons) >= 6 and all(lesson.key.startswith("lesson-") for lesson in all_lessons)
@@ -90,21 +131,14 @@ def test_the_real_model_lessons_explain_their_own_measurements(real_pair, key):
     """The real pair's lessons (its feature head, the exactness lesson, three drafters side by side) on SmolLM2."""
     lesson = next(lesson for lesson in lessons("pycode-distilled", "pycode-plain", real_pair.name, 3) if lesson.key == key)
     main = measured(real_pair, "main", lesson.request)
-    if lesson.advises:  # lesson 8: which chain or tree pays for the pair here, measured in the slot
-        from dataclasses import replace
+    if lesson.request.auto:  # lesson 8 drafts γ auto: what pays for the pair here, measured once, and says it
+        import html
 
-        from specviz.serving.recorder import setting_advice
-
-        request = lesson.request
-        main = replace(main, advice=setting_advice(real_pair, request.prompt, request.settings(), request.drafter))
-        assert main.advice.startswith("on this machine "), main.advice
+        assert main.trace.setting.sentence.startswith("on this machine"), main.trace.setting.sentence
+        assert html.escape(main.trace.setting.sentence) in setting_note(lesson, main)
     extra = [measured(real_pair, label, request) for label, request in lesson.extra]
     text = lesson.explain(main, extra)
     assert "Question" in text
-    if main.advice:
-        import html
-
-        assert html.escape(main.advice) in text, "the measured advice is missing from lesson 8's text"
     runs = [main, *extra]
     if key == "lesson-9":  # the exactness lesson counts the answers identical to plain decoding
         identical = sum(m.trace.summary.new_token_ids == m.trace.baseline.new_token_ids for m in runs)

@@ -99,7 +99,23 @@ def test_a_busy_measurement_is_flagged_on_the_page():
 
 def test_traces_recorded_before_the_load_was_measured_still_load_and_damaged_ones_are_refused():
     recorded = Trace.from_json(record_tiny_trace().to_json())
-    old = Trace.from_json(recorded.to_json().replace('"other_load": {"other_cores": 0.12, "settle_s": 0.5}', '"x": 0'))
+    measured = '"other_load": {"other_cores": 0.12, "settle_s": 0.5, "own_work": ""}'
+    assert measured in recorded.to_json()
+    old = Trace.from_json(recorded.to_json().replace(measured, '"x": 0'))
     assert old.other_load is None and "data-other-load" not in run_numbers_html(readings_of_trace(old), "done", 1, old)
+    before_own_work = Trace.from_json(
+        recorded.to_json().replace(measured, '"other_load": {"other_cores": 0.12, "settle_s": 0.5}')
+    )
+    assert before_own_work.other_load == OtherLoad(0.12, 0.5), "a trace from before own_work reads as nothing else ran"
     with pytest.raises(ValueError, match="trace.other_load must be a record"):
-        Trace.from_json(recorded.to_json().replace('"other_load": {"other_cores": 0.12, "settle_s": 0.5}', '"other_load": "x"'))
+        Trace.from_json(recorded.to_json().replace(measured, '"other_load": "x"'))
+
+
+def test_a_pair_loading_in_this_process_is_flagged_though_no_other_program_ran():
+    recorded = record_tiny_trace()
+    loading = Trace(**{**recorded.__dict__, "other_load": OtherLoad(0.0, 0.5, "loading a pair in the background")})
+    html_text = run_numbers_html(readings_of_trace(loading), "done", 1, loading)
+    assert loading.other_load.busy and "This server was loading a pair in the background" in html_text
+    with LoadMeter(own_work=lambda: "loading a pair") as meter:
+        pass
+    assert meter.result.own_work == "loading a pair" and meter.result.busy

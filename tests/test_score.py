@@ -127,8 +127,11 @@ def test_score_command_json():
     assert output["tokens_scored"] > 100
     self_draft = output["self_draft"]  # greedy: the target as its own draft keeps every draft under every verifier
     assert set(self_draft) == {"exact", "block", "match"}
+    assert output["gamma"] == 1, "a `gamma: auto` pair is scored at γ 1 unless --gamma says otherwise"
     for name, row in self_draft.items():
-        assert row["alpha"] == 1.0 and row["tokens_per_cycle"] == 5.0, f"{name}: {row}"
+        assert row["alpha"] == 1.0 and row["tokens_per_cycle"] == output["gamma"] + 1, f"{name}: every draft kept: {row}"
+    at_four = specviz_json("score", "--prompts", "code", "--repeats", "1", "--gamma", "4", "--json")["self_draft"]
+    assert all(row["tokens_per_cycle"] == 5.0 for row in at_four.values()), "at γ 4, all four drafts and the bonus"
 
 
 def test_self_draft_keeps_every_draft_at_any_temperature_but_match(bundled_pair):

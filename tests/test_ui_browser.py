@@ -91,6 +91,9 @@ def test_page_contract_measure_then_play(app_url, browser):
     page.wait_for_selector(COLOURED, timeout=120_000)
     done = wait_state(page, "done")
     assert done["speedup"] == playing["speedup"], "playback shows the measured numbers, it does not re-measure"
+    assert done.get("auto", "").startswith(("γ ", "tree ")), "the first Run drafts what γ auto measured on this machine"
+    assert "γ auto, on this machine" in page.locator("#run-numbers").inner_text(), "and says what it drafted"
+    assert int(done["threads"]) >= 1 and done["engine"] in ("compiled", "eager"), "what the run was timed on"
     statuses = page.locator("#stream [data-status]").evaluate_all("els => els.map(e => e.dataset.status)")
     assert set(statuses) <= TOKEN_STATES, f"unexpected token states {set(statuses) - TOKEN_STATES}"
     assert "prompt" in statuses and {"resampled", "bonus"} & set(statuses), "the target's own tokens must be shown"

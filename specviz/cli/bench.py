@@ -90,10 +90,11 @@ def command(args: argparse.Namespace) -> int:
     pair = resolve_pair(args)
     chosen = None
     if asked == AUTO:
-        chosen = choose_automatically(pair, prompts, settings[1], args.drafter)
+        chosen = choose_automatically(pair, settings[1], args.drafter)
         gammas = [chosen.gamma]
         settings = {chosen.gamma: settings_from(args, chosen.gamma)}
-        trees = [*([chosen.tree] if chosen.tree else []), *(shape for shape in trees if shape != chosen.tree)]
+        auto_tree = chosen.applied(settings[chosen.gamma]).tree  # where these settings can verify a tree at all
+        trees = [*([auto_tree] if auto_tree else []), *(shape for shape in trees if shape != auto_tree)]
     log = (lambda line: None) if args.json else print
     log(
         f"pair {pair.name} on {pair.device} ({pair.dtype}), {len(prompts)} prompts, {args.max_new_tokens} new tokens, "
@@ -138,10 +139,11 @@ def command(args: argparse.Namespace) -> int:
         if chosen is not None:
             measured = result["auto"]["measured_speedup"]
             print(
-                f"--gamma auto chose {chosen.best.label}: predicted {chosen.best.speedup:.2f}×, measured "
+                f"--gamma auto chose {chosen.label}: predicted {chosen.predicted_speedup:.2f}×, measured "
                 + (f"{measured:.2f}×" if measured is not None else "n/a")
-                + ("" if chosen.pays else f". {chosen.sentence()[0].upper()}{chosen.sentence()[1:]}.")
+                + ("" if chosen.pays else f". {chosen.sentence[0].upper()}{chosen.sentence[1:]}.")
             )
+        print(f"timed on the {result['engine']} step, {result['threads']} torch threads")
         if others.result.other_cores is not None:
             warning = " (busy: these timings are slowed; run again on a quiet machine)" if others.result.busy else ""
             print(f"other programs used {others.result.other_cores:.2f} cores while this ran{warning}")
@@ -149,10 +151,11 @@ def command(args: argparse.Namespace) -> int:
 
 
 def measured_speedup_of(rows: list[dict], chosen) -> float | None:
-    """The measured speedup of the row that ran the automatic choice (its tree's, or its chain's)."""
+    """The measured speedup of the row that ran the automatic choice (its tree's where a tree row ran, else its chain's)."""
+    ran_tree = any(row["method"] == "speculative-tree" and row.get("tree") == chosen.tree for row in rows) and chosen.tree
     for row in rows:
-        is_tree_row = row["method"] == "speculative-tree" and chosen.tree is not None and row.get("tree") == chosen.tree.text
-        is_chain_row = row["method"] == "speculative" and chosen.tree is None and row.get("gamma") == chosen.gamma
+        is_tree_row = row["method"] == "speculative-tree" and ran_tree and row.get("tree") == chosen.tree
+        is_chain_row = row["method"] == "speculative" and not ran_tree and row.get("gamma") == chosen.gamma
         if is_tree_row or is_chain_row:
             return row.get("speedup")
     return None

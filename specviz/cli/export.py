@@ -118,7 +118,6 @@ def measured_setting(name: str, entry, head: Path, tree):
     from specviz.drafting.registry import drafter_keys
     from specviz.engine import DecodeSettings
     from specviz.models.loading import load_pair
-    from specviz.prompts.sets import CHAT_HELDOUT
 
     drafter = "eagle3" if "eagle3" in drafter_keys() else entry.drafter
     from specviz.models.catalogue import load_catalogue
@@ -126,5 +125,5 @@ def measured_setting(name: str, entry, head: Path, tree):
     with_head = dataclasses.replace(entry, feature_head=str(head.resolve()))  # the feature drafters draft with any head
     pair = load_pair(name, with_head, load_catalogue().offline_pairs(), progress=lambda m: print(m, file=sys.stderr))
     compile_before_timing(pair)
-    chosen = choose_automatically(pair, list(CHAT_HELDOUT), DecodeSettings(max_new_tokens=64), drafter)
-    return chosen.gamma, tree or chosen.tree
+    chosen = choose_automatically(pair, DecodeSettings(max_new_tokens=64), drafter)
+    return chosen.gamma, tree or chosen.shape

@@ -18,6 +18,7 @@ from specviz.models.catalogue import Pair, load_catalogue
 
 if TYPE_CHECKING:
     from specviz.models.loading import LoadedPair
+    from specviz.run.chosen_setting import ChosenSetting
 
 NA = "n/a"  # the command line's word for a number not measured
 PAIR_TREE = "default"  # `--tree default`: the tree the pair names in models.yaml (its `tree:`)
@@ -229,13 +230,20 @@ def gammas_from(text: str | None, pair: Pair) -> list[int] | str:
     return gammas
 
 
-def choose_automatically(pair: LoadedPair, prompts: list[str], settings: DecodeSettings, drafter: str):
-    """Measure which chain or tree pays here (deployment/auto_setting.py) and say it in one line, on stderr."""
-    from specviz.deployment.auto_setting import choose_setting
+def choose_automatically(pair: LoadedPair, settings: DecodeSettings, drafter: str) -> ChosenSetting:
+    """The chain or tree measured to pay here (deployment/machine_setting.py: kept per machine and pair, measured the
+    first time), said in one line on stderr."""
+    from specviz.deployment.machine_setting import remembered_setting, settings_path
 
-    _to_stderr("Choosing γ: timing verify passes of 1–8 rows and one short calibration run of the drafter…")
-    chosen = choose_setting(pair, prompts, settings, drafter)
-    _to_stderr(chosen.sentence())
+    def measuring() -> None:
+        _to_stderr(
+            "Choosing γ (once for this machine and pair): timing verify passes of 1–8 rows and one short calibration "
+            "run of the drafter…"
+        )
+
+    chosen = remembered_setting(pair, drafter, settings.sampling, on_measure=measuring)
+    kept = f" (measured {chosen.measured_at}, kept in {settings_path()})" if chosen.reused else ""
+    _to_stderr(chosen.sentence + kept)
     return chosen
 
 

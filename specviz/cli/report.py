@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 
 from specviz.cli.options import (
+    AUTO,
     UsageError,
     add_decoding_arguments,
     add_timed_pair_arguments,
     add_tree_argument,
+    choose_automatically,
     dtype_name,
     pair_and_gamma,
     parse_batches,
@@ -27,7 +29,12 @@ from specviz.prompts.sets import load_prompt_set
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("report", help="both methods over a prompt set: latency, memory, cold start, batch, verdict")
-    add_timed_pair_arguments(parser, 3, "each prompt this many times by each method", "drafts per cycle (default: the pair's)")
+    add_timed_pair_arguments(
+        parser,
+        3,
+        "each prompt this many times by each method",
+        "drafts per cycle (default: the pair's; `gamma: auto` measures what pays here)",
+    )
     add_decoding_arguments(parser)
     add_tree_argument(parser, several=True)
     parser.add_argument("--out", required=True, help="the HTML file to write (self-contained, works offline)")
@@ -53,6 +60,11 @@ def command(args: argparse.Namespace) -> int:
         settings_from(args, gamma, tree=shape)  # a tree refuses lenient and adaptive settings, in one line
     prompts = load_prompt_set(args.prompts)
     pair = resolve_pair(args)
+    if args.gamma is None and entry.gamma == AUTO:  # the pair's `gamma: auto`: what this machine measured to pay
+        chosen = choose_automatically(pair, settings, args.drafter)
+        gamma, settings = chosen.gamma, settings_from(args, chosen.gamma)
+        auto_tree = chosen.applied(settings).tree
+        trees = trees or ([auto_tree] if auto_tree else [])  # the trees asked for, else the tree γ auto chose
     log = (lambda line: None) if args.json else print
     log(f"pair {pair.name} on {pair.device} ({dtype_name(pair)}), {len(prompts)} prompts × {args.repeats}, γ = {gamma}")
     report = deployment_report(

@@ -69,8 +69,10 @@ def run_to_dict(events: list) -> dict:
     return {
         "mode": summary.mode,
         "drafter": events[0].drafter,
+        "gamma": events[0].gamma or None,  # drafts per cycle (a tree's: its depth); None for the target alone
         "tree": events[0].tree or None,
         "engine": events[0].engine or None,  # what the target ran on: compiled, eager or transformers
+        "threads": events[0].threads or None,  # torch's CPU threads
         "verification": events[0].verification,
         "lossy": summary.lossy,
         "text": summary.text,
@@ -103,8 +105,8 @@ def command(args: argparse.Namespace) -> int:
     check_prompt_text(args.prompt)
     pair = resolve_pair(args)
     if asked == AUTO:
-        chosen = choose_automatically(pair, [args.prompt], settings, args.drafter)
-        settings = settings_from(args, chosen.gamma, tree=tree or chosen.tree)
+        chosen = choose_automatically(pair, settings, args.drafter)
+        settings = replace(settings, gamma=chosen.gamma).validate() if tree else chosen.applied(settings)
     results = []
     peaks = measured.PeakTracker(pair.device, pair.draft.weight_bytes)
     for sample in range(args.samples):

@@ -8,13 +8,17 @@ Three measurements, none of them inside a timed run:
   3. τ: that run's draft time per draft forward, over the target step of 1.
 The choice is analysis/tree_theory.choose_tree's: the shape that maximises E ÷ (ν(rows) + depth·τ). On 2 CPU cores ν
 grows fast (1.17 at 2 rows, 2.79 at 5), so a default that drafts more than pays is a slowdown; when no shape is
-predicted to beat the target alone, one sentence says so, and what was asked still runs.
+predicted to beat the target alone, one sentence says so and why, in measured terms (the verify pass's cost and where
+the target's weights sit against this CPU's cache, or the draft's α against its τ), and what was asked still runs.
+deployment/machine_setting.py keeps the choice per machine and pair, so it is measured once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 
+from specviz.analysis.cache_fit import last_level_cache_bytes, mib
 from specviz.analysis.readings import speed_verdict, verify_costs_of
 from specviz.analysis.timing import measure_pass_seconds
 from specviz.analysis.tree_theory import RankAcceptance, TreeChoice, TreeOption, choose_tree, measured_rank_acceptance
@@ -22,6 +26,7 @@ from specviz.drafting.registry import strategy
 from specviz.engine import Cycle, DecodeSettings, Tally
 from specviz.engine.tree_shape import TreeShape
 from specviz.models.loading import LoadedPair
+from specviz.run.chosen_setting import ChosenSetting
 from specviz.run.runner import run
 
 MAX_ROWS = 8  # the largest verify pass priced: on a CPU, passes beyond a few rows cost several steps
@@ -37,6 +42,8 @@ class AutoChoice:
 
     choice: TreeChoice
     verify_costs: dict[int, float]  # ν(k)
+    target_weight_bytes: int | None = None  # for the sentence that says why nothing pays, where nothing does
+    cache_bytes: int | None = None  # this CPU's last-level cache (None off a CPU, or where the OS does not say)
 
     @property
     def best(self) -> TreeOption:
@@ -58,16 +65,58 @@ class AutoChoice:
         """The tree to draft instead of a chain, where one is predicted fastest."""
         return None if self.best.is_chain else self.best.shape
 
+    @property
+    def label(self) -> str:
+        """ "γ 2", or "tree 2x1:1"."""
+        return f"tree {self.tree.text}" if self.tree else f"γ {self.gamma}"
+
     def sentence(self) -> str:
-        """One line on what the choice predicts, or that nothing pays here."""
-        inputs = f"α {self.choice.acceptance.alpha:.2f}, τ {self.choice.tau:.2f}, ν({self.best.rows}) {self.best.verify_cost:.2f}"
+        """One line: "on this machine: γ 2, predicted 1.40× …", or that nothing pays and why, in measured terms."""
+        best = self.best
+        inputs = f"α {self.choice.acceptance.alpha:.2f}, τ {self.choice.tau:.2f}, ν({best.rows}) {best.verify_cost:.2f}"
         if not self.pays:
             return (
-                f"on this machine no draft length pays for this pair: best predicted {self.best.speedup:.2f}× "
-                f"({self.best.label}; {inputs})"
+                f"on this machine nothing pays for this pair: {self.reason()} (best predicted {best.speedup:.2f}×, "
+                f"{self.label}; {inputs})"
             )
+        return f"on this machine: {self.label}, predicted {best.speedup:.2f}× the target alone ({inputs})"
+
+    def reason(self) -> str:
+        """Why no shape pays, from the numbers measured: the verify pass's cost where a free pass would pay (and where
+        the target's weights sit against this CPU's cache), else the draft's acceptance against its cost."""
+        best = self.best
+        free_pass = best.tokens_per_pass / (1 + best.draft_cost)  # the same shape if its pass cost one target step
+        if speed_verdict(free_pass) != "faster":
+            alpha, tau = self.choice.acceptance.alpha, self.choice.tau
+            return (
+                f"the draft is accepted α {alpha:.2f} of the time and a draft step costs τ {tau:.2f} target steps, "
+                f"so even a verify pass as cheap as one step would give {free_pass:.2f}×"
+            )
+        rows, nu = best.rows, best.verify_cost
+        weights, cache = self.target_weight_bytes, self.cache_bytes
+        if not weights or not cache:
+            return f"a {rows}-row verify pass costs {nu:.2f} target steps here"
+        if weights <= cache:
+            return f"the target's {mib(weights)} sit in this CPU's {mib(cache)} cache, so a {rows}-row pass costs {nu:.2f} steps"
         return (
-            f"on this machine the theory predicts {self.best.label} fastest: {self.best.speedup:.2f}× the target alone ({inputs})"
+            f"the target's {mib(weights)} stream from memory (this CPU's cache is {mib(cache)}), yet a {rows}-row pass "
+            f"costs {nu:.2f} steps: the kernels' arithmetic for each extra row decides"
+        )
+
+    def chosen(self, reused: bool = False) -> ChosenSetting:
+        """As plain data: what the cache keeps and a trace carries."""
+        return ChosenSetting(
+            gamma=self.gamma,
+            tree=self.tree.text if self.tree else "",
+            predicted_speedup=self.best.speedup,
+            chain_speedup=self.choice.chain.speedup,
+            pays=self.pays,
+            sentence=self.sentence(),
+            alpha=self.choice.acceptance.alpha,
+            tau=self.choice.tau,
+            verify_costs=dict(self.verify_costs),
+            measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            reused=reused,
         )
 
     def to_json(self) -> dict:
@@ -92,7 +141,8 @@ def choose_setting(pair: LoadedPair, prompts: list[str], settings: DecodeSetting
     verify_costs = verify_costs_of(seconds)
     acceptance, draft_s_per_forward = calibrate(pair, prompts[:CALIBRATION_PROMPTS], settings, drafter)
     tau = draft_s_per_forward / seconds[1]
-    return AutoChoice(choose_tree(acceptance, tau, verify_costs, MAX_ROWS), verify_costs)
+    cache = last_level_cache_bytes() if pair.device.type == "cpu" else None
+    return AutoChoice(choose_tree(acceptance, tau, verify_costs, MAX_ROWS), verify_costs, pair.target.weight_bytes, cache)
 
 
 def calibrate(pair: LoadedPair, prompts: list[str], settings: DecodeSettings, drafter: str) -> tuple[RankAcceptance, float]:

@@ -28,6 +28,7 @@ from specviz.engine.kv_cache import synchronize
 from specviz.engine.tree_shape import TreeShape
 from specviz.models.loading import LoadedPair
 from specviz.run.runner import encode_prompt, run
+from specviz.run.timing_conditions import collector_paused, warm_up
 
 NO_LATENCY = latency_tail([]).to_json()  # the latency keys, every one None
 TRANSFORMERS_DEFAULT = Twin(  # None: transformers fills in its own defaults (20 drafts, constant, confidence 0.4)
@@ -51,6 +52,7 @@ class MethodResult:
         default_factory=list
     )  # a tree's (parents, path) per cycle
     engines: set[str] = field(default_factory=set)  # what the target ran on, per request (engine/events.RunStarted)
+    threads: set[int] = field(default_factory=set)  # torch's CPU threads, per request (engine/events.RunStarted)
     same_drafts: dict[str, Tally] = field(default_factory=dict)  # per verifier, its verdicts on this method's own drafts
 
     @property
@@ -62,6 +64,7 @@ class MethodResult:
         """One request's events: its latency and summary kept; the summary returned."""
         summary: Summary = events[-1]
         self.engines.add(getattr(events[0], "engine", "") or "unknown")
+        self.threads.add(getattr(events[0], "threads", 0))
         self.tree_outcomes += [(e.parents, e.accepted_nodes) for e in events if getattr(e, "is_tree", False)]
         judged = same_drafts_tallies([e for e in events if isinstance(e, Cycle)])
         self.same_drafts = {name: self.same_drafts.get(name, Tally()) + tally for name, tally in judged.items()}
@@ -191,6 +194,7 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float,
         "predicted_with_verify_cost": m.predicted_with_verify_cost,
         "same_as_target": same,
         "engine": engine_of(result),
+        "threads": threads_of(result),
         **latency_tail(result.latencies).to_json(),
         "same_drafts": {  # every verifier on this row's own drafts, cycle by cycle (analysis/same_drafts.py); {} if not asked
             name: {"alpha": t.alpha, "tokens_per_cycle": t.mean_acceptance_length, "cycles": t.cycles}
@@ -202,6 +206,11 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float,
 def engine_of(result: MethodResult) -> str | None:
     """What the target ran on in every request of the method ("compiled", "eager", "transformers"), or a mix."""
     return "+".join(sorted(result.engines)) or None
+
+
+def threads_of(result: MethodResult) -> int | None:
+    """The torch thread count every request of the method was timed with; None where they differ or none ran."""
+    return next(iter(result.threads)) if len(result.threads) == 1 else None
 
 
 def predicted_tokens_per_pass(result: MethodResult) -> float | None:
@@ -259,12 +268,11 @@ def bench(
     at = {gamma: replace(settings, gamma=gamma) for gamma in gammas}
     shaped = {shape.text: replace(settings, tree=shape) for shape in trees}
 
-    # warm up every path once (allocators, kernels, caches)
+    # warm up every shape timed below, as the page's measured Run does (run/timing_conditions.py): untimed, once per
+    # process and engine
     warm = replace(settings, max_new_tokens=8, gamma=gammas[0])
-    run_ours(pair, prompts[:1], warm, "autoregressive", drafter, MethodResult("warmup", None), False)
-    run_ours(pair, prompts[:1], warm, "speculative", drafter, MethodResult("warmup", None), False)
-    if trees:  # a tree's verify pass runs another path (the tree mask): warm it too
-        run_ours(pair, prompts[:1], replace(warm, tree=trees[0]), "speculative", drafter, MethodResult("warmup", None), False)
+    for shaped_settings in [*at.values(), *shaped.values()]:
+        warm_up(pair, prompts[0], shaped_settings, drafter)
     if twin:
         run_transformers(pair, prompts[:1], warm, twin(gammas[0]), MethodResult("warmup", None), False)
 
@@ -280,19 +288,20 @@ def bench(
     theirs_default = MethodResult("transformers-assisted-default", None)
     for repeat in range(repeats):
         record = repeat == 0
-        run_ours(pair, prompts, at[gammas[0]], "autoregressive", drafter, baseline, record)
-        for gamma in gammas:
-            run_ours(pair, prompts, at[gamma], "speculative", drafter, ours[gamma], record)
-            if twin:
-                run_transformers(pair, prompts, at[gamma], twin(gamma), theirs[gamma], record)
-        for name, judged_settings in judged.items():
-            run_ours(pair, prompts, judged_settings, "speculative", drafter, ours_judged[name], record)
-        for text, tree_settings in shaped.items():
-            run_ours(pair, prompts, tree_settings, "speculative", drafter, ours_trees[text], record)
-        if dynamic:
-            run_ours(pair, prompts, settings, "speculative", "dynamic", ours_dynamic, record)
-            if with_transformers:
-                run_transformers(pair, prompts, settings, TRANSFORMERS_DEFAULT, theirs_default, record)
+        with collector_paused():  # as on the page: no collection inside a timed request (run/timing_conditions.py)
+            run_ours(pair, prompts, at[gammas[0]], "autoregressive", drafter, baseline, record)
+            for gamma in gammas:
+                run_ours(pair, prompts, at[gamma], "speculative", drafter, ours[gamma], record)
+                if twin:
+                    run_transformers(pair, prompts, at[gamma], twin(gamma), theirs[gamma], record)
+            for name, judged_settings in judged.items():
+                run_ours(pair, prompts, judged_settings, "speculative", drafter, ours_judged[name], record)
+            for text, tree_settings in shaped.items():
+                run_ours(pair, prompts, tree_settings, "speculative", drafter, ours_trees[text], record)
+            if dynamic:
+                run_ours(pair, prompts, settings, "speculative", "dynamic", ours_dynamic, record)
+                if with_transformers:
+                    run_transformers(pair, prompts, settings, TRANSFORMERS_DEFAULT, theirs_default, record)
         log(f"  repeat {repeat + 1}/{repeats} done")
 
     step_s = baseline.pooled.target_step_s
@@ -308,6 +317,7 @@ def bench(
             "predicted_speedup": None,
             "target_step_ms": 1000 * step_s if step_s is not None else None,
             "engine": engine_of(baseline),
+            "threads": threads_of(baseline),
             **latency_tail(baseline.latencies).to_json(),
         }
     ]
@@ -333,4 +343,24 @@ def bench(
         transformers_identical = all(same(result) for result in theirs_compared) if theirs_compared else None
     # ours against our own plain decoding (what exactness promises); transformers' rows run its own eager forward,
     # which a compiled bf16 target matches only up to rounding (engine/compiled.py): reported apart
-    return {"rows": rows, "greedy_identical": greedy_identical, "transformers_identical": transformers_identical}
+    return {
+        "rows": rows,
+        "greedy_identical": greedy_identical,
+        "transformers_identical": transformers_identical,
+        "engine": engine_of(baseline),  # what the target alone ran on: every row of ours ran the same (each row says)
+        "threads": threads_of(baseline),
+        "settings": settings_json(settings),
+    }
+
+
+def settings_json(settings: DecodeSettings) -> dict:
+    """What every row was decoded with besides its γ or tree: the page's trace records the same (RunStarted)."""
+    return {
+        "max_new_tokens": settings.max_new_tokens,
+        "temperature": settings.sampling.temperature,
+        "top_k": settings.sampling.top_k,
+        "top_p": settings.sampling.top_p,
+        "seed": settings.seed,
+        "lenience": settings.lenience,
+        "verification": settings.verification,
+    }

@@ -67,6 +67,7 @@ class RunStarted:
     tree: str = ""  # the token tree's shape as typed ("4x2x1"); "" for a chain
     engine: str = ""  # what the target ran on: "compiled" (its package), "eager" (the same forward uncompiled), "transformers"
     verification: str = "exact"  # how the drafts were judged: exact (token by token), block or match
+    threads: int = 0  # torch's CPU threads when it started (torch.get_num_threads()); 0: not recorded
 
 
 @dataclass(frozen=True)

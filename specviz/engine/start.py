@@ -67,4 +67,5 @@ def run_started(
         prefill_s=prefill_s,
         engine=engine,
         verification=settings.verification if speculative else "exact",
+        threads=torch.get_num_threads(),  # what the run was timed with: the page and `bench` must agree on it
     )

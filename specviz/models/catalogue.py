@@ -61,7 +61,7 @@ class Pair:
     draft: str
     description: str
     chat_template: bool = False
-    gamma: Annotated[int, Field(ge=1, le=16)] | Literal["auto"] = 4  # "auto": chosen by measurement (deployment/auto_setting.py)
+    gamma: Annotated[int, Field(ge=1, le=16)] | Literal["auto"] = "auto"  # "auto": measured here (deployment/machine_setting.py)
     temperature: float = Field(default=0.0, ge=0.0)
     domain: Literal["code", "prose", "chat"] = "prose"
     dtype: Literal["float32", "bfloat16", "float16"] | None = None  # overrides the per-device default
@@ -78,8 +78,9 @@ class Pair:
 
     @property
     def start_gamma(self) -> int:
-        """The γ a run starts with where nothing is measured first (the page's slider, `report`, `score`): the pair's,
-        or for `gamma: auto` a chain of one, the cheapest (the commands that measure first choose by measurement)."""
+        """The γ where nothing is measured first (the page's slider before a Run, `score` and `hardware`, which evaluate
+        one γ): the pair's, or for `gamma: auto` a chain of one, the cheapest. The page's Run, `run`, `bench`, `report`
+        and `export` draft `gamma: auto` as measured on this machine (deployment/machine_setting.py)."""
         return 1 if self.gamma == "auto" else self.gamma
 
     @property

@@ -71,10 +71,11 @@ class OtherLoad:
 
     other_cores: float | None  # None where it cannot be measured
     settle_s: float = 0.0  # how long the app waited for quiet before timing
+    own_work: str = ""  # what this very process did meanwhile, unseen by other_cores ("loading a pair"); "" if nothing
 
     @property
     def busy(self) -> bool:
-        return self.other_cores is not None and self.other_cores > quiet_cores()
+        return bool(self.own_work) or (self.other_cores is not None and self.other_cores > quiet_cores())
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -82,10 +83,12 @@ class OtherLoad:
     @classmethod
     def from_json(cls, data: dict) -> OtherLoad:
         """From to_json's dict; ValueError if it is not one."""
-        cores, settle_s = data.get("other_cores"), data.get("settle_s", 0.0)
+        cores, settle_s, own_work = data.get("other_cores"), data.get("settle_s", 0.0), data.get("own_work", "")
         if not (cores is None or isinstance(cores, int | float)) or not isinstance(settle_s, int | float):
             raise ValueError(f"not a processor load: {data!r}")
-        return cls(cores, settle_s)
+        if not isinstance(own_work, str):
+            raise ValueError(f"not a processor load: {data!r}")
+        return cls(cores, settle_s, own_work)
 
 
 def settle(min_s: float, max_s: float, should_stop: Callable[[], bool] = lambda: False) -> float:
@@ -106,17 +109,21 @@ def settle(min_s: float, max_s: float, should_stop: Callable[[], bool] = lambda:
 
 
 class LoadMeter:
-    """Measures the other programs' load over a `with` block."""
+    """Measures the other programs' load over a `with` block; `own_work` says what this process itself is doing
+    beside the block (asked as it starts and as it ends: "" for nothing), which no other program's load shows."""
 
-    def __init__(self, settle_s: float = 0.0):
+    def __init__(self, settle_s: float = 0.0, own_work: Callable[[], str] = lambda: ""):
         self.settle_s = settle_s
+        self.own_work = own_work
         self.result: OtherLoad | None = None
 
     def __enter__(self) -> LoadMeter:
+        self._own = self.own_work()
         self._before, self._started = snapshot(), time.perf_counter()
         return self
 
     def __exit__(self, *exc) -> None:
         seconds, after = time.perf_counter() - self._started, snapshot()
         known = self._before is not None and after is not None and seconds > 0
-        self.result = OtherLoad(cpu_between(self._before, after) / seconds if known else None, self.settle_s)
+        own = self._own or self.own_work()
+        self.result = OtherLoad(cpu_between(self._before, after) / seconds if known else None, self.settle_s, own)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from specviz.engine.events import Cycle, DraftPosition, RunStarted, SameDraftsVerdict, Step, Summary
 from specviz.engine.tally import Tally
+from specviz.run.chosen_setting import ChosenSetting
 from specviz.run.machine_load import OtherLoad
 from specviz.run.pair_info import PairInfo
 from specviz.run.trace_schema import TRACE_FORMAT, checked_trace, parse_trace_json
@@ -27,6 +28,7 @@ class Trace:
     baseline: Summary | None = None
     round_speedups: tuple[float, ...] = ()  # every back-to-back measurement; the trace is the median one
     other_load: OtherLoad | None = None  # other programs' use of the processor while this was timed
+    setting: ChosenSetting | None = None  # `gamma: auto`'s choice for this machine, where the run drafted it (or knew it)
 
     @property
     def complete(self) -> bool:
@@ -45,6 +47,7 @@ class Trace:
                 "baseline": asdict(self.baseline) if self.baseline else None,
                 "round_speedups": list(self.round_speedups),
                 "other_load": self.other_load.to_json() if self.other_load else None,
+                "setting": self.setting.to_json() if self.setting else None,
             }
         )
 
@@ -62,6 +65,7 @@ class Trace:
             baseline=_summary(raw["baseline"]) if raw.get("baseline") else None,
             round_speedups=tuple(raw.get("round_speedups", ())),
             other_load=OtherLoad.from_json(raw["other_load"]) if raw.get("other_load") else None,
+            setting=ChosenSetting.from_json(raw["setting"]) if raw.get("setting") else None,
         )
 
 

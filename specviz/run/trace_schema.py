@@ -15,6 +15,7 @@ from specviz.checked import InputError, choice, fixed, flag, items, number, opti
 from specviz.engine.events import Cycle, DraftPosition, RunStarted, SameDraftsVerdict, Step, Summary
 from specviz.engine.settings import MAX_SEED, VERIFICATIONS
 from specviz.engine.tally import Tally
+from specviz.run.chosen_setting import ChosenSetting
 from specviz.run.machine_load import OtherLoad
 from specviz.run.runner import MAX_PROMPT_CHARS
 
@@ -85,6 +86,7 @@ RUN_STARTED = record_of(
         "tree": text(MAX_NAME_CHARS),
         "engine": choice(["", "compiled", "eager", "transformers"]),
         "verification": choice(list(VERIFICATIONS)),
+        "threads": whole(0, 100_000),
     },
 )
 CYCLE = record_of(
@@ -135,7 +137,7 @@ SUMMARY = record_of(
         "lossy": flag,
     },
 )
-OTHER_LOAD = record_of(OtherLoad, {"other_cores": optional(number(0, 100_000)), "settle_s": SECONDS})
+OTHER_LOAD = record_of(OtherLoad, {"other_cores": optional(number(0, 100_000)), "settle_s": SECONDS, "own_work": NAME})
 BYTES = whole(0, 2**60)
 MODEL_MEMORY = record(
     {"reference": NAME, "parameters": BYTES, "weight_bytes": BYTES, "kv_bytes_per_token": BYTES},
@@ -177,6 +179,25 @@ PAIR = record(  # what the run-details panel shows (models.pair_cache.pair_info)
         "memory": optional(MEMORY),
     }
 )
+MAX_PRICED_ROWS = 64  # ν(k) is priced up to a few rows; a tree never verifies more than 64 nodes
+SPEEDUP = number(0, 1e6)
+CHOSEN_SETTING = record_of(  # run/chosen_setting.py: what `gamma: auto` chose, and on what ν(k)
+    ChosenSetting,
+    {
+        "gamma": whole(1, MAX_WINDOW),
+        "tree": text(MAX_NAME_CHARS),
+        "predicted_speedup": optional(SPEEDUP),
+        "chain_speedup": optional(SPEEDUP),
+        "pays": flag,
+        "sentence": text(MAX_TOKEN_CHARS),
+        "alpha": optional(PROBABILITY),
+        "tau": optional(number(0, 1e6)),
+        "verify_costs": record({str(rows): number(0, 1e6) for rows in range(1, MAX_PRICED_ROWS + 1)}),
+        "measured_at": NAME,
+        "reused": flag,
+        "auto": flag,
+    },
+)
 TRACE = record(
     {
         "format": choice([TRACE_FORMAT]),
@@ -189,6 +210,7 @@ TRACE = record(
         "baseline": optional(SUMMARY),
         "round_speedups": items(number(0, 1e6), 100),
         "other_load": optional(OTHER_LOAD),
+        "setting": optional(CHOSEN_SETTING),
     },
     required=["format"],
 )

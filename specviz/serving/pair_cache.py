@@ -339,6 +339,11 @@ def is_loaded(name: str) -> bool:
     return name in _loaded
 
 
+def loading_now() -> bool:
+    """Whether this process is loading a pair now (converting and warming weights on the processor a Run is timed on)."""
+    return _one_load_at_a_time.locked()
+
+
 def _cpu_capability() -> str:
     """The vector instructions torch's CPU kernels use here ("AVX2", "AVX512", ...): they decide what a verify pass costs."""
     import torch  # loaded with the pair

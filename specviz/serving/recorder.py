@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING
 from specviz.analysis.readings import readings_of
 from specviz.engine.events import Cycle, RunStarted, Step, Summary
 from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
+from specviz.run.chosen_setting import ChosenSetting
 from specviz.run.machine_load import LoadMeter, settle
 from specviz.run.runner import encode_prompt, run
+from specviz.run.timing_conditions import collector_paused, warm_up
 from specviz.run.trace import Trace
-from specviz.serving import compile_worker
+from specviz.serving import compile_worker, pair_cache
 from specviz.serving.measuring_slot import MEASURING_SLOT
 from specviz.serving.pair_cache import pair_info
 
@@ -62,10 +64,14 @@ def measure_run(
     should_stop: StopCheck = never_stop,
     repeat_budget_s: float = REPEAT_BUDGET_S,
     settle_s: float = 0.0,
+    setting: ChosenSetting | None = None,
 ) -> Trace:
     """Record both runs in the measuring slot; on a quick pair, three rounds and keep the median one.
 
-    Input is checked before the slot is taken, so a bad prompt never waits for another session.
+    Timed as `bench` times (run/timing_conditions.py): the shape warmed first, untimed, where this process has not
+    timed it on this engine yet, and the garbage collector held off while the clock runs. Input is checked before
+    the slot is taken, so a bad prompt never waits for another session. `setting`: the `gamma: auto` choice the run
+    drafts (or the one known for the pair here), carried in the trace.
     """
     settings.validate()
     from specviz.deployment import peaks as measured  # torch-side; the pair is loaded, so torch is too
@@ -76,7 +82,9 @@ def measure_run(
         # waiting for quiet is no use while our own compile worker runs: the run is measured now, and flagged
         wait_at_most = settle_s if compile_worker.busy() else max(settle_s, SETTLE_MAX_S)
         waited = settle(settle_s, wait_at_most, should_stop) if settle_s else 0.0
-        with LoadMeter(waited) as others:
+        waited += wait_while_loading(SETTLE_MAX_S if settle_s else 0.0, should_stop)
+        warm_up(pair, prompt, settings, drafter)  # untimed: a package's first calls, a new number of rows
+        with collector_paused(), LoadMeter(waited, own_work=own_work) as others:
             rounds = [_round(pair, prompt, settings, drafter, should_stop, baseline_first=False, peaks=peaks)]
             if rounds[0].baseline is not None and 3 * rounds[0].seconds <= repeat_budget_s:
                 for baseline_first in (True, False):
@@ -99,31 +107,25 @@ def measure_run(
         baseline=chosen.baseline,
         round_speedups=speedups,
         other_load=others.result,
+        setting=setting,
     )
 
 
-_advice: dict[tuple[str, str], str] = {}  # (pair, engine) → what `--gamma auto` measured there, once per process
-_verify_curves: dict[str, dict[int, float]] = {}  # pair → ν(k) as that measurement found it (the latest)
+def own_work() -> str:
+    """What this process does beside a measured run that no other program's load shows: loading a pair (a real
+    pair's background load converts and warms weights on the same cores)."""
+    return "loading a pair in the background" if pair_cache.loading_now() else ""
 
 
-def setting_advice(pair: LoadedPair, prompt: str, settings: DecodeSettings, drafter: str) -> str:
-    """One sentence on which chain or tree pays for this pair here, measured in the slot (deployment/auto_setting.py:
-    ν(k) and one short calibration run, a few seconds) the first time, then remembered for the engine it ran on."""
-    from specviz.deployment.auto_setting import choose_setting
-    from specviz.engine.compiled import pair_engine
-
-    key = (pair.name, pair_engine(pair))
-    if key not in _advice:
-        with MEASURING_SLOT:
-            choice = choose_setting(pair, [prompt], settings, drafter)
-        _advice[key] = choice.sentence()
-        _verify_curves[pair.name] = dict(choice.verify_costs)
-    return _advice[key]
+def wait_while_loading(at_most_s: float, should_stop: StopCheck = never_stop) -> float:
+    """Wait, at most `at_most_s`, while this process loads a pair; the seconds waited."""
+    started = time.perf_counter()
+    while pair_cache.loading_now() and time.perf_counter() - started < at_most_s and not should_stop():
+        time.sleep(LOAD_POLL_S)
+    return time.perf_counter() - started
 
 
-def verify_curve(pair_name: str) -> dict[int, float] | None:
-    """ν(k), k = 1 … 8, as `setting_advice` last measured it for the pair in this process; None before."""
-    return _verify_curves.get(pair_name)
+LOAD_POLL_S = 0.25
 
 
 def _round(

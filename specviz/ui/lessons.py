@@ -215,7 +215,7 @@ def _explain_real_model(main: Measured, extra: list[Measured]) -> str:
         f"from a <b>feature head</b> (EAGLE-style): one layer, {(info.feature_head_parameters or 0) / 1e6:.1f}M parameters of "
         f"its own{head_form}, that reads the target's own last hidden state and the next token, predicts the target's next hidden state, and "
         "reads a token out of it through the target's own head. It sees what the target saw, at a fraction of a layer's cost.</p>"
-        f"<p>α = <b>{number(m.alpha, 2)}</b> at γ = {main.request.gamma} "
+        f"<p>α = <b>{number(m.alpha, 2)}</b> drafting {html.escape(shape_words(main.trace.started))} "
         f"(by position in the window: {_by_position(m)}), {number(m.tokens_per_cycle, 2)} tokens per target forward, "
         f"τ = {number(m.tau, 3)}, ν = {number(m.verify_cost, 2)}: <b>{_speed(m)}</b>. "
         + ("The answer is identical, token for token, to the target decoding alone." if same else _parting(main))
@@ -338,7 +338,51 @@ def where_weights_live(run: Measured) -> str:
     """One sentence from this run's numbers: the target's weights against this CPU's cache, and what ν came to."""
     weight_bytes = int((run.trace.pair.target_weight_mb or 0) * 2**20)
     cache = last_level_cache_bytes() if weight_bytes else None  # sizes unknown (an old trace): no claim about the cache
-    return fit_sentence(weight_bytes, cache, _rows(run.request), run.readings.verify_cost)
+    return fit_sentence(weight_bytes, cache, _ran_rows(run), run.readings.verify_cost)
+
+
+def _ran_rows(run: Measured) -> int:
+    """Rows of one verify pass as the run drafted (γ auto drafts the measured choice, not the request's γ)."""
+    started = run.trace.started
+    if started is None:
+        return _rows(run.request)
+    return (TreeShape.parse(started.tree).n_nodes if started.tree else started.gamma) + 1
+
+
+FIXES = {  # why a lesson drafts a setting of its own instead of γ auto's: it says so (setting_note)
+    "lesson-2": "so that both drafts are compared at the same γ",
+    "lesson-3": "to sweep γ",
+    "lesson-4": "so that code and prose are compared at the same γ",
+    "lesson-5": "so that lenient and exact verification draft alike",
+    "lesson-6": "so that lookup drafts alike on both texts",
+    "lesson-7": "so that both seeds and greedy decoding draft alike",
+    "lesson-9": "so that the four questions draft alike",
+    "lesson-10": "so that the three drafters are compared at the same γ",
+    "lesson-11": "so that the chain and the tree verify the same rows a pass",
+    "lesson-12": "so that the three verifiers judge the same chains",
+    "lesson-13": "so that both pairs verify the same rows a pass",
+    "lesson-14": "so that the three drafters are compared at the same γ",
+}
+
+
+def setting_note(lesson: Lesson, run: Measured) -> str:
+    """What the lesson drafted and why: γ auto's measured choice (or why nothing pays here), or the setting the lesson
+    fixes to teach its point, beside what γ auto measured for the pair on this machine where that is known."""
+    chosen = run.trace.setting
+    if lesson.request.auto:
+        if chosen is None or not chosen.auto:
+            return f"<p class='sv-setting'>γ auto could not be measured here, so this run drafted γ = {run.request.gamma}.</p>"
+        return f"<p class='sv-setting'>γ auto, {html.escape(chosen.sentence)}.</p>"
+    started = run.trace.started
+    what = f"the tree {started.tree}" if started is not None and started.tree else f"γ = {run.request.gamma}"
+    why = FIXES.get(lesson.key, "to teach its point")
+    known = (
+        f"γ auto, measured on this machine, drafts {chosen.label} for this pair"
+        + (f" (predicted {chosen.predicted_speedup:.2f}×)" if chosen.predicted_speedup is not None else "")
+        if chosen is not None
+        else "a Run with γ auto drafts what this machine measures to pay"
+    )
+    return f"<p class='sv-setting'>This lesson fixes {html.escape(what)} {why}; {html.escape(known)}.</p>"
 
 
 def slower_reason(run: Measured) -> str | None:
@@ -456,7 +500,9 @@ def lessons(
     question = replace(chat, max_new_tokens=64)
     real = (
         [
-            Lesson("lesson-8", "A real model answers a question", chat, explain=_explain_real_model, advises=True),
+            Lesson(
+                "lesson-8", "A real model answers a question", replace(chat, auto=True), explain=_explain_real_model, advises=True
+            ),
             Lesson(
                 "lesson-9",
                 "Exact on hardware: when rows depend on their neighbours",
@@ -501,7 +547,7 @@ def lessons(
         return Lesson(key, title, request, extra=((base_label, base),), explain=explain)
 
     return [
-        Lesson("lesson-1", "A distilled draft on code", base, explain=_explain_distilled),
+        Lesson("lesson-1", "A distilled draft on code", replace(base, auto=True), explain=_explain_distilled),
         against_base(
             "lesson-2", "An undistilled draft: α falls", replace(base, pair=plain_pair), "distilled draft", _explain_plain
         ),

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
-from specviz.checked import Check, InputError, choice, fail, number, text, whole
+from specviz.checked import Check, InputError, choice, fail, flag, number, text, whole
 from specviz.drafting.registry import STRATEGIES, tree_drafter_keys
 from specviz.engine.settings import MAX_GAMMA, MAX_SEED, VERIFICATIONS, DecodeSettings, SamplingSettings
 from specviz.engine.tree_shape import MAX_TREE_DEPTH, MAX_TREE_NODES, TreeShape
@@ -83,6 +83,7 @@ RUN_FIELDS = {
     "pair": Field("Pair", choice(pair_names)),
     "prompt": Field("Prompt", text(MAX_PROMPT_CHARS)),
     "gamma": Field("γ (drafts per cycle)", whole(1, MAX_GAMMA)),
+    "auto": Field("γ auto", flag, when_empty=False),
     "tree": Field("Token tree", tree_shape, when_empty=CHAIN),
     "temperature": Field("Temperature", number(0, MAX_TEMPERATURE)),
     "top_k": Field("top-k", whole(0, MAX_TOP_K), when_empty=0),
@@ -94,7 +95,7 @@ RUN_FIELDS = {
     "lenience": Field("Lenience", number(0, 1, above_low=True)),
     "playback": Field("Playback", choice(PLAYBACK)),
 }
-SETTING_FIELDS = {name: field for name, field in RUN_FIELDS.items() if name not in ("pair", "prompt", "playback")}
+SETTING_FIELDS = {name: field for name, field in RUN_FIELDS.items() if name not in ("pair", "prompt", "playback", "auto")}
 THEORY_FIELDS = {  # the Theory tab's sliders
     "alpha": Field("α", number(0, 0.99)),
     "tau": Field("τ", number(0, 1)),
@@ -120,6 +121,7 @@ class RunRequest:
     pair: str
     prompt: str
     gamma: int = 4
+    auto: bool = False  # draft what `gamma: auto` measured to pay for the pair here, instead of γ and the tree
     tree: str = CHAIN  # or a token tree's shape, "3x2x1:2"
     temperature: float = 0.0
     top_k: int = 0
@@ -146,7 +148,8 @@ class RunRequest:
         return request
 
     def settings(self) -> DecodeSettings:
-        """The engine's settings, their fields checked first as a request's are (InputError with one sentence)."""
+        """The engine's settings, their fields checked first as a request's are (InputError with one sentence); with
+        `auto`, γ and the tree as asked until the run applies the measured choice (ui/runs.py)."""
         request = replace(self, **checked(vars(self), SETTING_FIELDS))
         tree = None if request.tree == CHAIN else TreeShape.parse(request.tree)
         if tree is not None and request.drafter not in tree_drafter_keys():

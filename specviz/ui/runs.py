@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import html
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, replace
 
 from specviz.analysis.readings import readings_of_trace
+from specviz.run.chosen_setting import ChosenSetting
 from specviz.run.runner import check_prompt_text
 from specviz.run.trace import Trace
-from specviz.serving import pair_cache, recorder
+from specviz.serving import auto_settings, pair_cache, recorder
 from specviz.serving.measuring_slot import slot_is_busy
 from specviz.ui import texts
 from specviz.ui.as_text import markdown_text
-from specviz.ui.lessons import Lesson, Measured, slower_reason
+from specviz.ui.lessons import Lesson, Measured, setting_note, slower_reason
 from specviz.ui.playback import next_cursor, playback, recorded_s
 from specviz.ui.render import Phase
 from specviz.ui.request import MAX_PLAYBACK_S, SLOW_MOTION, RunRequest, slowdown
@@ -67,12 +68,21 @@ LOADING_POLL_S = 0.5
 
 
 def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> Iterator[Update | Trace]:
-    """Yield status updates while the pair loads and the slot is busy, then the measured trace (last)."""
+    """Yield status updates while the pair loads, `γ auto` is measured and the slot is busy, then the measured trace
+    (last); nothing more where the run was retired meanwhile."""
     settings = request.settings()
     check_prompt_text(request.prompt)
     if not pair_cache.is_loaded(request.pair):
         yield from loading_updates(request.pair, ticket)
     pair = pair_cache.get_pair(request.pair)
+    if request.auto:
+        chosen = yield from choosing_updates(pair, request.drafter, settings, ticket, sessions)
+        if not sessions.is_current(ticket):
+            return
+        if chosen is not None:
+            settings, chosen = chosen.applied(settings), replace(chosen, auto=True)
+    else:
+        chosen = auto_settings.known(pair, request.drafter, settings.sampling)  # to tell whether ν moved since
     if slot_is_busy():
         yield Update(
             status="Waiting for another session's measurement…", numbers=texts.run_numbers_html(None, "waiting", ticket.number)
@@ -89,7 +99,37 @@ def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> 
         request.drafter,
         should_stop=lambda: not sessions.is_current(ticket),
         settle_s=recorder.SETTLE_S,
+        setting=chosen,
     )
+
+
+def choosing_updates(
+    pair, drafter: str, settings, ticket: Ticket, sessions: Sessions
+) -> Generator[Update, None, ChosenSetting | None]:
+    """`γ auto`: the choice kept for this machine and pair, or measured now in the background (once) while the Run
+    says so; None where measuring it failed (the Run drafts the γ on the page, and says so)."""
+    chosen = auto_settings.known(pair, drafter, settings.sampling)
+    if chosen is not None:
+        return chosen
+    measuring = auto_settings.prepare(pair, drafter, settings.sampling)
+    said = (
+        f"Measuring which γ pays for {pair.name} on this machine: verify passes of 1–8 rows and a short calibration "
+        "run (once per machine and pair, then kept in specviz's cache)…"
+    )
+    yield Update(status=said, numbers=texts.run_numbers_html(None, "choosing", ticket.number))
+    while measuring is not None and measuring.is_alive() and sessions.is_current(ticket):
+        measuring.join(LOADING_POLL_S)
+    chosen = auto_settings.result(pair, drafter, settings.sampling)
+    if chosen is None and sessions.is_current(ticket):
+        yield Update(status=f"Could not measure which γ pays here; drafting γ = {settings.gamma} as set.")
+    return chosen
+
+
+def prepare_auto_setting(request: RunRequest) -> None:
+    """Where the request drafts γ auto and its pair is loaded, measure the choice in the background now (once per
+    machine and pair), so that its first Run need not wait for it."""
+    if request.auto and pair_cache.is_loaded(request.pair):
+        auto_settings.prepare(pair_cache.get_pair(request.pair), request.drafter, request.settings().sampling)
 
 
 def where(trace: Trace) -> str:
@@ -172,12 +212,15 @@ def step(
 ) -> Iterator[Update]:
     """One phase forward through the run on screen; with nothing recorded, record first; after the end, from cycle 1 again."""
     if trace is None or not trace.complete or trace.baseline is None:
+        trace = None
         for item in measure_request(request, ticket, sessions):
             if isinstance(item, Trace):
                 trace = item
             else:
                 yield item
         cursor = (0, "decide")
+        if trace is None:  # retired while it waited
+            return
         if trace.baseline is None:
             yield Update(status="Stopped.", numbers=texts.run_numbers_html(None, "stopped", ticket.number))
             return
@@ -208,12 +251,15 @@ def run_lesson(lesson: Lesson, playback_choice: str, ticket: Ticket, sessions: S
         yield update
     if trace is None or trace.baseline is None or not sessions.is_current(ticket):
         return
-    advice = None
-    if lesson.advises:
+    chosen = trace.setting
+    if lesson.advises and chosen is None:
         yield Update(lesson=header + "<p>Measuring which draft length pays for this pair here (a few seconds, once)…</p>")
         pair = pair_cache.get_pair(request.pair)
-        advice = recorder.setting_advice(pair, request.prompt, request.settings(), request.drafter)
-    curve = recorder.verify_curve(request.pair) if lesson.advises else None
+        chosen = yield from choosing_updates(pair, request.drafter, request.settings(), ticket, sessions)
+        if not sessions.is_current(ticket):
+            return
+    advice = chosen.sentence if lesson.advises and chosen is not None and not request.auto else None  # γ auto: said once
+    curve = dict(chosen.verify_costs) if lesson.advises and chosen is not None else None
     main = Measured("this run", request, trace, readings_of_trace(trace), advice, curve)
     compared = []
     for n, (label, extra) in enumerate(lesson.extra, start=1):
@@ -233,5 +279,7 @@ def run_lesson(lesson: Lesson, playback_choice: str, ticket: Ticket, sessions: S
     chart = lesson.chart(main, compared) if lesson.chart else None
     why = slower_reason(main) or ""  # a lesson whose run read slower says why first, in measured terms
     yield Update(
-        lesson=header + why + lesson.explain(main, compared), lesson_chart=chart, status=f"Lesson done. · run {ticket.number}"
+        lesson=header + why + setting_note(lesson, main) + lesson.explain(main, compared),
+        lesson_chart=chart,
+        status=f"Lesson done. · run {ticket.number}",
     )

@@ -7,7 +7,9 @@ import html
 from specviz.analysis import theory
 from specviz.analysis.kernels import multiplies_half_precision_row_by_row
 from specviz.analysis.readings import Readings
+from specviz.engine.tree_shape import TreeShape
 from specviz.numbers import number
+from specviz.run.chosen_setting import ChosenSetting, verify_cost_moved
 from specviz.run.machine_load import OtherLoad
 from specviz.run.pair_info import PairInfo
 from specviz.ui.as_text import markdown_text
@@ -122,15 +124,29 @@ def run_numbers_html(m: Readings | None, state: str, run_id: int | None = None, 
                 "tokens-per-cycle": number(m.tokens_per_cycle, 4),
             }
         )
-    engine = getattr(getattr(trace, "started", None), "engine", "")
+    started = getattr(trace, "started", None)
+    engine = getattr(started, "engine", "")
     if engine and "speedup" in data:
         data["engine"] = engine
+    if getattr(started, "threads", 0) and "speedup" in data:
+        data["threads"] = started.threads
+    setting = getattr(trace, "setting", None)
+    moved = _verify_cost_moved(m, started, setting) if "speedup" in data else None
+    if setting is not None and setting.auto and "speedup" in data:
+        data["auto"] = setting.label
+    if moved is not None:
+        data["nu-moved"] = f"{moved[0]:.4f}/{moved[1]:.4f}"
     others = getattr(trace, "other_load", None)
     if others is not None and others.other_cores is not None and "speedup" in data:
         data["other-load"] = f"{others.other_cores:.2f}"
     attributes = "".join(f' data-{key}="{html.escape(str(value))}"' for key, value in data.items() if value is not None)
     if state == "measuring":
         body = "<b>Measuring</b> the speculative run, then the target alone… nothing is drawn until both are timed."
+    elif state == "choosing":
+        body = (
+            "<b>γ auto</b>: measuring which chain or tree pays for this pair on this machine (once, then kept in "
+            "specviz's cache)…"
+        )
     elif state == "waiting":
         body = "Waiting for another session's measurement to finish (runs share the processor, so they are timed one at a time)…"
     elif m is None or m.measured_speedup is None:
@@ -146,7 +162,8 @@ def run_numbers_html(m: Readings | None, state: str, run_id: int | None = None, 
             f'<span class="sv-big">{m.measured_speedup:.2f}×</span> speed of the target alone · '
             f"{m.tokens_per_s:.0f} vs {m.baseline_tokens_per_s:.0f} tokens/s · α = {number(m.alpha, 2)} · τ = {number(m.tau)} · "
             f"ν = {number(m.verify_cost, 2)} · {number(m.tokens_per_cycle, 2)} tokens per target forward{repeat}"
-            f"{_engine_note(engine)}{_busy_warning(others)}"
+            f"{_engine_note(engine)}{_threads_note(started)}{_setting_note(setting)}{_busy_warning(others)}"
+            f"{_moved_warning(moved, setting)}"
         )
     return f'<div id="run-numbers" class="sv-numbers"{attributes}>{body}</div>'
 
@@ -163,9 +180,47 @@ def _engine_note(engine: str) -> str:
     return f" · ran on the {ENGINE_WORDS[engine]}" if engine in ENGINE_WORDS else ""
 
 
+def _threads_note(started) -> str:
+    threads = getattr(started, "threads", 0)
+    return f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
+
+
+def _setting_note(setting: ChosenSetting | None) -> str:
+    """γ auto's choice as the run drafted it ("on this machine: γ 2, predicted 1.40×"), or why nothing pays here."""
+    if setting is None or not setting.auto:
+        return ""
+    said = setting.short() if setting.pays else setting.sentence
+    return f"<br>γ auto, {html.escape(said)}"
+
+
+def _verify_cost_moved(m: Readings | None, started, setting: ChosenSetting | None) -> tuple[float, float] | None:
+    """(ν when the setting was chosen, ν in this run) at this run's rows, where the two are NU_MOVED apart; else None."""
+    if m is None or setting is None or started is None or started.mode != "speculative":
+        return None
+    rows = (TreeShape.parse(started.tree).n_nodes if started.tree else started.gamma) + 1
+    then = setting.verify_cost_at(rows)
+    return (then, m.verify_cost) if verify_cost_moved(then, m.verify_cost) else None
+
+
+def _moved_warning(moved: tuple[float, float] | None, setting: ChosenSetting | None) -> str:
+    if moved is None or setting is None:
+        return ""
+    when = f" ({html.escape(setting.measured_at)})" if setting.measured_at else ""
+    return (
+        f'<br><span class="sv-busy">⚠ ν moved: a verify pass cost {moved[0]:.2f} target steps when γ auto measured this '
+        f"machine{when} and {moved[1]:.2f} in this run, so the machine's speed changed between the two: this speedup "
+        "is not to be trusted. Run it again when the machine is quiet.</span>"
+    )
+
+
 def _busy_warning(others: OtherLoad | None) -> str:
     if others is None or not others.busy:
         return ""
+    if others.own_work:
+        return (
+            f'<br><span class="sv-busy">⚠ This server was {html.escape(others.own_work)} on the same cores while this '
+            "was timed, so both speeds may be slowed and the ratios skewed: run it again when it has finished.</span>"
+        )
     return (
         f'<br><span class="sv-busy">⚠ Other programs used {others.other_cores:.1f} cores of the machine while this was timed '
         f"(after {others.settle_s:.1f} s of waiting for quiet), so both speeds may be slowed and the ratios skewed: "

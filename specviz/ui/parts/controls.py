@@ -24,6 +24,10 @@ from specviz.ui.request import (
     RunRequest,
 )
 
+AUTO_INFO = (
+    "measured once per machine and pair (verify passes of 1–8 rows and a short calibration run), kept in specviz's "
+    "cache; moving γ or the tree drafts what you pick instead"
+)
 VERIFICATION_INFO = (
     "exact: the min(1, p/q) test, token by token · block: the block judged jointly (Sun et al. 2025) · "
     "match: keep a draft while it equals the target's own sample (llama.cpp) · greedy: argmax · "
@@ -53,6 +57,12 @@ def prompt_box(default: RunRequest) -> dict[str, Component]:
 def settings(default: RunRequest, pair: gr.Dropdown) -> dict[str, Component]:
     """Every other field of a RunRequest; picking a pair sets its γ, temperature and drafter."""
     with gr.Accordion("Settings", open=True):
+        auto = gr.Checkbox(
+            value=default.auto,
+            label="γ auto: draft the chain or tree measured to pay on this machine",
+            info=AUTO_INFO,
+            elem_id="gamma-auto",
+        )
         gamma = gr.Slider(1, MAX_GAMMA, value=default.gamma, step=1, label="γ: drafts per cycle", elem_id="gamma")
         tree = gr.Dropdown(value=default.tree, elem_id="tree-shape", **TREE_CONTROL)
         verification = gr.Radio(
@@ -89,12 +99,15 @@ def settings(default: RunRequest, pair: gr.Dropdown) -> dict[str, Component]:
     @in_sentences
     def pair_defaults(name: str):
         chosen = pair_cache.catalogue().get(RUN_FIELDS["pair"].read(name))
-        return {gamma: chosen.start_gamma, temperature: chosen.temperature, drafter: chosen.drafter}
+        return {gamma: chosen.start_gamma, auto: chosen.gamma == "auto", temperature: chosen.temperature, drafter: chosen.drafter}
 
-    pair.input(pair_defaults, pair, [gamma, temperature, drafter], **AS_SENT)
+    pair.input(pair_defaults, pair, [gamma, auto, temperature, drafter], **AS_SENT)
+    for by_hand in (gamma, tree):  # a γ or a tree picked by hand is drafted as picked
+        by_hand.input(lambda: False, None, auto, **AS_SENT)
     verification.change(lambda mode: gr.update(visible=mode == "lenient"), verification, lenience, **AS_SENT)
     return dict(
         gamma=gamma,
+        auto=auto,
         tree=tree,
         temperature=temperature,
         top_k=top_k,

@@ -10,10 +10,15 @@ import gradio as gr
 from gradio.components import Component
 
 from specviz.serving import pair_cache
-from specviz.ui import texts
-from specviz.ui.choices import background_pairs
+from specviz.ui import runs, texts
+from specviz.ui.choices import background_pairs, catalogue_lessons
 from specviz.ui.guard import in_sentences
 from specviz.ui.runs import Update
+
+
+def default_request(default_pair: str):
+    """The request the page opens on: the first lesson's."""
+    return catalogue_lessons(default_pair)[0].request
 
 
 @dataclass
@@ -53,6 +58,7 @@ def build(demo: gr.Blocks, default_pair: str) -> StatusLine:
             while pair_cache.status(default_pair) and time.monotonic() < deadline:
                 time.sleep(0.5)
             yield f"{ready} The compiled step is loaded: runs from now on measure it."
+        runs.prepare_auto_setting(default_request(default_pair))  # γ auto, measured in the background for the first Run
         for name in background_pairs():
             deadline, shown = time.monotonic() + 600, None
             while not pair_cache.is_loaded(name) and time.monotonic() < deadline:
