@@ -1,8 +1,8 @@
 """The fast path (static KV cache, compiled step) against transformers' own forward, cache and generate().
 
 The static-cache forward must give every token the logits transformers' dynamic cache gives it (to float32 rounding:
-the tiny models here attend through torch's fused SDPA, ours through plain products; on the real pair, whose weight
-forms use transformers' eager attention, they are bit-identical), after any sequence of
+the tiny models here attend through torch's fused SDPA, ours through plain products; in a weight form, transformers'
+forward attends with the fast path's own attention, models/row_attention.py), after any sequence of
 steps, verify passes and rollbacks; greedy decoding on it must equal generate(); speculation on it must equal plain
 decoding on it. The quick tests run the static-cache forward eager; the one compiled test is marked slow (compiling
 takes a minute on 2 cores, seconds once Inductor's cache holds it).

@@ -1,7 +1,7 @@
 """A token tree verified in one pass: each node's logits must be those of its path decoded as a chain.
 
 Checked in every weight form and attention path the target uses: to the bit in the row-independent forms (int8,
-int4 with eager attention), and within FLOAT_TOLERANCE in float32, whose
+int4, attending with models/row_attention.py), and within FLOAT_TOLERANCE in float32 (eager and SDPA attention), whose
 matrix products (MKL, SDPA) round a row differently with the number of rows beside it even in a chain. Then the
 cache, compacted to an accepted path, must be the cache of that path decoded as a chain. The same on the static-cache
 fast path (engine/static_cache.py, run eager: the form in which it is bit-identical to transformers).

@@ -6,13 +6,17 @@ scale) breaks that; weight-only kernels compute each row alone. Checked on a tin
 target's own weights in tests/test_real_model.py.
 """
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import DynamicCache
 
 from specviz.drafting.drafters import FeatureDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, Summary, autoregressive_decode, speculative_decode
-from specviz.models import weight_forms
+from specviz.models import row_attention, weight_forms
 from specviz.models.feature_head import head_from_target
 from specviz.models.weight_forms import FORMS, apply_form, choose_form
 from tests.tiny import fake_vocabulary, tiny_llama
@@ -94,15 +98,17 @@ def test_forms_are_named_and_chosen_per_machine(monkeypatch):
     assert choose_form("auto", torch.device("cpu")) != "bf16", "without a bf16 matrix kernel, auto must not pick bf16"
 
 
-def test_a_form_registers_nothing_into_transformers(monkeypatch):
-    """A weight-only model attends with transformers' own eager attention on any CPU: specviz registers no attention
-    function of its own (the fast path's attention keeps rows independent, engine/static_cache.py)."""
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-    before = set(ALL_ATTENTION_FUNCTIONS)
+def test_a_form_names_its_attention_to_transformers_when_applied_not_at_import(monkeypatch):
+    """A weight-only model attends with the fast path's attention (models/row_attention.py) on any CPU; it is named to
+    transformers the first time a form asks for it, never by importing specviz."""
+    code = (
+        "from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS\n"
+        "import specviz.models.weight_forms, specviz.engine\n"
+        "assert 'specviz_row_exact' not in ALL_ATTENTION_FUNCTIONS, 'registered at import'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parent.parent)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
-    assert formed("int4").config._attn_implementation == "eager"
-    assert set(ALL_ATTENTION_FUNCTIONS) == before
+    assert formed("int4").config._attn_implementation == row_attention.ROW_EXACT
 
 
 def test_a_quantised_weights_file_pages_are_released_and_anonymous_memory_is_never_touched(tmp_path):

@@ -92,10 +92,11 @@ class CachedDecoder(Decoder):
         return logits, torch.cat([output.hidden_states[layer][0, -hidden_last:] for layer in layers], dim=-1)
 
     def forward_tree(self, token_ids, rows: TreeRows, keep_last: int, layers=(), hidden_last: int = 1):
-        """transformers' forward with the tree's mask and positions, passed with this forward only. A node's logits
-        are its path's within rounding: its cousins' keys sit masked between its ancestors, and the kernels' sums can
-        round differently around them. Llama-family models run trees on the fast path instead (engine/compiled.py),
-        where each row attends over exactly its path's keys, in order: to the bit."""
+        """transformers' forward with the tree's mask and positions, passed with this forward only. In a weight-only
+        form the model attends with models/row_attention.py, which gathers each node's context and ancestors in
+        order, as a one-token step of its path holds them: a node's logits are its path's to the bit. With another
+        attention (eager, SDPA) they are its path's within rounding: its cousins' keys sit masked between its
+        ancestors, and the kernels' sums can round differently around them."""
         visible = rows.visible()  # (rows, keys) bool
         dtype = self.model.dtype
         mask = torch.full(visible.shape, torch.finfo(dtype).min, dtype=dtype).masked_fill(visible, 0.0)  # additive

@@ -15,13 +15,21 @@ rows. How close a CPU gets depends on the kernel behind each matrix product:
   1.00–1.14 rows against int4's 1.2–3.1 (benchmarks/verify_cost_by_size.py).
 - `fp32`: MKL's float32 GEMM: twice bf16's bytes, but a real matrix kernel on any x86 CPU.
 
-Row independence also needs plain ("eager") attention: torch's fused CPU attention (SDPA) splits its work by the
-number of query rows, so a token's output differs in the last bits between a one-row step and a five-row pass, and
-oneDNN's bf16 GEMM blocks by rows too (measured on SmolLM2, AVX-512: |Δ logit| up to 0.78 with SDPA, 1.16 in bf16).
-The weight-only forms switch the model to eager attention; with it their logits are bit-identical alone and in a pass
-where torch has AVX-512 kernels. On AVX2 its bf16 matmul blocks by query rows too, so there transformers' forward
-does not keep rows independent; Llama-family models decode on the fast path (engine/compiled.py), whose one
-attention (static_cache.attention) keeps them independent on any CPU, and nothing is registered into transformers.
+Row independence also needs an attention that computes a row alike whatever the rows beside it. torch's fused CPU
+attention (SDPA) splits its work by the number of query rows, and transformers' eager attention hands its bf16
+products to oneDNN, which picks its kernel by the shape: with AMX it sends a one-row product to its AVX-512-BF16
+kernel and a 5-row one to AMX tiles, which round differently (issue 43: |Δ logit| 0.312 on SmolLM2 in int4, greedy
+speculation parted from plain decoding); without bf16 instructions its jit GEMM blocks by rows (0.625 here with
+`ONEDNN_MAX_CPU_ISA=AVX512_CORE`). So the weight-only forms set the model's attention to the fast path's own
+(models/row_attention.py: bf16 products summed in float32, no oneDNN), and transformers' forward, the fast path
+(engine/static_cache.py), chains and trees keep a token's logits the same alone and in a pass on every CPU.
+
+Exact forms (`ROW_EXACT_FORMS`): int8, int4 and vnni4, whose kernels give each row its own accumulator in a fixed
+order (torch 2.13's `_weight_int8pack_mm` and `_weight_int4pack_mm_for_cpu` run the same per-row micro-kernel for 1 to
+4 rows at a time on AVX-512, AVX2 and the scalar build, and call no oneDNN; vnni4 takes at most 8 rows a call through
+one VNNI micro-kernel). bf16 and fp32 are not: their linear layers are oneDNN's and MKL's GEMMs, which choose kernels by
+the number of rows (bf16 here, 2 threads: a 1536 → 576 product differed in the last bit between one row and five), so
+a run in them is exact only up to rounding, and greedy speculation may part from plain decoding at a near-tie.
 
 Not `quantize_dynamic`: it quantises activations with one scale shared by all rows of a forward, so a token's
 logits would depend on which other tokens share the verify pass, and greedy speculation would stop being exact.
@@ -34,9 +42,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from specviz.models import vnni4
+from specviz.models import row_attention, vnni4
 
 FORMS = ("bf16", "int8", "int4", "vnni4", "fp32")
+ROW_EXACT_FORMS = ("int8", "int4", "vnni4")  # a token's logits do not depend on the rows beside it, on every CPU
 INT4_GROUP = 32
 # "auto": what benchmarks/verify_rows.py measured best for speculation (docs/pairs.md, "A real model"). With AVX-512 bf16,
 # int4 was the fastest step (10.2 ms, bf16 20.2) with ν 1.03–1.15 at k = 2–4; with the AVX2 settings int4 had the
@@ -48,6 +57,12 @@ AUTO_FORM = "int4"
 # draft step took 0.37 ms against 0.78 in bf16 and kept 94–96 % of the head's argmaxes (two trainings of the head); int4 was no faster (0.38 ms)
 # and kept 80 %.
 HEAD_FORM = "int8"
+
+
+def rows_independent(form: str | None) -> bool:
+    """Whether a target in `form` keeps a token's logits the same alone and inside a verify pass on every CPU, so that
+    greedy speculation equals plain decoding to the token (bf16, fp32 and plain weights: only up to rounding)."""
+    return form in ROW_EXACT_FORMS
 
 
 def head_form_beside(target_form: str | None) -> str | None:
@@ -128,7 +143,8 @@ def vnni4_module() -> type[nn.Module]:
 
 
 def apply_form(model: nn.Module, form: str) -> nn.Module:
-    """Put the model's linear layers (its LM head included) in `form`, in place; bf16 and fp32 cast the whole model."""
+    """Put the model's linear layers (its LM head included, GPT-2's Conv1D too) in `form`, in place; bf16 and fp32 cast
+    the whole model."""
     if form not in FORMS:
         raise ValueError(f"unknown weight form {form!r}: choose one of {', '.join(FORMS)}")
     if form in ("bf16", "fp32"):
@@ -138,16 +154,33 @@ def apply_form(model: nn.Module, form: str) -> nn.Module:
     if hasattr(model, "config"):
         model.config.tie_word_embeddings = False  # the head becomes its own quantised copy; the embedding stays
     if hasattr(model, "set_attn_implementation"):
-        # torch's fused CPU attention blocks its work by the number of query rows, so one token's output changed
-        # with the tokens beside it (|Δ logit| up to 0.78 on SmolLM2); plain attention keeps rows independent
-        model.set_attn_implementation("eager")
+        # the fast path's attention (models/row_attention.py): SDPA and eager's oneDNN products pick kernels by the
+        # number of query rows, so one token's output changed with the tokens beside it (SDPA: |Δ logit| up to 0.78 on
+        # SmolLM2; eager on an AMX Xeon: 0.312); a model whose attention soft-caps or has sinks keeps eager attention
+        model.set_attn_implementation(row_attention.row_exact() if row_attention.fits(model) else "eager")
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if isinstance(child, nn.Linear) and supports(form, child):
-                setattr(parent, name, make(child))
+            linear = as_linear(child)
+            if linear is not None and supports(form, linear):
+                setattr(parent, name, make(linear))
                 release_file_pages(child.weight)  # read once: its pages of the weights file leave this process
     own_memory(model)
     return model
+
+
+def as_linear(module: nn.Module) -> nn.Linear | None:
+    """The module as a linear layer: itself, or GPT-2's Conv1D (y = x·W + b with W stored (in, out)) as the nn.Linear
+    it computes, so that GPT-2's projections take the form too (left in float, their GEMMs would see the other rows)."""
+    if isinstance(module, nn.Linear):
+        return module
+    if type(module).__name__ != "Conv1D" or getattr(module, "weight", None) is None or module.weight.dim() != 2:
+        return None
+    n_in, n_out = module.weight.shape
+    linear = nn.Linear(n_in, n_out, bias=module.bias is not None, device="meta")
+    linear.weight = nn.Parameter(module.weight.detach().t().contiguous(), requires_grad=False)  # (out, in)
+    if module.bias is not None:
+        linear.bias = nn.Parameter(module.bias.detach(), requires_grad=False)
+    return linear
 
 
 MADV_PAGEOUT = 21  # Linux 5.4+: reclaim these pages now; a clean page is dropped, a changed one kept; no data is lost
