@@ -70,7 +70,9 @@ def main() -> None:
     with LoadMeter() as meter:
         for drafter, gammas in DRAFTERS.items():
             print(f"bench: drafter {drafter}, γ {gammas}", flush=True)
-            result = bench(pair, prompts, settings, gammas, drafter=drafter, repeats=1, with_transformers=False, with_dynamic=False)
+            result = bench(
+                pair, prompts, settings, gammas, drafter=drafter, repeats=1, with_transformers=False, with_dynamic=False
+            )
             rows = [{key: row.get(key) for key in KEYS} for row in result["rows"]]
             results["drafters"][drafter] = {"rows": rows, "greedy_identical": result["greedy_identical"]}
             for row in rows:

@@ -77,4 +77,3 @@ def code_prompts(count: int | None = None, seed: int = 0) -> list[str]:
                 requests.append(request)
     random.Random(seed).shuffle(requests)
     return requests[:count] if count is not None else requests
-

@@ -19,10 +19,23 @@ from pathlib import Path
 os.environ.setdefault("SPECVIZ_COMPILE", "1")  # the compiled step, as the pair serves
 
 
+def requests(name: str) -> list[str]:
+    """The built-in coding or chat training prompts, or a file's non-empty lines."""
+    if name == "code":
+        from specviz.training.code_prompts import code_prompts
+
+        return code_prompts()
+    if name == "chat":
+        from specviz.training.chat_prompts import training_prompts
+
+        return training_prompts()
+    return [line.strip() for line in Path(name).read_text().splitlines() if line.strip()]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pair", required=True)
-    parser.add_argument("--prompts", default="code", help="code, chat or a file (as `distill --prompts`)")
+    parser.add_argument("--prompts", default="code", help="code (training/code_prompts.py), chat or a file, one prompt a line")
     parser.add_argument("--count", type=int, default=400, help="answer the first N prompts")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--gamma", type=int, default=3)
@@ -30,16 +43,15 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="the answers (.npz, as `distill --answers` reads)")
     args = parser.parse_args()
 
-    from specviz.cli.distill import read_prompts
-    from specviz.cli.options import compile_before_timing
     from specviz.engine import DecodeSettings
+    from specviz.engine.compiled import warm_up_pair
     from specviz.engine.events import RunStarted
     from specviz.models.catalogue import load_catalogue
     from specviz.run.runner import run
     from specviz.training.distill.answers import load_answers, save_answers
     from specviz.training.distill.collect import Example
 
-    prompts = read_prompts(args.prompts)[: args.count]
+    prompts = requests(args.prompts)[: args.count]
     out = Path(args.out)
     examples = load_answers(out) if out.is_file() else []
     catalogue = load_catalogue()
@@ -47,7 +59,7 @@ def main() -> int:
     from specviz.models.loading import load_pair
 
     pair = load_pair(args.pair, entry, catalogue.offline_pairs(), progress=lambda line: print(line, file=sys.stderr))
-    compile_before_timing(pair)
+    warm_up_pair(pair)  # compiled (or read from Inductor's cache) before the first answer
     settings = DecodeSettings(max_new_tokens=args.max_new_tokens, gamma=args.gamma).validate()
     started, tokens = time.perf_counter(), 0
     for index in range(len(examples), len(prompts)):
@@ -58,7 +70,9 @@ def main() -> int:
         examples.append(Example(list(prompt_ids), answer, empty.int(), empty.half()))
         tokens += len(answer)
         if (index + 1) % args.save_every == 0 or index + 1 == len(prompts):
-            save_answers(examples, out, {"pair": args.pair, "engine": "specviz speculative greedy", "max_new_tokens": args.max_new_tokens})
+            save_answers(
+                examples, out, {"pair": args.pair, "engine": "specviz speculative greedy", "max_new_tokens": args.max_new_tokens}
+            )
             rate = tokens / (time.perf_counter() - started)
             print(f"{index + 1}/{len(prompts)} answers, {rate:.1f} tokens/s with prefill", file=sys.stderr, flush=True)
     return 0

@@ -167,7 +167,9 @@ def fit_head(
     # tenths: Adam moves a parameter about one learning rate a step, so they take a larger one
     scales = [p for name, p in head.named_parameters() if p.requires_grad and name.endswith(".scale")]
     others = [p for p in trainable if all(p is not scale for scale in scales)]
-    groups = [{"params": others}] + ([{"params": scales, "lr": settings.learning_rate * settings.scale_rate_factor}] if scales else [])
+    groups = [{"params": others}] + (
+        [{"params": scales, "lr": settings.learning_rate * settings.scale_rate_factor}] if scales else []
+    )
     optimizer = torch.optim.AdamW(groups, lr=settings.learning_rate, weight_decay=settings.weight_decay)
     steps_per_epoch = math.ceil(len(train) / settings.batch_size)
     total = max(1, int(settings.epochs * steps_per_epoch))
