@@ -186,6 +186,29 @@ def test_the_coder_lesson_explains_both_pairs_from_their_own_measurements(bundle
     assert any(phrase in text for phrase in said), "the lesson says what the two ν show"
 
 
+def test_the_coder_drafters_lesson_measures_the_sibling_the_head_and_lookup_at_one_gamma(bundled_pair):
+    """Lesson 14 (where the coder pair has a feature head): one question drafted three ways at the same fixed γ, each
+    drafter's α, τ, ν and speedup from its own run (the bundled pair stands in for the coder pair here)."""
+    keys = [lesson.key for lesson in lessons("pycode-distilled", "pycode-plain", coder_pair="coder")]
+    assert "lesson-14" not in keys, "without a head for the coder target there is nothing to compare"
+    lesson = next(
+        lesson
+        for lesson in lessons("pycode-distilled", "pycode-plain", coder_pair="coder", coder_head=True)
+        if lesson.key == "lesson-14"
+    )
+    drafters = [lesson.request.drafter, *(request.drafter for _, request in lesson.extra)]
+    assert drafters == ["feature", "model", "lookup"]
+    assert {request.gamma for _, request in lesson.extra} == {lesson.request.gamma}, "one γ for all three"
+    standing_in = [replace(lesson.request, pair="pycode-distilled", drafter="model")]
+    standing_in += [replace(request, pair="pycode-distilled") for _, request in lesson.extra]
+    runs = [measured(bundled_pair, f"run {n}", request) for n, request in enumerate(standing_in)]
+    text = lesson.explain(runs[0], runs[1:])
+    assert "Question" in text and "Fastest here" in text
+    for m in runs:
+        assert f"{m.readings.alpha:.2f}" in text and f"{m.readings.verify_cost:.2f}" in text
+        assert f"{m.readings.measured_speedup:.2f}×" in text
+
+
 @pytest.mark.parametrize(
     ("streamed", "small", "fits", "phrase"),
     [

@@ -54,4 +54,6 @@ def catalogue_lessons(default_pair: str) -> list[Lesson]:
     """The lessons, on this catalogue's pairs: the bundled ones, and the real pair where it reaches this machine."""
     real_pair = next((name for name in real_pairs() if pair_cache.catalogue().get(name).preload), None)
     real_gamma = pair_cache.catalogue().get(real_pair).start_gamma if real_pair else 1
-    return lessons(default_pair, plain_pair(default_pair), real_pair, real_gamma, coder_pair())
+    coder = coder_pair()
+    coder_head = bool(coder and pair_cache.catalogue().get(coder).feature_head_ref)
+    return lessons(default_pair, plain_pair(default_pair), real_pair, real_gamma, coder, coder_head)

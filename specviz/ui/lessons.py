@@ -434,6 +434,41 @@ def _explain_coder(main: Measured, extra: list[Measured]) -> str:
     )
 
 
+def _explain_coder_drafters(main: Measured, extra: list[Measured]) -> str:
+    """The coder target drafted three ways on one question: its 0.5B sibling, specviz's feature head, prompt lookup."""
+    runs = [main, *extra]
+    what = {
+        "model": "Qwen2.5-Coder-0.5B: a whole model, a third of the target's layers' weight",
+        "feature": "one layer reading the target's own last hidden state (specviz's head for this target)",
+        "lookup": "no model: copies what followed the last matching words in the text",
+    }
+    rows = "".join(
+        f"<tr><td>{DRAFTER_NAMES.get(r.request.drafter, r.request.drafter)}</td><td>{html.escape(what.get(r.request.drafter, ''))}</td>"
+        f"<td>{number(r.readings.alpha, 2)}</td><td>{number(r.readings.tau, 3)}</td><td>{number(r.readings.verify_cost, 2)}</td>"
+        f"<td>{number(r.readings.tokens_per_cycle, 2)}</td><td><b>{number(r.readings.measured_speedup, 2)}×</b></td></tr>"
+        for r in runs
+    )
+    best = max(runs, key=lambda r: r.readings.measured_speedup or 0)
+    sibling = next((r for r in runs if r.request.drafter == "model"), None)
+    head = next((r for r in runs if r.request.drafter == "feature"), None)
+    trade = ""
+    if sibling is not None and head is not None and None not in (sibling.readings.tau, head.readings.tau):
+        trade = (
+            f" The head costs τ = {number(head.readings.tau, 3)} of a target step against the sibling's "
+            f"{number(sibling.readings.tau, 3)}, and is accepted α = {number(head.readings.alpha, 2)} of the time against "
+            f"{number(sibling.readings.alpha, 2)}: speculation pays for what a drafter knows and charges for what it costs."
+        )
+    return (
+        f"<p>The same coding question, the same target (Qwen2.5-Coder-1.5B), drafted three ways at the same γ = "
+        f"{main.request.gamma} (fixed here, so the drafters compare on equal terms), each measured against the target alone in "
+        "this session. Every answer is the target's own, token for token: only the speed differs.</p>"
+        f"<table><tr><th>drafter</th><th>what it is</th><th>α</th><th>τ</th><th>ν</th><th>tokens / pass</th><th>measured</th></tr>"
+        f"{rows}</table><p>Fastest here: <b>{DRAFTER_NAMES.get(best.request.drafter, best.request.drafter)}</b>.{trade}</p>"
+        f"<p><b>Question:</b> the head {_distillation(main.request.pair, 'feature_head_ref')}; the sibling is a whole "
+        "pretrained model. What would more training data buy the head, and what does each cost to serve?</p>"
+    )
+
+
 CODER_GAMMA = 3  # the lesson's fixed draft length (it says so); `gamma: auto` measures the best one and the lesson shows it
 
 
@@ -476,9 +511,31 @@ def _explain_tree(main: Measured, extra: list[Measured]) -> str:
 
 
 def lessons(
-    default_pair: str, plain_pair: str, real_pair: str | None = None, real_gamma: int = 3, coder_pair: str | None = None
+    default_pair: str,
+    plain_pair: str,
+    real_pair: str | None = None,
+    real_gamma: int = 3,
+    coder_pair: str | None = None,
+    coder_head: bool = False,
 ) -> list[Lesson]:
     base = RunRequest(pair=default_pair, prompt=CODE_PROMPT)
+    coder_question = RunRequest(pair=coder_pair or default_pair, prompt=CODE_QUESTIONS[1], max_new_tokens=96, gamma=CODER_GAMMA)
+    coder_drafters = (
+        [
+            Lesson(
+                "lesson-14",
+                "Three drafters for a real coder model",
+                replace(coder_question, drafter="feature"),
+                extra=(
+                    ("0.5B sibling", replace(coder_question, drafter="model")),
+                    ("prompt lookup", replace(coder_question, drafter="lookup")),
+                ),
+                explain=_explain_coder_drafters,
+            )
+        ]
+        if coder_pair and coder_head
+        else []
+    )
     coder = (
         [
             Lesson(
@@ -591,4 +648,5 @@ def lessons(
             explain=explain_verifiers,
         ),
         *coder,
+        *coder_drafters,
     ]
