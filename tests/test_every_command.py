@@ -17,8 +17,8 @@ clone with an empty cache. Each exits 0 and its stderr holds no traceback.
 
 Most of the time goes to what an empty cache costs a new user, not to decoding: every command loads its pair, and
 each pair's first command (and `hardware`, which builds the real architectures with random weights in bf16, a form
-no other command runs) compiles its models' steps. The coder pair alone takes tens of minutes on 2 cores; one pair
-at a time: `python -m pytest -m slow tests/test_every_command.py -k pycode-distilled`.
+no other command runs) compiles its models' steps. All 21 took 28 minutes on 2 cores shared with other jobs, about
+half of it the coder pair's; one pair at a time: `python -m pytest -m slow tests/test_every_command.py -k pycode-distilled`.
 
 `export` writes an EAGLE-3 head: the SmolLM2 target's ships with its own pair (`smollm2-135m-eagle3`); the bundled and
 coder pairs have none, and their refusal must be the one sentence the CLI promises (exit status 2), not a traceback.
