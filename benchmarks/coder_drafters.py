@@ -34,11 +34,11 @@ def main() -> None:
     parser.add_argument("--pair", default="qwen2.5-coder-0.5b-1.5b")
     parser.add_argument("--prompts", default="code-questions")
     parser.add_argument("--tokens", type=int, default=128)
-    parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
 
     import torch
 
+    from benchmarks.results import write_results
     from specviz.cli.options import compile_before_timing
     from specviz.deployment.benchmark import bench
     from specviz.engine import DecodeSettings
@@ -64,7 +64,6 @@ def main() -> None:
         "draft_form": pair.draft.form if pair.draft else None,
         "head_form": pair.feature_head.head.form if pair.feature_head else None,
         "drafters": {},
-        "command": "PYTHONPATH=. python benchmarks/coder_drafters.py",
     }
     started = time.perf_counter()
     with LoadMeter() as meter:
@@ -80,8 +79,7 @@ def main() -> None:
     results["seconds"] = round(time.perf_counter() - started, 1)
     other = meter.result.other_cores if meter.result else None
     results["other_load_cores"] = round(other, 2) if other is not None else None
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written to {args.out}")
+    write_results(RESULTS.stem, results)
 
 
 if __name__ == "__main__":
