@@ -116,13 +116,17 @@ def test_export_refuses_a_pair_without_a_head_and_a_head_not_in_eagle3s_form(cap
         str(tmp_path / "b"),
     )
     assert "not EAGLE-3's form" in old_head and "distill" in old_head
+    feature_only = one_line_refusal(  # the coder pair's head is a feature head: refused before its weights are fetched
+        capsys, "export", "--pair", "qwen2.5-coder-0.5b-1.5b", "--out", str(tmp_path / "e")
+    )
+    assert "has no head to export in EAGLE-3's form" in feature_only and "feature head" in feature_only
     assert "--gamma" in one_line_refusal(
         capsys, "export", "--pair", "pycode-distilled", "--out", str(tmp_path / "c"), "--gamma", "0"
     )
     assert "names no tree" in one_line_refusal(
         capsys, "export", "--pair", "pycode-plain", "--out", str(tmp_path / "d"), "--tree", "default"
     )
-    assert not any((tmp_path / name).exists() for name in "abcd"), "a refusal writes nothing"
+    assert not any((tmp_path / name).exists() for name in "abcde"), "a refusal writes nothing"
 
 
 def test_export_of_the_bundled_target_prints_the_three_commands(capsys, tmp_path):

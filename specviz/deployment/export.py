@@ -57,11 +57,16 @@ class ExportError(ValueError):
 
 
 def pair_head(pair_name: str, entry) -> Path:
-    """A catalogue pair's head folder (its `eagle3_head` where the catalogue names one, else its feature head), or one
-    sentence saying it has none."""
+    """A catalogue pair's head folder (its `eagle3_head` where the catalogue names one, else its feature head where that
+    is in EAGLE-3's form), or one sentence saying it has none to export."""
     reference = getattr(entry, "eagle3_head_ref", None) or entry.feature_head_ref
     if reference is None:
         raise ExportError(f"the {pair_name} pair has no head to export: {DISTILL_HINT} and name it in models.yaml")
+    if (Path(reference) / "feature_head.json").is_file():
+        raise ExportError(
+            f"the {pair_name} pair has no head to export in EAGLE-3's form: its head ({Path(reference).name}) is "
+            f"specviz's EAGLE-style feature head, which runs only in specviz: {DISTILL_HINT} and name it in models.yaml"
+        )
     return Path(reference)
 
 
