@@ -39,6 +39,9 @@ def test_run_json_on_the_bundled_pair():
     }
     assert set(output["summary"]) >= {"new_tokens", "wall_s", "tokens_per_s", "alpha", "tau", "tokens_per_cycle"}
     assert sum(c["n_accepted"] + 1 for c in output["cycles"]) == 24
+    assert output["rows_exact"] is False, "the bundled target's fp32 GEMMs see the rows: its runs say so"
+    said = specviz("run", "--prompt", "def main():\n", "--max-new-tokens", "8").stdout
+    assert "exact up to rounding" in said
 
     baseline = json.loads(
         specviz("run", "--prompt", "def main():\n", "--max-new-tokens", "24", "--mode", "autoregressive", "--json").stdout

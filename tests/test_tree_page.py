@@ -3,6 +3,7 @@ and the "Chain or tree?" lesson, all pure functions of recorded traces (a tiny s
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -168,6 +169,10 @@ def test_the_race_names_the_shape_and_shows_tokens_per_pass_and_verify_cost(gree
     assert f"{m.tokens_per_cycle:.2f} tokens per target pass · ν = {m.verify_cost:.2f}" in html
     assert html.count("animation-delay") == greedy.summary.new_tokens + greedy.baseline.new_tokens
     assert "the two texts are identical" in html, "a greedy tree writes the target's own text"
+    assert not greedy.started.rows_exact and "exact only up to rounding" in html, "a float target's run says so"
+    exact = copy.copy(greedy)
+    exact.started = replace(greedy.started, rows_exact=True)
+    assert "as exact speculative decoding guarantees" in race_html(exact, m, 1.0)
 
 
 def test_the_inspector_offers_each_tree_cycles_target_distribution(sampled):

@@ -143,3 +143,22 @@ def test_a_linear_bias_survives_every_weight_only_form():
     for make in (weight_forms.Int8WeightOnly, weight_forms.Int4WeightOnly):
         quantised = make(linear)
         assert torch.allclose(quantised(x).float(), linear(x).float(), atol=0.5), f"{make.__name__} lost the bias"
+
+
+def test_a_run_says_whether_its_target_is_exact_to_the_bit_or_up_to_rounding():
+    """A float target's GEMMs pick kernels by the rows' count (weight_forms.py: fp32 and bf16 differ in the last bits
+    between one row and five), so its runs say 'exact up to rounding'; a weight-only one is exact to the bit."""
+    for form, exact in (("int8", True), ("int4", True), ("bf16", False), ("fp32", False)):
+        model = formed(form)
+        assert weight_forms.model_rows_independent(model, "transformers") is exact, form
+        started = next(
+            iter(autoregressive_decode(CachedDecoder(model, VOCAB), PROMPT, DecodeSettings(max_new_tokens=2), fake_vocabulary()))
+        )
+        assert started.rows_exact is exact, form
+    partly = formed("int8")
+    partly.lm_head = torch.nn.Linear(64, VOCAB, bias=False).to(torch.bfloat16)  # one layer the form did not take
+    assert not weight_forms.model_rows_independent(partly, "compiled")
+    eager_attention = formed("int8")
+    eager_attention.set_attn_implementation("eager")
+    assert not weight_forms.model_rows_independent(eager_attention, "transformers")
+    assert weight_forms.model_rows_independent(eager_attention, "eager"), "the fast path attends with its own attention"

@@ -144,7 +144,9 @@ def read_prompts(name: str, needed: bool = True) -> list[str]:
             raise UsageError(f"--prompts sharegpt: {error}") from None
     path = Path(name)
     if not path.is_file():
-        raise UsageError(f"--prompts must be 'chat', 'code', 'self', 'sharegpt' or a file of prompts, one per line (no file {name})")
+        raise UsageError(
+            f"--prompts must be 'chat', 'code', 'self', 'sharegpt' or a file of prompts, one per line (no file {name})"
+        )
     prompts = [line.strip() for line in path.read_text().splitlines() if line.strip()]
     if not prompts:
         raise UsageError(f"{name} holds no prompts")

@@ -25,6 +25,7 @@ from specviz.cli.options import (
 from specviz.deployment import load_timing
 from specviz.deployment import peaks as measured
 from specviz.engine import Cycle, DecodeSettings, Summary
+from specviz.models.weight_forms import NOT_ROW_EXACT
 from specviz.numbers import number
 from specviz.run.runner import check_prompt_text, encode_prompt, run
 
@@ -73,6 +74,7 @@ def run_to_dict(events: list) -> dict:
         "tree": events[0].tree or None,
         "engine": events[0].engine or None,  # what the target ran on: compiled, eager or transformers
         "threads": events[0].threads or None,  # torch's CPU threads
+        "rows_exact": events[0].rows_exact,  # False: the target's float kernels see the rows, exact up to rounding
         "verification": events[0].verification,
         "lossy": summary.lossy,
         "text": summary.text,
@@ -156,4 +158,6 @@ def format_run_summary(result: dict) -> str:
         )
     if result["lossy"]:
         parts.append("LOSSY: lenient acceptance, the output does not follow the target's distribution")
+    elif result["mode"] == "speculative" and not result.get("rows_exact", True):
+        parts.append(NOT_ROW_EXACT)
     return "── " + " · ".join(parts)

@@ -25,7 +25,7 @@ def autoregressive_decode(
     """Yield RunStarted, one Step per target forward, then a Summary."""
     generator = torch.Generator(device=target.device).manual_seed(settings.seed)
     prefill_s = prefill(target, prompt_ids)
-    yield run_started("autoregressive", prompt_ids, settings, vocabulary, "none", prefill_s, target.engine)
+    yield run_started("autoregressive", prompt_ids, settings, vocabulary, "none", prefill_s, target.engine, target.rows_exact)
 
     new_ids: list[int] = []
     last_token = prompt_ids[-1]

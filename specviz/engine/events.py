@@ -68,6 +68,10 @@ class RunStarted:
     engine: str = ""  # what the target ran on: "compiled" (its package), "eager" (the same forward uncompiled), "transformers"
     verification: str = "exact"  # how the drafts were judged: exact (token by token), block or match
     threads: int = 0  # torch's CPU threads when it started (torch.get_num_threads()); 0: not recorded
+    # whether the target's kernels give a verify pass's every row the bits of its one-token step on every CPU (its layers
+    # in a weight-only form, row-exact attention: weight_forms.model_rows_independent); False: a float model (bf16,
+    # fp32) whose GEMMs pick kernels by the rows' count, so speculation is exact only up to rounding
+    rows_exact: bool = True
 
 
 @dataclass(frozen=True)

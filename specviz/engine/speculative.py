@@ -64,7 +64,9 @@ def speculative_decode(
         also=lambda hidden_states: drafter.start(prompt_ids, hidden_states),
         layers=drafter.wanted_hidden_layers,
     )
-    started = run_started("speculative", prompt_ids, settings, vocabulary, drafter.name, prefill_s, target.engine)
+    started = run_started(
+        "speculative", prompt_ids, settings, vocabulary, drafter.name, prefill_s, target.engine, target.rows_exact
+    )
     tree_fields = {"gamma": shape.depth, "tree": shape.text} if shape else {}
     yield replace(started, adaptive_gamma=isinstance(drafter, AdaptiveGamma), **tree_fields)
 

@@ -48,6 +48,7 @@ def run_started(
     drafter: str,
     prefill_s: float,
     engine: str = "",
+    rows_exact: bool = True,
 ) -> RunStarted:
     speculative = mode == "speculative"
     return RunStarted(
@@ -68,4 +69,5 @@ def run_started(
         engine=engine,
         verification=settings.verification if speculative else "exact",
         threads=torch.get_num_threads(),  # what the run was timed with: the page and `bench` must agree on it
+        rows_exact=rows_exact,
     )

@@ -87,6 +87,7 @@ RUN_STARTED = record_of(
         "engine": choice(["", "compiled", "eager", "transformers"]),
         "verification": choice(list(VERIFICATIONS)),
         "threads": whole(0, 100_000),
+        "rows_exact": flag,
     },
 )
 CYCLE = record_of(

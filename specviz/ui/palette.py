@@ -60,6 +60,7 @@ CSS = """
 .sv-legend { display: flex; flex-wrap: wrap; gap: 6px 12px; font-size: .85rem; align-items: center; margin: 2px 0 6px; }
 .sv-legend .sv-tok { cursor: default; font-family: ui-monospace, Menlo, monospace; }
 .sv-lossy { display: inline-block; background: var(--sv-rejected); color: #fff; font-weight: 700; padding: 2px 8px; border-radius: 6px; margin: 4px 0; }
+.sv-rounding { border-bottom: 1px dotted currentColor; cursor: help; }
 .sv-race { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; }
 @media (max-width: 760px) { .sv-race { grid-template-columns: 1fr; } }
 .sv-lane { border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 10px 12px; background: var(--block-background-fill); }

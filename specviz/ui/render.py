@@ -7,6 +7,7 @@ from typing import Literal
 
 from specviz.analysis.readings import Readings
 from specviz.engine.events import Cycle, DraftPosition
+from specviz.models.weight_forms import NOT_ROW_EXACT
 from specviz.numbers import number
 from specviz.run.trace import Trace
 from specviz.ui import tree_view
@@ -176,11 +177,23 @@ def race_html(trace: Trace, m: Readings | None, slowdown: float) -> str:
     identical = ""
     if trace.started and trace.started.temperature == 0 and not trace.summary.lossy:
         same = trace.summary.new_token_ids == trace.baseline.new_token_ids
-        identical = (
-            "<p><b>Greedy: the two texts are identical</b>, token for token, as exact speculative decoding guarantees.</p>"
-            if same
-            else "<p class='sv-lossy'>The texts differ under greedy decoding: this is a bug, please report it.</p>"
-        )
+        if not trace.started.rows_exact:  # float kernels: exact up to rounding (weight_forms.NOT_ROW_EXACT)
+            identical = (
+                (
+                    "<p><b>Greedy: the two texts are identical</b>, token for token. This target's float kernels make it "
+                    "exact only up to rounding: "
+                    if same
+                    else "<p class='sv-rounding'><b>The texts differ under greedy decoding</b>: "
+                )
+                + html.escape(NOT_ROW_EXACT)
+                + ".</p>"
+            )
+        else:
+            identical = (
+                "<p><b>Greedy: the two texts are identical</b>, token for token, as exact speculative decoding guarantees.</p>"
+                if same
+                else "<p class='sv-lossy'>The texts differ under greedy decoding: this is a bug, please report it.</p>"
+            )
     elif trace.summary.lossy:
         identical = "<p class='sv-lossy'>LOSSY lenient mode: the speculative text need not follow the target's distribution.</p>"
 

@@ -8,6 +8,7 @@ from specviz.analysis import theory
 from specviz.analysis.kernels import multiplies_half_precision_row_by_row
 from specviz.analysis.readings import Readings
 from specviz.engine.tree_shape import TreeShape
+from specviz.models.weight_forms import NOT_ROW_EXACT
 from specviz.numbers import number
 from specviz.run.chosen_setting import ChosenSetting, verify_cost_moved
 from specviz.run.machine_load import OtherLoad
@@ -130,6 +131,8 @@ def run_numbers_html(m: Readings | None, state: str, run_id: int | None = None, 
         data["engine"] = engine
     if getattr(started, "threads", 0) and "speedup" in data:
         data["threads"] = started.threads
+    if started is not None and "speedup" in data:
+        data["rows-exact"] = "true" if started.rows_exact else "false"
     setting = getattr(trace, "setting", None)
     moved = _verify_cost_moved(m, started, setting) if "speedup" in data else None
     if setting is not None and setting.auto and "speedup" in data:
@@ -322,6 +325,11 @@ def summary_markdown(m: Readings, trace, shown: int | None = None) -> str:
     lossy = ""
     if trace.started is not None and trace.started.lossy:
         lossy = f' <span class="sv-lossy">LOSSY: lenient acceptance (l = {trace.started.lenience:g}), not the target\'s distribution</span>'
+    elif trace.started is not None and not trace.started.rows_exact and trace.started.mode == "speculative":
+        lossy = (
+            f' · <span class="sv-rounding" data-rows-exact="false" title="{html.escape(NOT_ROW_EXACT)}">'
+            "exact up to rounding (float kernels)</span>"
+        )
     if trace.summary is None or (shown is not None and shown < len(trace.cycles)):
         total = f" of {len(trace.cycles)}" if trace.summary is not None else ""
         return (
