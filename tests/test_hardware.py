@@ -129,6 +129,17 @@ def test_hardware_json_and_the_saved_sentence(tiny_catalogue, tmp_path):
     assert hardware_sentence("tiny-pair", path=tmp_path / "nothing-here.json", device="cpu") is None
 
 
+def test_hardware_times_the_weight_form_the_pair_runs(tiny_catalogue):
+    """`--weights` (or the pair's `weights:`) puts the timed models in that form, as load_pair does: ν(k) of a bf16
+    forward says nothing of an int8 one."""
+    plain = specviz_json("hardware", "--alpha", "0.8", "--repeats", "1", "--json", env=tiny_catalogue)
+    assert plain["target_form"] is None and plain["draft_form"] is None
+    formed = specviz_json("hardware", "--weights", "int8", "--alpha", "0.8", "--repeats", "1", "--json", env=tiny_catalogue)
+    assert formed["target_form"] == "int8" and formed["draft_form"] == "int8" and formed["verify_cost"] > 0
+    said = specviz("hardware", "--weights", "int8", "--alpha", "0.8", "--repeats", "1", env=tiny_catalogue).stdout
+    assert "target in int8" in said
+
+
 def test_hardware_measures_nu_by_rows_and_theory_chooses_a_tree_with_it(tiny_catalogue):
     output = specviz_json("hardware", "--alpha", "0.8", "--repeats", "1", "--rows", "64", "--save", "--json", env=tiny_catalogue)
     curve = output["verify_curve"]

@@ -70,7 +70,7 @@ def measure_and_print(args: argparse.Namespace) -> int:
     batches = parse_batches(args.batch)
     name, entry, gamma = pair_and_gamma(args)
     catalogue = load_catalogue()
-    plan = hardware.plan(name, entry, catalogue, dtype=args.dtype)
+    plan = hardware.plan(name, entry, catalogue, dtype=args.dtype, weights=args.weights)
     largest = max(batches, default=1)
     extra = hardware.batch_bytes(plan, largest, gamma) if batches else 0
     memory = None if args.memory_gib is None else int(args.memory_gib * 2**30)
@@ -94,6 +94,7 @@ def measure_and_print(args: argparse.Namespace) -> int:
     print(
         f"{name}: draft {result['draft']} ({result['draft_parameters'] / 1e6:,.1f}M) → target {result['target']} "
         f"({result['target_parameters'] / 1e6:,.1f}M), {result['dtype']} on {result['device']} ({result['device_name']}), weights: {result['weights']}"
+        + "".join(f", {which} in {result[which + '_form']}" for which in ("target", "draft") if result[which + "_form"])
     )
     print(f"  engine: {result['engine']}")
     print(

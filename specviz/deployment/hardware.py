@@ -12,6 +12,7 @@ import os
 import platform
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
@@ -24,7 +25,9 @@ from specviz.engine.compiled import enable, fast_model
 from specviz.models.catalogue import Catalogue, Pair
 from specviz.models.footprint import count_parameters, needed_bytes, recorded_config, too_big_sentence
 from specviz.models.loading import choose_device, choose_dtype, is_local
+from specviz.models.reduced_head import shares_target_embeddings
 from specviz.models.stored import read_model
+from specviz.models.weight_forms import apply_form, choose_form
 
 ALPHAS = (0.5, 0.6, 0.7, 0.8, 0.9)  # what a report predicts at, when no α is given
 CONTEXT = 64  # tokens in the cache when a step is timed
@@ -61,15 +64,28 @@ class Plan:
     draft_parameters: int
     device: torch.device
     dtype: torch.dtype
+    target_form: str | None = None  # each model's weight form on a CPU (models/weight_forms.py), as load_pair chooses it
+    draft_form: str | None = None
 
     @property
     def needed_bytes(self) -> int:
         return needed_bytes(self.target_parameters + self.draft_parameters, self.dtype)
 
 
-def plan(name: str, pair: Pair, catalogue: Catalogue, device: torch.device | None = None, dtype: str | None = None) -> Plan:
+def plan(
+    name: str,
+    pair: Pair,
+    catalogue: Catalogue,
+    device: torch.device | None = None,
+    dtype: str | None = None,
+    weights: str | None = None,
+) -> Plan:
+    """What measuring the pair takes; the models' weight forms as load_pair chooses them (`weights` overrides the
+    pair's `weights`/`draft_weights`; an explicit dtype alone asks for plain weights), so ν(k) is the form's."""
     device = device or choose_device()
     target_config, draft_config = config_for(pair.target_ref, catalogue), config_for(pair.draft_ref, catalogue)
+    target_form = choose_form(weights or (pair.weights if dtype is None else None), device)
+    draft_form = choose_form(weights or (pair.draft_weights if dtype is None else None), device)
     return Plan(
         name,
         pair.target,
@@ -80,6 +96,8 @@ def plan(name: str, pair: Pair, catalogue: Catalogue, device: torch.device | Non
         count_parameters(draft_config),
         device,
         choose_dtype(device, dtype or pair.dtype),
+        target_form,
+        draft_form,
     )
 
 
@@ -103,12 +121,16 @@ def check_fits(p: Plan, available: int | None = None, extra_bytes: int = 0, extr
 def build_models(p: Plan) -> tuple[PreTrainedModel, PreTrainedModel]:
     """Target and draft as timed: a local folder's own weights (a bundled pair), else the architecture with random weights."""
 
-    def build(reference: str, config: PretrainedConfig, seed: int) -> PreTrainedModel:
+    def build(reference: str, config: PretrainedConfig, seed: int, form: str | None) -> PreTrainedModel:
         if is_local(reference):
-            return read_model(reference, p.dtype).to(p.device).eval()
-        return build_random(config, p.dtype, p.device, seed=seed)
+            model = read_model(reference, p.dtype).to(p.device).eval()
+            if shares_target_embeddings(Path(reference)):
+                return model  # a draft on its target's embedding stays as load_pair leaves it (loading.is_independent)
+        else:
+            model = build_random(config, p.dtype, p.device, seed=seed)
+        return model if form is None else apply_form(model, form)
 
-    models = build(p.target, p.target_config, 0), build(p.draft, p.draft_config, 1)
+    models = build(p.target, p.target_config, 0, p.target_form), build(p.draft, p.draft_config, 1, p.draft_form)
     for model in models:  # timed as the engine runs them: on the fast path, compiled before anything is timed
         fast = enable(model)
         if fast is not None:
@@ -177,6 +199,8 @@ def report(p: Plan, times: StepTimes, alpha: float | None, alpha_source: str | N
         "threads": torch.get_num_threads() if p.device.type == "cpu" else None,
         "dtype": str(p.dtype).replace("torch.", ""),
         "weights": weights_of(p),
+        "target_form": p.target_form,  # None: plain weights in `dtype`
+        "draft_form": p.draft_form,
         "engine": engine,
         "target_parameters": p.target_parameters,
         "draft_parameters": p.draft_parameters,
