@@ -1,11 +1,12 @@
 """`--gamma auto`: the chain or token tree the theory predicts fastest for this pair on this machine, measured first.
 
 Three measurements, none of them inside a timed run:
-  1. ν(k): a target pass over k rows, in target steps, for k = 1 … MAX_ROWS, on the engine the runs will use;
-  2. α by depth and rank: one calibration run of the pair's own drafter over the first prompts, drafting a tree that
+  1. α by depth and rank: one calibration run of the pair's own drafter over the first prompts, drafting a tree that
      offers the target three first choices and a chain of three below the first (a drafter that drafts chains only
      drafts a chain of four: its acceptance by position);
-  3. τ: that run's draft time per draft forward, over the target step of 1.
+  2. ν(k): a target pass over k rows, in target steps, for k = 1 … MAX_ROWS, on the engine the runs will use, after
+     as many cached tokens as that run's verify passes followed on average (ν grows with the context on a small target);
+  3. τ: the calibration run's draft time per draft forward, over the target step of 1.
 The choice is analysis/tree_theory.choose_tree's: the shape that maximises E ÷ (ν(rows) + depth·τ). On 2 CPU cores ν
 grows fast (1.17 at 2 rows, 2.79 at 5), so a default that drafts more than pays is a slowdown; when no shape is
 predicted to beat the target alone, one sentence says so and why, in measured terms (the verify pass's cost and where
@@ -23,7 +24,7 @@ from specviz.analysis.readings import speed_verdict, verify_costs_of
 from specviz.analysis.timing import measure_pass_seconds
 from specviz.analysis.tree_theory import RankAcceptance, TreeChoice, TreeOption, choose_tree, measured_rank_acceptance
 from specviz.drafting.registry import strategy
-from specviz.engine import Cycle, DecodeSettings, Tally
+from specviz.engine import Cycle, DecodeSettings, RunStarted, Tally
 from specviz.engine.tree_shape import TreeShape
 from specviz.models.loading import LoadedPair
 from specviz.run.chosen_setting import ChosenSetting
@@ -136,17 +137,21 @@ class AutoChoice:
 
 
 def choose_setting(pair: LoadedPair, prompts: list[str], settings: DecodeSettings, drafter: str) -> AutoChoice:
-    """Measure ν(k), α by depth and rank, and τ for this pair here, then choose (module docstring)."""
-    seconds = measure_pass_seconds(pair.target.model, pair.shared_vocab_size, MAX_ROWS, repeats=5)
+    """Measure α by depth and rank, ν(k) and τ for this pair here, then choose (module docstring). ν is timed after
+    as many cached tokens as the calibration's verify passes saw on average: on a small target, whose attention is a
+    large share of a pass, ν grows with the context (the bundled pair, AVX2 kernels, 2 threads:
+    ν(8) 1.29 after 64 tokens, 2.49 after 256, timed by analysis/timing.measure_pass_seconds)."""
+    acceptance, draft_s_per_forward, context = calibrate(pair, prompts[:CALIBRATION_PROMPTS], settings, drafter)
+    seconds = measure_pass_seconds(pair.target.model, pair.shared_vocab_size, MAX_ROWS, context=context, repeats=5)
     verify_costs = verify_costs_of(seconds)
-    acceptance, draft_s_per_forward = calibrate(pair, prompts[:CALIBRATION_PROMPTS], settings, drafter)
     tau = draft_s_per_forward / seconds[1]
     cache = last_level_cache_bytes() if pair.device.type == "cpu" else None
     return AutoChoice(choose_tree(acceptance, tau, verify_costs, MAX_ROWS), verify_costs, pair.target.weight_bytes, cache)
 
 
-def calibrate(pair: LoadedPair, prompts: list[str], settings: DecodeSettings, drafter: str) -> tuple[RankAcceptance, float]:
-    """One short run of the drafter over the prompts: (α by depth and rank, seconds per draft forward)."""
+def calibrate(pair: LoadedPair, prompts: list[str], settings: DecodeSettings, drafter: str) -> tuple[RankAcceptance, float, int]:
+    """One short run of the drafter over the prompts: (α by depth and rank, seconds per draft forward, the cached tokens
+    its verify passes followed on average)."""
     drafts_trees = strategy(drafter).grows_trees
     calibration = replace(
         settings,
@@ -156,10 +161,16 @@ def calibrate(pair: LoadedPair, prompts: list[str], settings: DecodeSettings, dr
         adaptive_gamma=False,
     )
     cycles: list[Cycle] = []
+    contexts: list[int] = []  # each verify pass's cached tokens: the prompt's, then every token written before it
     for prompt in prompts:
-        cycles += [
-            event for event in run(pair, prompt, calibration, mode="speculative", drafter=drafter) if isinstance(event, Cycle)
-        ]
+        written = 0
+        for event in run(pair, prompt, calibration, mode="speculative", drafter=drafter):
+            if isinstance(event, RunStarted):
+                prompt_tokens = len(event.prompt_token_ids)
+            elif isinstance(event, Cycle):
+                cycles.append(event)
+                contexts.append(prompt_tokens + written)
+                written += len(event.emitted_token_ids)
     forwards = sum(cycle.n_draft_forwards for cycle in cycles)
     draft_s = sum(cycle.draft_s for cycle in cycles)
     if drafts_trees:
@@ -168,7 +179,7 @@ def calibrate(pair: LoadedPair, prompts: list[str], settings: DecodeSettings, dr
         acceptance = chain_acceptance(cycles)
     if acceptance is None or forwards == 0:
         raise ValueError("the calibration run drafted nothing to test: give a longer prompt or more new tokens")
-    return acceptance, draft_s / forwards
+    return acceptance, draft_s / forwards, max(1, round(sum(contexts) / len(contexts)))
 
 
 def chain_acceptance(cycles: list[Cycle]) -> RankAcceptance | None:
