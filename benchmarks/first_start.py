@@ -57,7 +57,15 @@ KEPT = (
 
 
 def kept(done: dict) -> dict:
-    return {key: done.get(key) for key in KEPT}
+    """The numbers bar's values, numbers as numbers (the page writes every data-* attribute as text)."""
+    return {key: as_number(done.get(key)) for key in KEPT}
+
+
+def as_number(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return value
 
 
 def bench_speedup(env: dict, prompt: str, gamma: int | None, max_new_tokens: int, repeats: int) -> dict:

@@ -63,3 +63,20 @@ def test_greedy_speculation_with_a_loaded_low_rank_head_equals_the_target_alone(
     drafter = FeatureDrafter(head, VOCAB)
     spec = list(speculative_decode(CachedDecoder(target, VOCAB), drafter, prompt, settings, fake_vocabulary()))[-1]
     assert spec.new_token_ids == plain.new_token_ids
+
+
+def test_a_continued_head_trains_its_change_alone_and_saves_it_compact(tmp_path):
+    """`distill --init-head` on a low-rank head: loaded trainable, its matrices stay base (frozen) + s, A, B, compute
+    what the drafting load computes, and save as the change again, not as full matrices."""
+    target = tiny_llama(VOCAB, seed=0)
+    save_head(scrambled_low_rank_head(target), tmp_path / "first")
+    drafting = load_head(tmp_path / "first", target, dtype=torch.float32)
+    continued = load_head(tmp_path / "first", target, dtype=torch.float32, trainable=True)
+    trained = {name for name, module in continued.named_children() if isinstance(module, LowRankLinear)}
+    assert trained >= {"q_proj", "o_proj", "down_proj", "fuse"}
+    for name in trained:
+        torch.testing.assert_close(getattr(continued, name).weight, getattr(drafting, name).weight, rtol=1e-6, atol=1e-6)
+        assert not any(parameter_name == "base" for parameter_name, _ in getattr(continued, name).named_parameters())
+    save_head(continued, tmp_path / "second")
+    stored = __import__("safetensors.torch", fromlist=["load_file"]).load_file(tmp_path / "second" / "feature_head.safetensors")
+    assert "q_proj.lora_a" in stored and "q_proj.weight" not in stored

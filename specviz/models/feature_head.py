@@ -333,9 +333,11 @@ def is_feature_head(folder: str | Path) -> bool:
     return (Path(folder) / CONFIG_FILE).is_file()
 
 
-def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> FeatureHead:
+def load_head(folder: str | Path, target, dtype: torch.dtype | None = None, trainable: bool = False) -> FeatureHead:
     """The saved head on the target's device, borrowing the target's embedding and LM head rows; in `dtype` (default the
-    target's). A low-rank head's matrices are rebuilt from the target's own (read before any weight form packed them)."""
+    target's). A low-rank head's matrices are rebuilt from the target's own (read before any weight form packed them):
+    merged for drafting, or with `trainable` kept as base, scale and factors, so that continuing its training
+    (`distill --init-head`) trains and saves only its change, as the run that made it did."""
     folder = Path(folder)
     config = json.loads((folder / CONFIG_FILE).read_text())
     shape = FeatureHeadShape(**{**config["shape"], "feature_layers": tuple(config["shape"].get("feature_layers", (-1,)))})
@@ -347,10 +349,20 @@ def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> F
     stored = load_file(weights_file(folder, WEIGHTS_FILE))  # packed or not (models/stored.py)
     low_rank = config.get("low_rank")
     if low_rank:
-        for name in low_rank["ranks"]:
+        for name, rank in low_rank["ranks"].items():
             base = fuse_base(shape) if name == "fuse" else target_tensor(target, low_rank_base(low_rank["layer"], name))
-            parts = (stored.pop(f"{name}.{part}") for part in ("scale", "lora_a", "lora_b"))
-            stored[f"{name}.weight"] = merged_weight(base, *parts)
+            parts = [stored.pop(f"{name}.{part}") for part in ("scale", "lora_a", "lora_b")]
+            if trainable:  # the module as distill made it: frozen base, its own s, A, B
+                module = LowRankLinear(base, rank)
+                with torch.no_grad():
+                    for parameter, value in zip((module.scale, module.lora_a, module.lora_b), parts):
+                        parameter.copy_(value.reshape(parameter.shape))
+                setattr(head, name, module)
+                stored.update({f"{name}.{part}": getattr(module, part).detach() for part in ("scale", "lora_a", "lora_b")})
+            else:
+                stored[f"{name}.weight"] = merged_weight(base, *parts)
+        if trainable:
+            head.low_rank_layer = low_rank["layer"]
     head.load_state_dict(stored, strict=True)
     dtype = dtype or embedding.dtype
     return head.to(device=embedding.device, dtype=dtype).eval()

@@ -297,7 +297,7 @@ def fit_feature_head(recipe: Recipe, state: State) -> None:
     validation, train = features[:n_validation], features[n_validation:]
     kept = state.kept_ids or list(range(state.target.config.vocab_size))
     if recipe.init_head is not None:  # continued: its weights in float32 for training, its shape and kept ids as saved
-        state.head = load_head(recipe.init_head, state.target, dtype=torch.float32).train()
+        state.head = load_head(recipe.init_head, state.target, dtype=torch.float32, trainable=True).train()
         earlier = json.loads((recipe.init_head / "distill_report.json").read_text())
         state.report["continued_from"] = {
             "command": earlier.get("command"),
