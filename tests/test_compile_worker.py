@@ -87,3 +87,50 @@ def test_a_run_names_its_engine(model):
     assert started.engine == "eager"
     no_fast_path = SimpleNamespace(target=SimpleNamespace(model=torch.nn.Linear(1, 1)), draft=None)
     assert fast_models(no_fast_path) == {} and pair_engine(no_fast_path) == "transformers"
+
+
+def test_a_timed_run_stops_the_worker_and_every_process_it_started_then_lets_it_go_on(monkeypatch):
+    """`paused` (a measured Run, γ auto's measurement) stops the worker's whole process group: on 2 cores the lowest
+    priority still took a core from the run's two threads. Nested holders keep it stopped until the last leaves."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    if sys.platform != "linux":
+        pytest.skip("reads process states from /proc")
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'while True: pass']); "
+         "print(flush=True)\nwhile True: pass"],
+        stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    worker.stdout.readline()  # its child has started
+
+    def states() -> set[str]:
+        found = set()
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == worker.pid:  # the process group
+                found.add(fields[0])
+        return found
+
+    monkeypatch.setattr(compile_worker, "_worker", worker)
+    try:
+        assert len(states()) == 1 and "T" not in states()
+        with compile_worker.paused():
+            with compile_worker.paused():
+                time.sleep(0.2)
+                assert states() == {"T"}, "the worker and its child are stopped"
+            time.sleep(0.1)
+            assert states() == {"T"}, "still stopped while an outer run's clock runs"
+        time.sleep(0.2)
+        assert "T" not in states(), "both go on once the last run is timed"
+    finally:
+        import os
+        import signal
+
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()

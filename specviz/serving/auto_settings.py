@@ -78,7 +78,8 @@ def _measure(key: str, pair: LoadedPair, drafter: str, sampling: SamplingSetting
         with MEASURING_SLOT:
             settle(SETTLE_S, SETTLE_S if compile_worker.busy() else SETTLE_MAX_S)  # no use waiting out our own worker
             recorder.wait_while_loading(SETTLE_MAX_S)
-            chosen = remembered_setting(pair, drafter, sampling, own_work=recorder.own_work)
+            with compile_worker.paused():  # our own worker stopped while ν and the calibration run are timed
+                chosen = remembered_setting(pair, drafter, sampling, own_work=recorder.own_work)
         _chosen[key] = (chosen, time.monotonic())
         log.info("%s, %s drafter: %s", pair.name, drafter, chosen.sentence)
     except Exception as error:  # the Run that waits says so and runs the γ on the page

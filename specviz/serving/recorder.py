@@ -79,12 +79,12 @@ def measure_run(
     prompt_tokens = len(encode_prompt(pair, prompt, settings.max_new_tokens, settings.drafted_per_cycle))
     peaks = measured.PeakTracker(pair.device, pair.draft.weight_bytes)  # CUDA's peaks; empty on a CPU
     with MEASURING_SLOT:
-        # waiting for quiet is no use while our own compile worker runs: the run is measured now, and flagged
+        # waiting for quiet is no use while our own compile worker runs: it is stopped while the clock runs instead
         wait_at_most = settle_s if compile_worker.busy() else max(settle_s, SETTLE_MAX_S)
         waited = settle(settle_s, wait_at_most, should_stop) if settle_s else 0.0
         waited += wait_while_loading(SETTLE_MAX_S if settle_s else 0.0, should_stop)
         warm_up(pair, prompt, settings, drafter)  # untimed: a package's first calls, a new number of rows
-        with collector_paused(), LoadMeter(waited, own_work=own_work) as others:
+        with collector_paused(), compile_worker.paused(), LoadMeter(waited, own_work=own_work) as others:
             rounds = [_round(pair, prompt, settings, drafter, should_stop, baseline_first=False, peaks=peaks)]
             if rounds[0].baseline is not None and 3 * rounds[0].seconds <= repeat_budget_s:
                 for baseline_first in (True, False):
