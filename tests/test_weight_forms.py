@@ -16,6 +16,7 @@ from transformers import DynamicCache
 
 from specviz.drafting.drafters import FeatureDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, Summary, autoregressive_decode, speculative_decode
+from specviz.engine.row_exactness import model_rows_independent
 from specviz.models import row_attention, weight_forms
 from specviz.models.feature_head import head_from_target
 from specviz.models.weight_forms import FORMS, apply_form, choose_form
@@ -150,15 +151,15 @@ def test_a_run_says_whether_its_target_is_exact_to_the_bit_or_up_to_rounding():
     between one row and five), so its runs say 'exact up to rounding'; a weight-only one is exact to the bit."""
     for form, exact in (("int8", True), ("int4", True), ("bf16", False), ("fp32", False)):
         model = formed(form)
-        assert weight_forms.model_rows_independent(model, "transformers") is exact, form
+        assert model_rows_independent(model, "transformers") is exact, form
         started = next(
             iter(autoregressive_decode(CachedDecoder(model, VOCAB), PROMPT, DecodeSettings(max_new_tokens=2), fake_vocabulary()))
         )
         assert started.rows_exact is exact, form
     partly = formed("int8")
     partly.lm_head = torch.nn.Linear(64, VOCAB, bias=False).to(torch.bfloat16)  # one layer the form did not take
-    assert not weight_forms.model_rows_independent(partly, "compiled")
+    assert not model_rows_independent(partly, "compiled")
     eager_attention = formed("int8")
     eager_attention.set_attn_implementation("eager")
-    assert not weight_forms.model_rows_independent(eager_attention, "transformers")
-    assert weight_forms.model_rows_independent(eager_attention, "eager"), "the fast path attends with its own attention"
+    assert not model_rows_independent(eager_attention, "transformers")
+    assert model_rows_independent(eager_attention, "eager"), "the fast path attends with its own attention"

@@ -25,7 +25,7 @@ from specviz.cli.options import (
 from specviz.deployment import load_timing
 from specviz.deployment import peaks as measured
 from specviz.engine import Cycle, DecodeSettings, Summary
-from specviz.models.weight_forms import NOT_ROW_EXACT
+from specviz.engine.events import NOT_ROW_EXACT
 from specviz.numbers import number
 from specviz.run.runner import check_prompt_text, encode_prompt, run
 

@@ -10,6 +10,15 @@ from typing import Literal
 
 from specviz.engine.tally import Tally
 
+# what a run says where its target is exact only up to rounding (RunStarted.rows_exact False, engine/row_exactness.py):
+# the CLI's summary, the page's numbers and its greedy check
+NOT_ROW_EXACT = (
+    "exact up to rounding: the target runs float matrix kernels (fp32 or bf16), which pick their kernel by the number "
+    "of rows, so a token in a verify pass can round in its last bits unlike the same token alone, and greedy "
+    "speculation can part from the target alone at a near-tie (a weight-only form, `weights: int8`, `int4` or `auto`, "
+    "is exact to the bit)"
+)
+
 TokenStatus = Literal["accepted", "rejected", "unverified"]
 RankedToken = tuple[int, str, float]  # (token id, text, probability)
 
@@ -69,7 +78,7 @@ class RunStarted:
     verification: str = "exact"  # how the drafts were judged: exact (token by token), block or match
     threads: int = 0  # torch's CPU threads when it started (torch.get_num_threads()); 0: not recorded
     # whether the target's kernels give a verify pass's every row the bits of its one-token step on every CPU (its layers
-    # in a weight-only form, row-exact attention: weight_forms.model_rows_independent); False: a float model (bf16,
+    # in a weight-only form, row-exact attention: engine/row_exactness.py); False: a float model (bf16,
     # fp32) whose GEMMs pick kernels by the rows' count, so speculation is exact only up to rounding
     rows_exact: bool = True
 

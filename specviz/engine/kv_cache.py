@@ -22,9 +22,9 @@ class Decoder:
     @property
     def rows_exact(self) -> bool:
         """Whether a verify pass gives each row the bits of its one-token step on every CPU (weight_forms'
-        model_rows_independent): greedy speculation then equals plain decoding to the token; else only up to rounding."""
+        engine/row_exactness.py): greedy speculation then equals plain decoding to the token; else only up to rounding."""
         if self._rows_exact is None:
-            from specviz.models.weight_forms import model_rows_independent
+            from specviz.engine.row_exactness import model_rows_independent
 
             self._rows_exact = model_rows_independent(self.model, self.engine)
         return self._rows_exact

@@ -30,9 +30,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from specviz.engine.row_exactness import ROW_EXACT_ATTENTION
 from specviz.engine.static_cache import EAGER_PRODUCTS, Shape, reduced_attention
 
-ROW_EXACT = "specviz_row_exact"
+ROW_EXACT = ROW_EXACT_ATTENTION  # the name engine/row_exactness.py checks a model's config for
 
 
 def row_exact_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):

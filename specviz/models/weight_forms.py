@@ -47,13 +47,6 @@ from specviz.models import row_attention, vnni4
 FORMS = ("bf16", "int8", "int4", "vnni4", "fp32")
 ROW_EXACT_FORMS = ("int8", "int4", "vnni4")  # a token's logits do not depend on the rows beside it, on every CPU
 INT4_GROUP = 32
-# what a run says where model_rows_independent is False (the CLI's summary, the page's numbers and its greedy check)
-NOT_ROW_EXACT = (
-    "exact up to rounding: the target runs float matrix kernels (fp32 or bf16), which pick their kernel by the number "
-    "of rows, so a token in a verify pass can round in its last bits unlike the same token alone, and greedy "
-    "speculation can part from the target alone at a near-tie (a weight-only form, `weights: int8`, `int4` or `auto`, "
-    "is exact to the bit)"
-)
 # "auto": what benchmarks/verify_rows.py measured best for speculation (docs/pairs.md, "A real model"). With AVX-512 bf16,
 # int4 was the fastest step (10.2 ms, bf16 20.2) with ν 1.03–1.15 at k = 2–4; with the AVX2 settings int4 had the
 # flattest ν (1.04–1.26; bf16 1.37–2.25 row by row). Both weight-only forms are row-independent; bf16 is not.
@@ -70,22 +63,6 @@ def rows_independent(form: str | None) -> bool:
     """Whether a target in `form` keeps a token's logits the same alone and inside a verify pass on every CPU, so that
     greedy speculation equals plain decoding to the token (bf16, fp32 and plain weights: only up to rounding)."""
     return form in ROW_EXACT_FORMS
-
-
-def model_rows_independent(model: nn.Module, engine: str) -> bool:
-    """Whether this model, as loaded, keeps a token's logits the same alone and inside a verify pass on every CPU: every
-    matrix product of its layers (its LM head included) is a weight-only form's, and its attention is row-exact (the
-    fast path's own, or transformers' set to it). A layer a form could not take (a shape outside its groups) stays a
-    float GEMM, whose kernel sees the rows: then exact only up to rounding, like a bf16 or fp32 model."""
-    weight_only = (Int8WeightOnly, Int4WeightOnly, vnni4.Vnni4WeightOnly)
-    for module in model.modules():
-        float_product = isinstance(module, nn.Linear) or type(module).__name__ == "Conv1D"  # as_linear's, uncopied
-        if float_product and not isinstance(module, weight_only):
-            return False
-    if engine in ("compiled", "eager"):
-        return True  # engine/static_cache.py's attention
-    config = getattr(model, "config", None)
-    return getattr(config, "_attn_implementation", None) == row_attention.ROW_EXACT
 
 
 def head_form_beside(target_form: str | None) -> str | None:

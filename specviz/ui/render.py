@@ -6,8 +6,7 @@ import html
 from typing import Literal
 
 from specviz.analysis.readings import Readings
-from specviz.engine.events import Cycle, DraftPosition
-from specviz.models.weight_forms import NOT_ROW_EXACT
+from specviz.engine.events import NOT_ROW_EXACT, Cycle, DraftPosition
 from specviz.numbers import number
 from specviz.run.trace import Trace
 from specviz.ui import tree_view
@@ -177,7 +176,7 @@ def race_html(trace: Trace, m: Readings | None, slowdown: float) -> str:
     identical = ""
     if trace.started and trace.started.temperature == 0 and not trace.summary.lossy:
         same = trace.summary.new_token_ids == trace.baseline.new_token_ids
-        if not trace.started.rows_exact:  # float kernels: exact up to rounding (weight_forms.NOT_ROW_EXACT)
+        if not trace.started.rows_exact:  # float kernels: exact up to rounding (events.NOT_ROW_EXACT)
             identical = (
                 (
                     "<p><b>Greedy: the two texts are identical</b>, token for token. This target's float kernels make it "

@@ -7,8 +7,8 @@ import html
 from specviz.analysis import theory
 from specviz.analysis.kernels import multiplies_half_precision_row_by_row
 from specviz.analysis.readings import Readings
+from specviz.engine.events import NOT_ROW_EXACT
 from specviz.engine.tree_shape import TreeShape
-from specviz.models.weight_forms import NOT_ROW_EXACT
 from specviz.numbers import number
 from specviz.run.chosen_setting import ChosenSetting, verify_cost_moved
 from specviz.run.machine_load import OtherLoad
