@@ -115,6 +115,7 @@ UNMEASURED: dict[str, dict[str, str]] = {
         "0.2 s": "a test's planted delay",
     },
     "docs/pairs.md": {
+        "from 0.297 (the first run's head": "the first head's α, from coder_drafters.json as committed in 944c713 (this file replaced it)",
         "122 school topics × 18 questions; 3,711 everyday requests": "the sizes of the built-in prompt lists "
         "(specviz/training/chat_prompts.py, everyday_prompts.py): code, not a measurement; with the 1,113 below they "
         "make bundle_facts.json's 7,020 requests",
