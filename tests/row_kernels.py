@@ -30,7 +30,7 @@ from dataclasses import replace
 
 import torch
 from torch import nn
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.models.llama.modeling_llama import eager_attention_forward
 
 from specviz.drafting.drafters import FeatureDrafter, ModelDrafter
@@ -42,7 +42,7 @@ from specviz.models import vnni4
 from specviz.models.feature_head import head_from_target
 from specviz.models.row_attention import row_exact_attention
 from specviz.models.weight_forms import Int4WeightOnly, Int8WeightOnly, apply_form
-from tests.tiny import fake_vocabulary
+from tests.tiny import fake_vocabulary, grouped_llama
 
 VOCAB = 64
 PROMPT = [3, 17, 5, 42, 8, 8, 9, 30, 31, 2, 7, 7, 60, 1, 4, 22, 19, 11, 5, 3, 40, 41, 42, 43, 9]
@@ -149,33 +149,6 @@ def linear_checks(forms: list[str]) -> dict:
 
 
 # -- a model in the form, on both decoders --------------------------------------------------------------------------
-
-
-def grouped_llama(seed: int, noise: float = 0.0) -> LlamaForCausalLM:
-    """A small Llama with grouped key/value heads (4 over 2, head_dim 32) and peaked next-token distributions;
-    `noise` perturbs a copy of seed's weights: a draft that agrees with it often but not always."""
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=False,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
-    )
-    model = LlamaForCausalLM(config).eval()
-    generator, noisy = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + 100)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            if parameter.dim() > 1:
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.2)
-                parameter.add_(torch.randn(parameter.shape, generator=noisy) * noise)
-        model.lm_head.weight.mul_(3.0)
-    return model
 
 
 def decoders(model, compiled: bool = False) -> dict:

@@ -14,7 +14,6 @@ from dataclasses import replace
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from specviz.drafting.drafters import ModelDrafter
 from specviz.engine import DecodeSettings, autoregressive_decode, speculative_decode
@@ -23,7 +22,7 @@ from specviz.engine.tree import ROOT, TokenTree, verify_tree
 from specviz.engine.tree_shape import TreeShape
 from specviz.models.weight_forms import apply_form
 from tests.test_greedy_exact import transformers_greedy
-from tests.tiny import fake_vocabulary
+from tests.tiny import fake_vocabulary, grouped_llama
 
 VOCAB = 64
 PROMPT = [3, 17, 5, 42, 8, 8, 9, 30, 31, 2, 7, 7, 60, 1, 4, 22, 19, 11, 5, 3, 40, 41, 42, 43, 9]
@@ -32,35 +31,6 @@ TREE = TokenTree((11, 12, 13, 14, 15, 16, 17, 18, 19), (ROOT, ROOT, 0, 0, 1, 2, 
 NEW_TOKENS = 40
 CHAINS = [1, 2, 4]
 TREES = ["2x1:1", "4x2x1x1:1", "nodes=16,depth=5"]
-
-
-def grouped_llama(seed: int, noise: float = 0.0) -> LlamaForCausalLM:
-    """A small Llama with grouped key/value heads and peaked next-token distributions (greedy far from ties in
-    float32); `noise` perturbs a copy of seed's weights, a draft that agrees with it often but not always."""
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=False,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
-    )
-    model = LlamaForCausalLM(config).eval()
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            if parameter.dim() > 1:
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.2)
-        model.lm_head.weight.mul_(3.0)
-        noisy = torch.Generator().manual_seed(seed + 100)
-        for parameter in model.parameters():
-            parameter.add_(torch.randn(parameter.shape, generator=noisy) * noise)
-    return model
 
 
 def compiled(model) -> FastModel:

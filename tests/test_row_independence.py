@@ -37,7 +37,8 @@ import torch
 from specviz.analysis.kernels import offered_kernel_sets
 from specviz.models import row_attention
 from specviz.models.weight_forms import ROW_EXACT_FORMS, apply_form, rows_independent
-from tests.row_kernels import PROMPT, TREE, VOCAB, grouped_llama
+from tests.row_kernels import PROMPT, TREE, VOCAB
+from tests.tiny import grouped_llama
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMS = ("int8", "int4", "vnni4", "bf16")  # vnni4 where the CPU has VNNI; bf16 reported, not held to the bit

@@ -109,3 +109,32 @@ def pass_and_steps(decoder, tokens: list[int]):
     together = decoder.feed(tokens, keep_last=len(tokens))
     decoder.truncate(start)
     return together, torch.cat([decoder.feed([token]) for token in tokens])
+
+
+def grouped_llama(seed: int, noise: float = 0.0, vocab: int = 64) -> LlamaForCausalLM:
+    """A small Llama with grouped key/value heads and peaked next-token distributions (greedy far from ties in
+    float32), over `vocab` tokens; `noise` perturbs a copy of seed's weights, a draft that agrees with it often but not always."""
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
+    model = LlamaForCausalLM(config).eval()
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() > 1:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.2)
+        model.lm_head.weight.mul_(3.0)
+        noisy = torch.Generator().manual_seed(seed + 100)
+        for parameter in model.parameters():
+            parameter.add_(torch.randn(parameter.shape, generator=noisy) * noise)
+    return model
