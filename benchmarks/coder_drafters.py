@@ -6,6 +6,10 @@ drafter's speedup is over the plain decoding measured in its own bench call, bac
 is compared with the target alone's, token for token.
 
     PYTHONPATH=. python benchmarks/coder_drafters.py [--prompts code-questions] [--tokens 128]
+                                                     [--head-forms int8,vnni4] [--head-tree 2x1:1]
+
+The head drafts in each of `--head-forms` (a form only changes the draft: it moves α and τ, never the output), each
+form reloaded and compiled before its bench call; `--head-tree` adds a tree row for the head (every form).
 
 Writes benchmarks/results/coder_drafters.json.
 """
@@ -22,10 +26,10 @@ from pathlib import Path
 os.environ.setdefault("SPECVIZ_COMPILE", "1")
 
 RESULTS = Path(__file__).parent / "results" / "coder_drafters.json"
-DRAFTERS = {"model": [3], "feature": [2, 3, 4], "lookup": [3]}  # γ of each: the sibling's `auto` choice, the head's range
+DRAFTERS = {"model": [3], "feature": [1, 2, 3], "lookup": [3]}  # γ of each: the sibling's `auto` choice, the head's range
 KEYS = (
     *("method", "gamma", "tokens_per_s", "speedup", "decode_speedup", "alpha", "tau", "verify_cost", "tokens_per_cycle"),
-    *("draft_ms_per_cycle", "verify_ms_per_cycle", "conditional_acceptance_rate_per_pos", "same_as_target"),
+    *("draft_ms_per_cycle", "verify_ms_per_cycle", "conditional_acceptance_rate_per_pos", "same_as_target", "tree"),
 )
 
 
@@ -34,6 +38,8 @@ def main() -> None:
     parser.add_argument("--pair", default="qwen2.5-coder-0.5b-1.5b")
     parser.add_argument("--prompts", default="code-questions")
     parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--head-forms", default="", help="comma-separated weight forms for the head (default: the pair's)")
+    parser.add_argument("--head-tree", action="append", default=[], help="a token tree the head also drafts, e.g. 2x1:1")
     args = parser.parse_args()
 
     import torch
@@ -42,8 +48,9 @@ def main() -> None:
     from specviz.cli.options import compile_before_timing
     from specviz.deployment.benchmark import bench
     from specviz.engine import DecodeSettings
+    from specviz.engine.tree_shape import TreeShape
     from specviz.models.catalogue import load_catalogue
-    from specviz.models.loading import load_pair
+    from specviz.models.loading import load_feature_head, load_pair
     from specviz.prompts.sets import load_prompt_set
     from specviz.run.machine_load import LoadMeter
 
@@ -65,15 +72,32 @@ def main() -> None:
         "head_form": pair.feature_head.head.form if pair.feature_head else None,
         "drafters": {},
     }
+    head_forms = [form for form in args.head_forms.split(",") if form] or [results["head_form"]]
+    trees = [TreeShape.parse(text) for text in args.head_tree]
+    runs = [("model", "model", None), *((f"feature {form}", "feature", form) for form in head_forms), ("lookup", "lookup", None)]
     started = time.perf_counter()
     with LoadMeter() as meter:
-        for drafter, gammas in DRAFTERS.items():
-            print(f"bench: drafter {drafter}, γ {gammas}", flush=True)
+        for label, drafter, form in runs:
+            if drafter == "feature" and form != pair.feature_head.head.form:
+                pair.feature_head = load_feature_head(pair.feature_head.reference, pair.target.model, form)
+                compile_before_timing(pair)
+            print(f"bench: drafter {label}, γ {DRAFTERS[drafter]}", flush=True)
             result = bench(
-                pair, prompts, settings, gammas, drafter=drafter, repeats=1, with_transformers=False, with_dynamic=False
+                pair,
+                prompts,
+                settings,
+                DRAFTERS[drafter],
+                drafter=drafter,
+                repeats=1,
+                with_transformers=False,
+                with_dynamic=False,
+                trees=trees if drafter == "feature" else (),
             )
             rows = [{key: row.get(key) for key in KEYS} for row in result["rows"]]
-            results["drafters"][drafter] = {"rows": rows, "greedy_identical": result["greedy_identical"]}
+            entry = {"rows": rows, "greedy_identical": result["greedy_identical"]}
+            if drafter == "feature":
+                entry["head_form"] = pair.feature_head.head.form
+            results["drafters"][label if len(head_forms) > 1 or drafter != "feature" else drafter] = entry
             for row in rows:
                 print(json.dumps(row), flush=True)
     results["seconds"] = round(time.perf_counter() - started, 1)

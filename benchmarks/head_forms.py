@@ -1,6 +1,6 @@
 """A feature head's draft step in each weight form, and how often the form keeps the head's guess.
 
-    python benchmarks/head_forms.py [--pair smollm2-135m-distilled] [--threads 2] [--answers 20]
+    python benchmarks/head_forms.py [--pair smollm2-135m-distilled] [--threads 2] [--answers 20] [--answers-file F]
 
 τ is a draft step over a target step. A feature head is small (one layer and 8,192 kept head rows), so its step is
 mostly reading its ~10M weights: int8 or int4 weight-only halves or quarters the bytes. A form only changes the
@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 import torch  # noqa: E402
 
 from specviz.models.feature_head import FeatureCache, head_in_form, load_head  # noqa: E402
+from specviz.models import vnni4  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
 from specviz.serving.pair_cache import catalogue  # noqa: E402
 from specviz.training.distill.answers import load_answers  # noqa: E402
@@ -71,16 +72,17 @@ def main() -> None:
     parser.add_argument("--pair", default="smollm2-135m-distilled")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--answers", type=int, default=20, help="committed answers to compare the forms' guesses on")
+    parser.add_argument("--answers-file", type=Path, default=ANSWERS, help="the target's answers (.npz) to read them from")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     pair = load_pair(args.pair, catalogue().get(args.pair), catalogue().offline_pairs())
     target, reference = pair.target.model, pair.feature_head.reference
-    sequences = teacher_forced(target, load_answers(ANSWERS)[-args.answers :], pair.feature_head.head.shape.feature_layers)
+    sequences = teacher_forced(target, load_answers(args.answers_file)[-args.answers :], pair.feature_head.head.shape.feature_layers)
     sequences = [(ids, start, features.to(torch.bfloat16)) for ids, start, features in sequences]
     print(f"target weights: {pair.target.form}; {args.threads} threads; {args.answers} committed answers")
     print(f"{'form':10s} {'step':>9s}  {'= bf16 head':>11s}  {'= target':>8s}")
     as_trained, truth = guesses(load_head(reference, target), sequences)
-    for form in ("bf16", "int8", "int4"):
+    for form in ("bf16", "int8", "int4", *(("vnni4",) if vnni4.available() else ())):
         head = load_head(reference, target)
         if form != "bf16":
             head_in_form(head, form)

@@ -21,8 +21,8 @@ from tests.eagle3_heads import random_eagle3_head
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def tiny_target(folder: Path, vocab: int = 96, hidden: int = 32, layers: int = 8) -> Path:
-    """A Llama target's config.json and its (tied) embedding: all an export reads of a target."""
+def tiny_target(folder: Path, vocab: int = 96, hidden: int = 32, layers: int = 8, tied: bool = True) -> Path:
+    """A Llama target's config.json and its embedding (and, untied, its LM head): all an export reads of a target."""
     folder.mkdir(parents=True)
     config = {
         "architectures": ["LlamaForCausalLM"],
@@ -35,12 +35,15 @@ def tiny_target(folder: Path, vocab: int = 96, hidden: int = 32, layers: int = 8
         "rms_norm_eps": 1e-5,
         "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
         "vocab_size": vocab,
-        "tie_word_embeddings": True,
+        "tie_word_embeddings": tied,
         "bos_token_id": 1,
         "eos_token_id": 2,
     }
     (folder / "config.json").write_text(json.dumps(config))
-    save_file({"model.embed_tokens.weight": torch.randn(vocab, hidden)}, folder / "model.safetensors")
+    tensors = {"model.embed_tokens.weight": torch.randn(vocab, hidden)}
+    if not tied:
+        tensors["lm_head.weight"] = torch.randn(vocab, hidden)
+    save_file(tensors, folder / "model.safetensors")
     return folder
 
 
@@ -67,6 +70,17 @@ def test_an_export_reads_back_as_eagle3_with_the_targets_rows_as_its_lm_head(tmp
     assert tensors["fc.weight"].shape == (32, 96), "fc reads three target hidden states"
     assert not any(name.startswith("embed_tokens") for name in tensors), "the embedding is the target's, never shipped"
     assert written.target.resolve() == target.resolve()
+
+
+def test_an_untied_targets_head_ships_the_targets_lm_head_rows_not_its_embeddings(tmp_path):
+    target = tiny_target(tmp_path / "target", tied=False)  # Qwen2.5-Coder-1.5B's case
+    draft_ids = [1, 2, 5, 9, 40, 95]
+    head = random_eagle3_head(target, tmp_path / "stored", draft_ids, lm_head=False)
+    written = export_eagle3(head, target, tmp_path / "out")
+    stored = load_file(target / "model.safetensors")
+    exported = load_file(written.head / "model.safetensors")["lm_head.weight"]
+    assert torch.equal(exported, stored["lm_head.weight"][draft_ids])
+    assert not torch.equal(exported, stored["model.embed_tokens.weight"][draft_ids])
 
 
 def test_ids_other_than_the_default_are_written_for_sglang_one_lower(tmp_path):

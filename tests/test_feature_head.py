@@ -7,6 +7,7 @@ import torch
 
 from specviz.drafting.drafters import FeatureDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, Summary, autoregressive_decode, speculative_decode
+from specviz.models import vnni4
 from specviz.models.feature_head import FeatureCache, head_from_target, head_in_form, load_head, own_weight_bytes, save_head
 from tests.test_greedy_exact import transformers_greedy
 from tests.tiny import fake_vocabulary, tiny_llama
@@ -127,7 +128,14 @@ def gently_trained_head(target, seed: int = 0):
 
 # measured on three seeds: bf16 alone 0.010–0.012, int8 0.032–0.040, int4 0.37–0.44 (16 levels over groups of 32
 # weights on a 32-wide layer); on SmolLM2's head, benchmarks/head_forms.py counts the argmaxes each form keeps
-@pytest.mark.parametrize("form, tolerance", [("int8", 0.08), ("int4", 0.6)])
+@pytest.mark.parametrize(
+    "form, tolerance",
+    [
+        ("int8", 0.08),
+        ("int4", 0.6),
+        pytest.param("vnni4", 0.6, marks=pytest.mark.skipif(not vnni4.available(), reason="no vnni4 kernel on this CPU")),
+    ],
+)
 def test_a_head_in_a_weight_only_form_stays_close_smaller_and_exact(target, form, tolerance):
     """Quantising the head changes only the draft: its logits move a little, its bytes shrink, the output does not."""
     head = gently_trained_head(target)

@@ -22,7 +22,8 @@ hidden states the head reads. Two conventions exist for those ids:
 We write the first always and the second only where the ids are not the default, so no loader reads a shifted id.
 
 The embedding is never shipped: every engine borrows the target's. `lm_head` is shipped even where specviz borrows
-the target's (tied) embedding rows for it: llama.cpp only borrows a full-vocabulary head, which d2t would not match.
+the target's rows for it (its tied embedding's, or an untied target's LM head's): llama.cpp only borrows a
+full-vocabulary head, which d2t would not match.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specviz.models.eagle3_format import LAYER_IDS_KEY, default_aux_layers, standard_config
+from specviz.models.eagle3_format import LAYER_IDS_KEY, LM_HEAD_FROM_TARGET_HEAD, default_aux_layers, standard_config
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -209,8 +210,9 @@ def export_eagle3(head_dir: Path, target_dir: Path, out: Path) -> Export:
     target_ids = torch.arange(d2t.numel()) + d2t
     if int(target_ids.min()) < 0 or int(target_ids.max()) >= vocab or target_ids.unique().numel() != target_ids.numel():
         raise ExportError(f"{head_dir}: d2t maps the draft vocabulary outside the target's {vocab} ids, or twice onto one")
-    if "lm_head.weight" not in tensors:  # specviz borrowed the target's tied embedding rows: ship them
-        tensors["lm_head.weight"] = embedding_rows(target_dir, target_ids).to(tensors["fc.weight"].dtype)
+    if "lm_head.weight" not in tensors:  # specviz borrowed the target's readout rows: ship them
+        tied = target_config.get("tie_word_embeddings", True) and not config.get(LM_HEAD_FROM_TARGET_HEAD)
+        tensors["lm_head.weight"] = readout_rows_of(target_dir, target_ids, tied).to(tensors["fc.weight"].dtype)
     t2d = torch.zeros(vocab, dtype=torch.bool)
     t2d[target_ids] = True
     tensors = {name: tensor.contiguous() for name, tensor in tensors.items() if name in REQUIRED or name == "lm_head.weight"}
@@ -249,18 +251,21 @@ def export_eagle3(head_dir: Path, target_dir: Path, out: Path) -> Export:
     return Export(head_out, target_link, written)
 
 
-def embedding_rows(target_dir: Path, ids):
-    """The target's input embedding at these ids (its tied LM head rows), read from its safetensors alone."""
+def readout_rows_of(target_dir: Path, ids, tied: bool = True):
+    """The target's readout at these ids, read from its safetensors alone: its input embedding where the LM head is
+    tied to it (SmolLM2), else its own LM head (Qwen2.5-Coder-1.5B)."""
     from safetensors import safe_open
 
     from specviz.models.stored import readable_folder  # a target that ships packed weights is read from their copy
 
+    names = ("model.embed_tokens.weight", "embed_tokens.weight") if tied else ("lm_head.weight",)
     for path in sorted(readable_folder(target_dir).glob("*.safetensors")):
         with safe_open(path, framework="pt") as weights:
-            for name in ("model.embed_tokens.weight", "embed_tokens.weight", "lm_head.weight"):
+            for name in names:
                 if name in weights.keys():
                     return weights.get_tensor(name)[ids]
-    raise ExportError(f"the target folder {target_dir} has no embedding to take the head's LM head rows from")
+    what = "embedding" if tied else "LM head"
+    raise ExportError(f"the target folder {target_dir} has no {what} to take the head's LM head rows from")
 
 
 def check_shapes(tensors: dict, shape: HeadShape) -> None:

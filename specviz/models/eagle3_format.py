@@ -8,6 +8,10 @@ from typing import Any
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"  # SpecForge's name: llama.cpp and SGLang register it, vLLM maps it
 LAYER_IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # llama.cpp's and vLLM's key (id k: the input of layer k)
+# specviz's keys: lm_head rows that are the target's own are not shipped (rebuilt at load), and the config says whose:
+# the embedding's (a tied target, such as SmolLM2) or the LM head's (an untied one, such as Qwen2.5-Coder-1.5B)
+LM_HEAD_FROM_EMBEDDING = "specviz_lm_head_from_target_embedding"
+LM_HEAD_FROM_TARGET_HEAD = "specviz_lm_head_from_target_lm_head"
 
 
 def default_aux_layers(layers: int) -> tuple[int, ...]:

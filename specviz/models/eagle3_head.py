@@ -31,15 +31,20 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
 
-from specviz.models.eagle3_format import ARCHITECTURE, default_aux_layers, standard_config
+from specviz.models.eagle3_format import (
+    ARCHITECTURE,
+    LM_HEAD_FROM_EMBEDDING,
+    LM_HEAD_FROM_TARGET_HEAD,
+    default_aux_layers,
+    standard_config,
+)
 from specviz.models.feature_head import FeatureHead, check_form
 from specviz.models.stored import weights_file
+from specviz.models.target_tensors import readout_rows, target_tensor
 from specviz.models.weight_forms import INT4_GROUP, apply_form, supports
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
-# lm_head rows that are the target's embedding rows are not shipped (rebuilt at load); the config says so
-LM_HEAD_FROM_EMBEDDING = "specviz_lm_head_from_target_embedding"
 
 
 @dataclass(frozen=True)
@@ -142,7 +147,13 @@ class Eagle3Head(nn.Module):
         self.form = "as trained"
         self.readout = None  # FeatureHead's slot for a weight-only readout; this head reads out through lm_head
         self.lm_head_from_embedding = False  # whether lm_head is the target's embedding rows (then not shipped)
+        self.lm_head_from_target_head = False  # whether lm_head is the target's own LM head rows (then not shipped)
         self.rope_inverse = 1.0 / shape.rope_theta ** (torch.arange(0, shape.head_dim, 2, dtype=torch.float32) / shape.head_dim)
+
+    @property
+    def lm_head_borrowed(self) -> bool:
+        """Whether lm_head is rows of the target's (frozen in training, rebuilt at load, never shipped)."""
+        return self.lm_head_from_embedding or self.lm_head_from_target_head
 
     @property
     def input_norm(self) -> nn.RMSNorm:
@@ -270,15 +281,16 @@ def eagle3_config(head: Eagle3Head) -> dict:
         layer_ids=shape.aux_layers,
         dtype="bfloat16",
     )
-    return {**standard, LM_HEAD_FROM_EMBEDDING: head.lm_head_from_embedding, "specviz_shape": asdict(shape)}
+    borrowed = {LM_HEAD_FROM_EMBEDDING: head.lm_head_from_embedding, LM_HEAD_FROM_TARGET_HEAD: head.lm_head_from_target_head}
+    return {**standard, **borrowed, "specviz_shape": asdict(shape)}
 
 
 def save_head(head: Eagle3Head, folder: Path, dtype: torch.dtype = torch.bfloat16) -> None:
-    """config.json + model.safetensors; lm_head is left out when it is the target's embedding rows (rebuilt at load)."""
+    """config.json + model.safetensors; lm_head is left out when it is the target's rows (rebuilt at load)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state = {name: value.detach().contiguous() for name, value in head.state_dict().items()}
-    if head.lm_head_from_embedding:
+    if head.lm_head_borrowed:
         del state["lm_head.weight"]
     save_file(
         {name: value if not value.is_floating_point() else value.to(dtype) for name, value in state.items()},
@@ -301,6 +313,10 @@ def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> E
     if config.get(LM_HEAD_FROM_EMBEDDING):
         weights["lm_head.weight"] = embedding[head.kept_ids].detach().float()
         head.lm_head_from_embedding = True
+    elif config.get(LM_HEAD_FROM_TARGET_HEAD):
+        rows = target_tensor(target, readout_rows(target))  # the LM head where untied (read from the file if packed)
+        weights["lm_head.weight"] = rows[head.kept_ids.to(rows.device)].detach().float()
+        head.lm_head_from_target_head = True
     head.load_state_dict({name: value.to(head.t2d.device) for name, value in weights.items()}, strict=True)
     dtype = dtype or embedding.dtype
     return head.to(device=embedding.device, dtype=dtype).eval()  # the bool/int buffers keep their dtypes

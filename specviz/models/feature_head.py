@@ -28,7 +28,7 @@ from specviz.models import head_step
 from specviz.models.low_rank import LowRankLinear, merged_weight
 from specviz.models.stored import weights_file
 from specviz.models.target_tensors import readout_rows, target_tensor
-from specviz.models.weight_forms import Int4WeightOnly, Int8WeightOnly, apply_form, supports
+from specviz.models.weight_forms import Int4WeightOnly, Int8WeightOnly, apply_form, supports, vnni4_module
 
 CONFIG_FILE = "feature_head.json"
 WEIGHTS_FILE = "feature_head.safetensors"
@@ -368,9 +368,12 @@ def load_head(folder: str | Path, target, dtype: torch.dtype | None = None, trai
     return head.to(device=embedding.device, dtype=dtype).eval()
 
 
+HEAD_FORMS = ("int8", "int4", "vnni4")
+
+
 def check_form(form: str, what: str) -> None:
-    if form not in ("int8", "int4"):
-        raise ValueError(f"{what} drafts in int8 or int4, not {form!r}")
+    if form not in HEAD_FORMS:
+        raise ValueError(f"{what} drafts in int8, int4 or vnni4, not {form!r}")
 
 
 def head_in_form(head: FeatureHead, form: str) -> FeatureHead:
@@ -383,9 +386,10 @@ def head_in_form(head: FeatureHead, form: str) -> FeatureHead:
     rows = nn.Linear(head.shape.hidden, len(head.kept_ids), bias=False, device=head.kept_ids.device)
     rows.weight.data = head.head_weight.detach().float()
     if not supports(form, rows):
-        raise ValueError(f"int4 packs rows in sixteens: this head keeps {len(head.kept_ids)} rows; draft in int8")
+        raise ValueError(f"{form} packs rows in blocks: this head keeps {len(head.kept_ids)} rows; draft in int8")
     apply_form(head, form)  # every nn.Linear of the layer; norms stay bf16
-    head.readout = (Int8WeightOnly if form == "int8" else Int4WeightOnly)(rows)
+    make = {"int8": Int8WeightOnly, "int4": Int4WeightOnly}.get(form) or vnni4_module()
+    head.readout = make(rows)
     head.head_weight = None
     head.form = form
     return head

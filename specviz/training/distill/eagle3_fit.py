@@ -82,8 +82,9 @@ def head_from_feature_head(
       depth 1 when h fitted only the features' part).
     - q/k/v: the hidden half is old's q/k/v (hidden_norm = old's input_norm, rescaled for |h| against |x|); the
       embedding half zero where h carries the embedding, else old's through its fuse of the embedding.
-    - o_proj, post-attention norm, MLP: old's. lm_head: the target's embedding rows of old's kept ids (frozen, so not
-      shipped); `norm` a constant, so the readout's argmax is old's (logits = f̂·E, rescaled).
+    - o_proj, post-attention norm, MLP: old's. lm_head: the rows of old's kept ids of the target's readout (its
+      embedding where tied, else its LM head; frozen, so not shipped); `norm` a constant, so the readout's argmax is
+      old's (logits = f̂·W, rescaled).
     Returns the head and what the calibration measured."""
     kept = old.kept_ids.tolist()
     shape = Eagle3Shape.of_target(target.config, len(kept), aux_layers)
@@ -124,9 +125,10 @@ def head_from_feature_head(
     for name in ("gate_proj", "up_proj", "down_proj"):
         getattr(layer.mlp, name).weight.copy_(getattr(old, name).weight)
     head.norm.weight.fill_(float(rms_f))  # norm(f̂) · E = f̂ · E · rms(f)/rms(f̂): old's logits where |f̂| ≈ |f|
-    head.lm_head.weight.copy_(embedding[head.kept_ids])
+    head.lm_head.weight.copy_(old.head_weight)  # old's kept rows of the target's readout: its embedding where tied
     head.lm_head.weight.requires_grad_(False)
-    head.lm_head_from_embedding = True
+    head.lm_head_from_embedding = bool(target.config.tie_word_embeddings)
+    head.lm_head_from_target_head = not head.lm_head_from_embedding
     measured = {
         "calibration_positions": int(rows.shape[0]),
         "embedding_in_h": embedding_in_h,

@@ -372,7 +372,7 @@ def fit_eagle3_head(recipe: Recipe, state: State) -> None:
         raise ValueError("an EAGLE-3 head is warm-started from a trained feature head (or continued): give --init-head")
     if eagle3_head.is_eagle3_head(recipe.init_head):  # continued: its weights in float32, lm_head frozen as saved
         state.head = eagle3_head.load_head(recipe.init_head, state.target, dtype=torch.float32)
-        state.head.lm_head.weight.requires_grad_(not state.head.lm_head_from_embedding)
+        state.head.lm_head.weight.requires_grad_(not state.head.lm_head_borrowed)
         earlier = json.loads((recipe.init_head / "distill_report.json").read_text())
         state.report["continued_from"] = {key: earlier.get(key) for key in ("command", "warm_start", "continued_from")}
         state.report["continued_from"].update(
