@@ -50,6 +50,7 @@ def main() -> None:
     from specviz.engine import DecodeSettings
     from specviz.engine.tree_shape import TreeShape
     from specviz.models.catalogue import load_catalogue
+    from specviz.models.head_fast_path import enable_fast_head
     from specviz.models.loading import load_feature_head, load_pair
     from specviz.prompts.sets import load_prompt_set
     from specviz.run.machine_load import LoadMeter
@@ -80,6 +81,7 @@ def main() -> None:
         for label, drafter, form in runs:
             if drafter == "feature" and form != pair.feature_head.head.form:
                 pair.feature_head = load_feature_head(pair.feature_head.reference, pair.target.model, form)
+                enable_fast_head(pair.feature_head.head)  # its draft step compiled, as the pair's own head's is
                 compile_before_timing(pair)
             print(f"bench: drafter {label}, γ {DRAFTERS[drafter]}", flush=True)
             result = bench(

