@@ -75,7 +75,7 @@ def main() -> None:
     }
     head_forms = [form for form in args.head_forms.split(",") if form] or [results["head_form"]]
     trees = [TreeShape.parse(text) for text in args.head_tree]
-    runs = [("model", "model", None), *((f"feature {form}", "feature", form) for form in head_forms), ("lookup", "lookup", None)]
+    runs = [("model", "model", None), *((f"feature-{form}", "feature", form) for form in head_forms), ("lookup", "lookup", None)]
     started = time.perf_counter()
     with LoadMeter() as meter:
         for label, drafter, form in runs:

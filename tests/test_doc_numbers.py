@@ -115,7 +115,8 @@ UNMEASURED: dict[str, dict[str, str]] = {
         "0.2 s": "a test's planted delay",
     },
     "docs/pairs.md": {
-        "from 0.297 (the first run's head": "the first head's α, from coder_drafters.json as committed in 944c713 (this file replaced it)",
+        "(0.375 at γ 2 in the run before": "the second head's α, from coder_drafters.json as committed in a9cb117 (this file replaced it)",
+        "α 0.75 with hundreds": "the α the issue asks of an EAGLE head (EAGLE's papers), a goal, not a measurement here",
         "122 school topics × 18 questions; 3,711 everyday requests": "the sizes of the built-in prompt lists "
         "(specviz/training/chat_prompts.py, everyday_prompts.py): code, not a measurement; with the 1,113 below they "
         "make bundle_facts.json's 7,020 requests",

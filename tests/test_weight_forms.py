@@ -163,3 +163,15 @@ def test_a_run_says_whether_its_target_is_exact_to_the_bit_or_up_to_rounding():
     eager_attention.set_attn_implementation("eager")
     assert not model_rows_independent(eager_attention, "transformers")
     assert model_rows_independent(eager_attention, "eager"), "the fast path attends with its own attention"
+
+
+def test_a_pairs_head_weights_choose_the_heads_form_beside_a_weight_only_target(monkeypatch):
+    from specviz.models import vnni4
+    from specviz.models.weight_forms import HEAD_FORM, head_form_beside
+
+    assert head_form_beside(None, "vnni4") is None and head_form_beside("bf16", "int4") is None, "plain targets: as trained"
+    assert head_form_beside("vnni4") == HEAD_FORM and head_form_beside("int4", "int4") == "int4"
+    monkeypatch.setattr(vnni4, "available", lambda: True)
+    assert head_form_beside("vnni4", "vnni4") == "vnni4"
+    monkeypatch.setattr(vnni4, "available", lambda: False)  # an AVX2 machine: the kernel cannot run, int8 drafts
+    assert head_form_beside("int4", "vnni4") == HEAD_FORM

@@ -71,6 +71,7 @@ class Pair:
     drafter: str = "model"  # the drafting strategy the pair starts with (a key of specviz/drafting/registry.py)
     weights: WeightForm | None = None  # the target's form on a CPU (models/weight_forms.py)
     draft_weights: WeightForm | None = None  # the draft model's form on a CPU
+    head_weights: Literal["auto", "int8", "int4", "vnni4"] = "auto"  # the feature head's form beside a weight-only target
     draft_vocabulary: str | None = None  # a file of the ids an independent draft's head keeps (models/reduced_head.py)
     licence: str | None = None  # the models' licence, where the pair's own files are fetched from PyPI (model card)
     preload: bool = True  # an offline real pair loads in the background when the app starts; false: on first use (big downloads)

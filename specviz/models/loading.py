@@ -312,7 +312,8 @@ def load_pair(
         )
     loaded = pair_of(name, target, draft, target_tok, pair.chat_template, device, dtype_chosen, time.perf_counter() - started)
     if pair.feature_head_ref:
-        loaded.feature_head = load_feature_head(pair.feature_head_ref, target.model, head_form_beside(target.form))
+        head_form = head_form_beside(target.form, pair.head_weights)
+        loaded.feature_head = load_feature_head(pair.feature_head_ref, target.model, head_form)
         loaded.load_s += loaded.feature_head.load_s
     enable_fast_path(loaded)
     return loaded

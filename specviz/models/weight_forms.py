@@ -55,7 +55,9 @@ INT4_GROUP = 32
 AUTO_FORM = "int4"
 # A feature head beside a weight-only target drafts in int8 (benchmarks/head_forms.py, SmolLM2's head, AVX-512): a
 # draft step took 0.37 ms against 0.78 in bf16 and kept 94–96 % of the head's argmaxes (two trainings of the head); int4 was no faster (0.38 ms)
-# and kept 80 %.
+# and kept 80 %. A head too big for the cache streams its weights, and halving them pays: the Qwen2.5-Coder-1.5B
+# head (62M weights merged) drafts at τ 0.076 in vnni4 against 0.167 in int8 (benchmarks/coder_drafters.py), so that
+# pair names `head_weights: vnni4`.
 HEAD_FORM = "int8"
 
 
@@ -65,10 +67,15 @@ def rows_independent(form: str | None) -> bool:
     return form in ROW_EXACT_FORMS
 
 
-def head_form_beside(target_form: str | None) -> str | None:
-    """The form a feature head drafts in beside a target in `target_form`: HEAD_FORM beside a weight-only target;
-    beside plain weights it stays as trained."""
-    return HEAD_FORM if target_form in ("int8", "int4", "vnni4") else None
+def head_form_beside(target_form: str | None, asked: str = "auto") -> str | None:
+    """The form a feature head drafts in beside a target in `target_form`: beside a weight-only target the pair's
+    `head_weights` (`auto`: HEAD_FORM; vnni4 only where its kernel runs here, else HEAD_FORM); beside plain weights it
+    stays as trained."""
+    if target_form not in ("int8", "int4", "vnni4"):
+        return None
+    if asked == "auto" or (asked == "vnni4" and not vnni4.available()):
+        return HEAD_FORM
+    return asked
 
 
 class Int8WeightOnly(nn.Module):

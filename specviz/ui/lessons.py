@@ -208,7 +208,7 @@ def _explain_real_model(main: Measured, extra: list[Measured]) -> str:
     same = main.trace.summary.new_token_ids == main.trace.baseline.new_token_ids
     params = info.target_parameters or 0
     form = f", weights in {info.weight_form}" if info.weight_form else ""
-    head_form = f", drafting in {info.feature_head_form}" if info.feature_head_form in ("int8", "int4") else ""
+    head_form = f", drafting in {info.feature_head_form}" if info.feature_head_form in ("int8", "int4", "vnni4") else ""
     return (
         f"<p>A real pretrained chat model: <b>SmolLM2-135M-Instruct</b> ({params / 1e6:.0f}M parameters, {info.dtype}{form}) "
         f"answers the question above, wrapped in its own chat template (the grey bubble is the user's message). Its drafts come "
