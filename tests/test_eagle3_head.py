@@ -212,6 +212,7 @@ def test_a_tiny_fit_warm_starts_from_a_feature_head_and_stops_at_its_budget(targ
         fit_eagle3,
         head_from_feature_head,
         layers_read,
+        teacher_rows,
     )
     from specviz.training.distill.feature_fit import target_features
 
@@ -221,9 +222,11 @@ def test_a_tiny_fit_warm_starts_from_a_feature_head_and_stops_at_its_budget(targ
     calibration = target_features(target, sequences[:4], calibration_layers(old, AUX), quiet=True)
     head, measured = head_from_feature_head(target, old, AUX, calibration)
     assert 0 < measured["fc_least_squares_r2"] <= 1 and not head.lm_head.weight.requires_grad
-    # the tiny target is untied (as Qwen2.5-Coder-1.5B is): lm_head starts as its LM head's rows, not its embedding's
+    # the tiny target is untied (as Qwen2.5-Coder-1.5B is): lm_head starts as its LM head's rows, not its embedding's,
+    # and the fit's teacher reads the target's distribution through them
     torch.testing.assert_close(head.lm_head.weight, target.lm_head.weight[head.kept_ids])
     assert head.lm_head_from_target_head and not head.lm_head_from_embedding
+    torch.testing.assert_close(teacher_rows(head), target.lm_head.weight[head.kept_ids])
     validation = target_features(target, sequences[:3], layers_read(AUX), quiet=True)
     settings = Eagle3FitSettings(batch_size=4, budget_s=0.5, checkpoint_s=1e9, validate_depths=3)
     log = fit_eagle3(head, target, sequences[3:], validation, settings, checkpoint=tmp_path, progress=lambda line: None)
