@@ -74,6 +74,20 @@ def test_greedy_speculation_is_the_target_alone(shipped_pair, question, gamma):
     )
 
 
+@pytest.mark.parametrize("tree", [None, "2x1:1"], ids=["chain", "tree"])
+def test_the_feature_head_drafts_in_the_pairs_head_form_and_greedy_is_the_target_alone(shipped_pair, tree):
+    from specviz.engine.tree_shape import TreeShape
+    from specviz.models.weight_forms import head_form_beside
+
+    wanted = head_form_beside(shipped_pair.target.form, load_catalogue().get(CODER_PAIR).head_weights)
+    assert shipped_pair.feature_head.head.form == wanted, "vnni4 where its kernel runs, else int8"
+    settings = DecodeSettings(max_new_tokens=48, gamma=2, tree=TreeShape.parse(tree) if tree else None)
+    question = CODE_QUESTIONS[3]
+    alone = tokens_of(shipped_pair, question, settings, "autoregressive")
+    drafted = list(run(shipped_pair, question, settings, mode="speculative", drafter="feature"))[-1]
+    assert drafted.new_token_ids == alone and drafted.tally.drafted > 0
+
+
 def test_float32_speculation_equals_transformers_generate_on_the_dequantised_weights():
     """float32 means the GGUF's own values, unrounded: our engine's greedy speculation against transformers' generate()."""
     pair = load_coder_pair(dtype="float32")
