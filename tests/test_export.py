@@ -188,11 +188,12 @@ def test_the_deployment_report_shows_the_same_commands_and_keeps_them_through_js
     assert "Run it in llama.cpp" not in render_html(sample_report()), "a pair without an EAGLE-3 head gets no commands"
 
 
-def test_the_production_page_shows_the_benchmarks_results_file():
-    """docs/production.md's table is benchmarks/results/eagle3_llama_cpp.json as the benchmark renders it: one home."""
+@pytest.mark.parametrize("name", ["eagle3_llama_cpp.json", "eagle3_llama_cpp_coder.json", "eagle3_llama_cpp_coder_q8.json"])
+def test_the_production_page_shows_the_benchmarks_results_file(name):
+    """docs/production.md's tables are benchmarks/results/eagle3_llama_cpp*.json as the benchmark renders them: one home."""
     page = (ROOT / "docs" / "production.md").read_text()
-    block = page.split("<!-- eagle3_llama_cpp.json -->\n")[1].split("\n<!-- /eagle3_llama_cpp.json -->")[0]
-    results = ROOT / "benchmarks" / "results" / "eagle3_llama_cpp.json"
+    block = page.split(f"<!-- {name} -->\n")[1].split(f"\n<!-- /{name} -->")[0]
+    results = ROOT / "benchmarks" / "results" / name
     if not results.is_file():
         assert block.startswith("Not measured yet"), "a table without its results file"
         return
