@@ -253,7 +253,9 @@ def main() -> None:
     parser.add_argument(
         "--head-outtype", default="bf16", help="the head's GGUF type (convert_hf_to_gguf.py --outtype): bf16 keeps every bit"
     )
-    parser.add_argument("--repack", choices=["auto", "on", "off"], default="auto", help="llama.cpp's weight repacking (auto: off on AMX)")
+    parser.add_argument(
+        "--repack", choices=["auto", "on", "off"], default="auto", help="llama.cpp's weight repacking (auto: off on AMX)"
+    )
     parser.add_argument("--gamma", type=int, default=1, help="K: drafts per verify pass, the same on both engines")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2)

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 
 import torch  # noqa: E402
 
-from specviz.models.feature_head import FeatureCache, head_in_form, load_head  # noqa: E402
 from specviz.models import vnni4  # noqa: E402
+from specviz.models.feature_head import FeatureCache, head_in_form, load_head  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
 from specviz.serving.pair_cache import catalogue  # noqa: E402
 from specviz.training.distill.answers import load_answers  # noqa: E402
@@ -77,7 +77,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     pair = load_pair(args.pair, catalogue().get(args.pair), catalogue().offline_pairs())
     target, reference = pair.target.model, pair.feature_head.reference
-    sequences = teacher_forced(target, load_answers(args.answers_file)[-args.answers :], pair.feature_head.head.shape.feature_layers)
+    sequences = teacher_forced(
+        target, load_answers(args.answers_file)[-args.answers :], pair.feature_head.head.shape.feature_layers
+    )
     sequences = [(ids, start, features.to(torch.bfloat16)) for ids, start, features in sequences]
     print(f"target weights: {pair.target.form}; {args.threads} threads; {args.answers} committed answers")
     print(f"{'form':10s} {'step':>9s}  {'= bf16 head':>11s}  {'= target':>8s}")

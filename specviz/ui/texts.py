@@ -263,7 +263,13 @@ def _feature_head_row(info: PairInfo) -> str:
 
 def _head_form(info: PairInfo) -> str:
     form = info.feature_head_form
-    return f" in **{form}** weight-only" if form in ("int8", "int4") else " in **vnni4** (4-bit weights, 8-bit activations)" if form == "vnni4" else ""
+    return (
+        f" in **{form}** weight-only"
+        if form in ("int8", "int4")
+        else " in **vnni4** (4-bit weights, 8-bit activations)"
+        if form == "vnni4"
+        else ""
+    )
 
 
 def _form(info: PairInfo) -> str:
