@@ -437,9 +437,11 @@ def _explain_coder(main: Measured, extra: list[Measured]) -> str:
 def _explain_coder_drafters(main: Measured, extra: list[Measured]) -> str:
     """The coder target drafted three ways on one question: its 0.5B sibling, specviz's feature head, prompt lookup."""
     runs = [main, *extra]
+    form = main.trace.pair.feature_head_form
+    drafting_in = f", drafting in {form}" if form in ("int8", "int4", "vnni4") else ""
     what = {
         "model": "Qwen2.5-Coder-0.5B: a whole model, a third of the target's layers' weight",
-        "feature": "one layer reading the target's own last hidden state (specviz's head for this target)",
+        "feature": f"one layer reading the target's own last hidden state (specviz's head for this target{drafting_in})",
         "lookup": "no model: copies what followed the last matching words in the text",
     }
     rows = "".join(
