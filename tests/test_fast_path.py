@@ -26,6 +26,7 @@ from specviz.engine.compiled import (
 )
 from specviz.engine.fused_projections import FusedProjections, fuse
 from specviz.engine.static_cache import is_supported
+from tests import tiny
 from tests.tiny import fake_vocabulary, pass_and_steps, tiny_llama
 
 VOCAB = 64
@@ -114,24 +115,7 @@ def test_a_token_gets_the_same_logits_alone_and_inside_a_verify_pass(target, for
 
 def wide_llama(seed: int = 0):
     """A tiny grouped Llama wide enough for int4 fusion (every projection a multiple of 64 output channels)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=False,
-    )
-    model = LlamaForCausalLM(config).eval()
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.2 if parameter.dim() > 1 else parameter)
-    return model
+    return tiny.grouped_llama(seed, vocab=VOCAB)
 
 
 @pytest.mark.parametrize("form", ["int8", "int4"])
