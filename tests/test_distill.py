@@ -181,6 +181,33 @@ def test_a_low_rank_feature_head_ships_its_change_reads_stored_features_and_stay
     assert not torch.equal(head.q_proj.weight, target.model.layers[-1].self_attn.q_proj.weight), "the change is applied"
 
 
+def test_stored_features_run_the_target_only_over_sequences_not_stored(tmp_path, monkeypatch):
+    """A fit on more answers reads the stored shard and runs the target over the new sequences alone; what it returns
+    for every sequence equals the target's features computed afresh."""
+    from specviz.training.distill import pipeline
+    from specviz.training.distill.feature_fit import target_features
+    from specviz.training.distill.pipeline import State, stored_features
+
+    tokenizer, target = tiny_target()
+    recipe = Recipe(out=tmp_path / "head", prompts=PROMPTS, kind="feature", work_folder=tmp_path / "work")
+    sequences = [(tokenizer(prompt).input_ids + [5, 6, 7], len(tokenizer(prompt).input_ids)) for prompt in PROMPTS[:4]]
+    computed: list[int] = []
+
+    def counted(target, batch, layers):
+        computed.append(len(batch))
+        return target_features(target, batch, layers, quiet=True)
+
+    monkeypatch.setattr(pipeline, "target_features", counted)
+    stored_features(recipe, State(target, tokenizer), sequences[:2])
+    more = stored_features(recipe, State(target, tokenizer), sequences + sequences[:1])
+    assert computed == [2, 2], "the second call runs the target over the two new sequences only"
+    assert len(list(recipe.work.glob("features-*.pt"))) == 2
+    fresh = target_features(target, sequences + sequences[:1], quiet=True)
+    for got, want in zip(more, fresh, strict=True):
+        assert torch.equal(got.token_ids, want.token_ids) and got.answer_start == want.answer_start
+        assert torch.allclose(got.features.float(), want.features.float(), atol=2e-2)
+
+
 def test_answers_files_are_read_in_order_and_the_missing_one_is_collected(tmp_path):
     """--answers A --answers B: A is read, B collected from the prompts and written; two missing files are refused."""
     from specviz.training.distill.answers import load_answers

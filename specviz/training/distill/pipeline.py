@@ -326,21 +326,30 @@ def fit_feature_head(recipe: Recipe, state: State) -> None:
 
 def stored_features(recipe: Recipe, state: State, sequences: list[tuple[list[int], int]]) -> list:
     """The target's features over the sequences, computed once and kept in the work folder (bf16, outside the repo):
-    a rerun or a continued fit reads them instead of running the target again. Keyed by the target, its dtype, the
-    layers and the sequences themselves."""
-    key = hashlib.sha256(
-        repr((state.target.config.name_or_path, str(state.target.dtype), recipe.feature_layers, sequences)).encode()
+    a rerun, a continued fit, or a fit on more answers reads what is stored and runs the target only over sequences no
+    stored shard holds, which it stores as a new shard. Shards are keyed by the target, its dtype and the layers."""
+    target_key = hashlib.sha256(
+        repr((state.target.config.name_or_path, str(state.target.dtype), recipe.feature_layers)).encode()
     ).hexdigest()[:16]
-    path = recipe.work / f"features-{key}.pt"
-    if path.is_file():
-        print(f"target features read from {path}", flush=True)
-        return [FeatureSequence(**row) for row in torch.load(path)]
-    features = target_features(state.target, sequences, recipe.feature_layers)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    torch.save([{"token_ids": f.token_ids, "features": f.features, "answer_start": f.answer_start} for f in features], partial)
-    partial.rename(path)
-    return features
+    stored: dict[tuple[tuple[int, ...], int], dict] = {}
+    for shard in sorted(recipe.work.glob(f"features-{target_key}-*.pt")):
+        rows = torch.load(shard)
+        stored.update({(tuple(row["token_ids"].tolist()), row["answer_start"]): row for row in rows})
+        print(f"target features read from {shard} ({len(rows)} sequences)", flush=True)
+    missing = list(dict.fromkeys((tuple(ids), start) for ids, start in sequences if (tuple(ids), start) not in stored))
+    if missing:
+        if stored:
+            print(f"target features for {len(missing)} sequences not stored yet", flush=True)
+        features = target_features(state.target, [(list(ids), start) for ids, start in missing], recipe.feature_layers)
+        rows = [{"token_ids": f.token_ids, "features": f.features, "answer_start": f.answer_start} for f in features]
+        shard_key = hashlib.sha256(repr(missing).encode()).hexdigest()[:16]
+        path = recipe.work / f"features-{target_key}-{shard_key}.pt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        torch.save(rows, partial)
+        partial.rename(path)
+        stored.update(zip(missing, rows))
+    return [FeatureSequence(**stored[(tuple(ids), start)]) for ids, start in sequences]
 
 
 def save_feature_head(recipe: Recipe, state: State) -> None:
