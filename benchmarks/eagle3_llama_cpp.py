@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 os.environ.setdefault("SPECVIZ_COMPILE", "1")  # specviz's fast path, compiled, as it serves
 
 from benchmarks.llama_cpp_side_by_side import build_llama_cpp, llama_cpp_source  # noqa: E402
-from benchmarks.llama_cpp_speculative import repack_choice  # noqa: E402
+from benchmarks.llama_cpp_speculative import llama_cpp_verify_costs, repack_choice  # noqa: E402
 from benchmarks.results import write_results  # noqa: E402
 from specviz.cli.export import target_files  # noqa: E402
 from specviz.deployment.export import export_eagle3, pair_head  # noqa: E402
@@ -154,6 +154,14 @@ def llama_cpp_plain(binary: Path, target: Path, tokens: int, depth: int, threads
     return float(result["avg_ts"])
 
 
+def cycle_in_steps(passes: int, plain_tokens_per_s: float, **parts_s: float) -> dict:
+    """Where a verify cycle's time goes, in decoding steps of the same engine's target alone (1 ÷ its plain rate): each
+    part's seconds over the passes, and their sum."""
+    step_s = 1 / plain_tokens_per_s
+    parts = {name: seconds / passes / step_s for name, seconds in parts_s.items()}
+    return {**parts, "cycle": sum(parts.values())}
+
+
 def specviz_runs(pair, questions: list[str], settings: DecodeSettings, drafter: str | None) -> dict:
     """specviz over every question: plain and (with a drafter) speculative; decoding rates and the pooled tally."""
     from specviz.engine import Tally
@@ -183,6 +191,9 @@ def specviz_runs(pair, questions: list[str], settings: DecodeSettings, drafter: 
             "drafted": tally.drafted,
             "accepted": tally.accepted,
             "passes": tally.cycles,
+            "cycle_in_steps": cycle_in_steps(
+                tally.cycles, plain_rate, draft=tally.draft_s, verify=tally.verify_s, rest=tally.overhead_s
+            ),
         }
     return result
 
@@ -218,10 +229,24 @@ def markdown_table(result: dict) -> str:
             f"| tokens/s, the target alone | {cells('plain_tokens_per_s', '.1f')} |",
             f"| tokens/s, with the head | {cells('head_tokens_per_s', '.1f')} |",
             f"| with the head ÷ alone | {speedup(llama)} | {speedup(ours)} |",
+            *cycle_rows(llama, ours),
             "",
             f"`{result['command']}`",
         ]
     )
+
+
+def cycle_rows(llama: dict, ours: dict) -> list[str]:
+    """A verify cycle's cost in target decoding steps of each engine (where the run measured it; older results did not):
+    the verify pass of K + 1 rows, and the head's drafts with everything else in the loop."""
+    if "cycle_in_steps" not in llama or "cycle_in_steps" not in ours:
+        return []
+    theirs, mine = llama["cycle_in_steps"], ours["cycle_in_steps"]
+    return [
+        f"| a cycle's verify pass, in target steps (ν) | {theirs['verify']:.2f} | {mine['verify']:.2f} |",
+        f"| a cycle's draft and the rest, in target steps | {theirs['draft_and_rest']:.2f} | {mine['draft'] + mine['rest']:.2f} |",
+        f"| a whole cycle, in target steps | {theirs['cycle']:.2f} | {mine['cycle']:.2f} |",
+    ]
 
 
 def prompt_set_words(settings: dict) -> str:
@@ -331,22 +356,32 @@ def main() -> None:
     ours = specviz_runs(pair, questions, settings, drafter)
     plain_after = llama_cpp_plain(bin_dir / "llama-bench", Path(target_gguf), args.max_new_tokens, depth, args.threads, repack)
 
+    plain_rate = statistics.mean([plain_before, plain_after])
+    # llama.cpp's verify pass of K + 1 rows, timed alone (llama-bench -p K+1): what the head's cycle spends beyond it is
+    # the head's drafts and the rest of llama-speculative-simple's loop
+    verify_cost = llama_cpp_verify_costs(
+        bin_dir / "llama-bench", Path(target_gguf), args.threads, repack, plain_rate, sizes=(1, args.gamma + 1)
+    )
     mismatched = [i + 1 for i, (run, ids) in enumerate(zip(runs, prompt_tokens)) if run.prompt_tokens != ids]
     # greedy on both, but llama.cpp's Q4_1 kernels round otherwise than specviz's: where the answers part, the heads are
     # judged on different text (the acceptance rates still compare; token-for-token they cannot)
     shared_chars = [len(os.path.commonprefix([run.text, text.strip()])) for run, text in zip(runs, ours["texts"])]
     drafted, accepted = sum(r.drafted for r in runs), sum(r.accepted for r in runs)
     passes, decoded = sum(r.passes for r in runs), sum(r.decoded for r in runs)
+    decode_s = sum(r.decode_s for r in runs)
+    verify_s = verify_cost["nu_over_decode_step"][args.gamma + 1] / plain_rate * passes
     llama = {
-        "plain_tokens_per_s": statistics.mean([plain_before, plain_after]),
+        "plain_tokens_per_s": plain_rate,
         "plain_before_after": [plain_before, plain_after],
-        "head_tokens_per_s": decoded / sum(r.decode_s for r in runs),
+        "head_tokens_per_s": decoded / decode_s,
         "accepted_per_drafted": accepted / drafted if drafted else None,
         "accepted_per_pass": accepted / passes if passes else None,
         "tokens_per_pass": decoded / passes if passes else None,
         "drafted": drafted,
         "accepted": accepted,
         "passes": passes,
+        "verify_cost": verify_cost,
+        "cycle_in_steps": cycle_in_steps(passes, plain_rate, verify=verify_s, draft_and_rest=decode_s - verify_s),
         "runs": [asdict(run) for run in runs],
     }
     print(
@@ -366,6 +401,10 @@ def main() -> None:
     ]
     for label, theirs, mine, spec in rows:
         print(f"{label:34}{fmt(theirs, spec):>12}{fmt(mine, spec):>12}")
+    if "cycle_in_steps" in ours:
+        for line in cycle_rows(llama, ours):
+            label, theirs, mine = (cell.strip() for cell in line.strip("|").split("|"))
+            print(f"{label:50}{theirs:>12}{mine:>12}")
     if ours.get("acceptance_by_depth"):
         print("specviz α by depth: " + ", ".join(fmt(rate, ".2f") for rate in ours["acceptance_by_depth"]))
     if args.json:

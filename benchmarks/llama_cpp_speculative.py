@@ -147,10 +147,12 @@ def llama_cpp_plain(binary: Path, target: Path, threads: int, tokens: int, depth
     return {"tokens_per_s": float(result["avg_ts"]), "stddev": float(result["stddev_ts"]), "command": shlex.join(command)}
 
 
-def llama_cpp_verify_costs(binary: Path, target: Path, threads: int, repack: bool, decode_tokens_per_s: float) -> dict:
+def llama_cpp_verify_costs(
+    binary: Path, target: Path, threads: int, repack: bool, decode_tokens_per_s: float, sizes: tuple[int, ...] = VERIFY_ROWS
+) -> dict:
     """llama.cpp's ν(k): a k-token pass (llama-bench -p k) over a 1-token pass, from its tokens/s; also over one
     decoding step (1 ÷ the plain decoding rate)."""
-    rows = ",".join(str(k) for k in VERIFY_ROWS)
+    rows = ",".join(str(k) for k in sizes)
     command = bench_command(binary, target, threads, repack, "-p", rows, "-n", "0", "-r", "3")
     rates = {int(r["n_prompt"]): float(r["avg_ts"]) for r in llama_bench(command) if int(r["n_prompt"]) > 0}
     pass_s = {k: k / rate for k, rate in rates.items()}
