@@ -47,6 +47,23 @@ def test_ships_the_change_alone_and_loads_back_to_the_same_matrices(tmp_path):
             torch.testing.assert_close(getattr(loaded, name).weight, module.weight, rtol=0.05, atol=0.05)
 
 
+def test_the_fuse_drafts_as_its_factors_and_stays_unquantised_in_every_form(tmp_path):
+    """The fuse's base passes the last feature through ([0 | I]): loaded for drafting it runs as s·f + B·A x, which
+    equals the merged matrix, and a weight-only form (int8, int4) leaves it as it is while it packs the other matrices."""
+    from specviz.models.feature_head import head_in_form
+    from specviz.models.low_rank import PassThroughLowRank
+    from specviz.models.weight_forms import Int8WeightOnly
+
+    target = tiny_llama(VOCAB, seed=0)
+    save_head(scrambled_low_rank_head(target), tmp_path)
+    head = load_head(tmp_path, target, dtype=torch.float32)
+    assert isinstance(head.fuse, PassThroughLowRank)
+    x = torch.randn(3, 5, head.shape.hidden + head.shape.feature_width, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(head.fuse(x), torch.nn.functional.linear(x, head.fuse.weight), rtol=1e-5, atol=1e-5)
+    head_in_form(head, "int8")
+    assert isinstance(head.fuse, PassThroughLowRank) and isinstance(head.q_proj, Int8WeightOnly)
+
+
 def test_reads_the_target_lm_head_rows_not_its_embedding_when_untied():
     target = tiny_llama(VOCAB, seed=0)  # tie_word_embeddings=False
     kept = [1, 5, 9]

@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from specviz.models import head_step
-from specviz.models.low_rank import LowRankLinear, merged_weight
+from specviz.models.low_rank import LowRankLinear, PassThroughLowRank, merged_weight
 from specviz.models.stored import weights_file
 from specviz.models.target_tensors import readout_rows, target_tensor
 from specviz.models.weight_forms import Int4WeightOnly, Int8WeightOnly, apply_form, supports, vnni4_module
@@ -336,7 +336,8 @@ def is_feature_head(folder: str | Path) -> bool:
 def load_head(folder: str | Path, target, dtype: torch.dtype | None = None, trainable: bool = False) -> FeatureHead:
     """The saved head on the target's device, borrowing the target's embedding and LM head rows; in `dtype` (default the
     target's). A low-rank head's matrices are rebuilt from the target's own (read before any weight form packed them):
-    merged for drafting, or with `trainable` kept as base, scale and factors, so that continuing its training
+    merged for drafting (but the fuse, whose base passes the feature through: PassThroughLowRank runs its factors), or
+    with `trainable` kept as base, scale and factors, so that continuing its training
     (`distill --init-head`) trains and saves only its change, as the run that made it did."""
     folder = Path(folder)
     config = json.loads((folder / CONFIG_FILE).read_text())
@@ -357,6 +358,10 @@ def load_head(folder: str | Path, target, dtype: torch.dtype | None = None, trai
                 with torch.no_grad():
                     for parameter, value in zip((module.scale, module.lora_a, module.lora_b), parts):
                         parameter.copy_(value.reshape(parameter.shape))
+                setattr(head, name, module)
+                stored.update({f"{name}.{part}": getattr(module, part).detach() for part in ("scale", "lora_a", "lora_b")})
+            elif name == "fuse":  # its base passes the last feature through: kept as factors (PassThroughLowRank)
+                module = PassThroughLowRank(*parts, start=shape.hidden)
                 setattr(head, name, module)
                 stored.update({f"{name}.{part}": getattr(module, part).detach() for part in ("scale", "lora_a", "lora_b")})
             else:

@@ -45,6 +45,35 @@ class LowRankLinear(nn.Module):
         return {"scale": self.scale.detach().reshape(1), "lora_a": self.lora_a.detach(), "lora_b": self.lora_b.detach()}
 
 
+class PassThroughLowRank(nn.Module):
+    """y = s · x[..., start : start + out] + (x Aᵀ) Bᵀ: a low-rank change over a base that passes a slice of the input
+    through (a feature head's fuse, s·[0 | I | 0] + B·A), run as its factors, without the base's matrix.
+
+    Merged and put in a 4-bit form, such a matrix loses its change: each block of weights that holds a 1 of the base
+    is scaled for it, and the change's small entries beside it round to 0 (the coder head's fuse in vnni4 kept 0.70 of
+    the head's guesses; its other matrices in vnni4, 0.95). As factors it is exact, and costs rank · (in + out)
+    multiply-adds instead of in · out."""
+
+    def __init__(self, scale: torch.Tensor, lora_a: torch.Tensor, lora_b: torch.Tensor, start: int) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(scale.detach().float().reshape(()).clone(), requires_grad=False)
+        self.lora_a = nn.Parameter(lora_a.detach().float().clone(), requires_grad=False)
+        self.lora_b = nn.Parameter(lora_b.detach().float().clone(), requires_grad=False)
+        self.start = start
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The merged matrix (out, in), as a plain linear layer would hold it."""
+        out_features, in_features = self.lora_b.shape[0], self.lora_a.shape[1]
+        base = torch.zeros(out_features, in_features, dtype=self.lora_a.dtype, device=self.lora_a.device)
+        base[:, self.start : self.start + out_features] = torch.eye(out_features, dtype=base.dtype, device=base.device)
+        return self.scale * base + self.lora_b @ self.lora_a
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        passed = x[..., self.start : self.start + self.lora_b.shape[0]] * self.scale.to(x.dtype)
+        return passed + F.linear(F.linear(x, self.lora_a.to(x.dtype)), self.lora_b.to(x.dtype))
+
+
 def merged_weight(base: torch.Tensor, scale: torch.Tensor, lora_a: torch.Tensor, lora_b: torch.Tensor) -> torch.Tensor:
     """s·W_base + B·A in float32 (the one formula, for loading a shipped change)."""
     return scale.float().reshape(()) * base.float() + lora_b.float() @ lora_a.float()
