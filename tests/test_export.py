@@ -188,7 +188,15 @@ def test_the_deployment_report_shows_the_same_commands_and_keeps_them_through_js
     assert "Run it in llama.cpp" not in render_html(sample_report()), "a pair without an EAGLE-3 head gets no commands"
 
 
-@pytest.mark.parametrize("name", ["eagle3_llama_cpp.json", "eagle3_llama_cpp_coder.json", "eagle3_llama_cpp_coder_q8.json"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "eagle3_llama_cpp.json",
+        "eagle3_llama_cpp_coder.json",
+        "eagle3_llama_cpp_coder_q8.json",
+        "eagle3_llama_cpp_coder_no_repack.json",
+    ],
+)
 def test_the_production_page_shows_the_benchmarks_results_file(name):
     """docs/production.md's tables are benchmarks/results/eagle3_llama_cpp*.json as the benchmark renders them: one home."""
     page = (ROOT / "docs" / "production.md").read_text()
