@@ -20,6 +20,17 @@ def target():
     return tiny_llama(VOCAB, seed=0)
 
 
+def head_of(kind: str, target, folder):
+    """A scrambled head: full, or low-rank as drafting loads it (the fuse as its factors, models/low_rank.py)."""
+    if kind == "full":
+        return random_head(target)
+    from specviz.models.feature_head import load_head, save_head
+    from tests.test_low_rank_head import scrambled_low_rank_head
+
+    save_head(scrambled_low_rank_head(target), folder)
+    return load_head(folder, target, dtype=torch.float32)
+
+
 def eager(fast: FastHead) -> FastHead:
     assert fast.engine == "eager"  # a head whose package is not loaded: the same step, run eager
     return fast
@@ -40,9 +51,10 @@ def steps_of(draft_step, head, token_ids, features, cache, reference: bool):
     return out
 
 
+@pytest.mark.parametrize("kind", ["full", "low-rank"])
 @torch.inference_mode()
-def test_the_static_cache_step_drafts_what_the_heads_own_step_drafts(target):
-    head = random_head(target)
+def test_the_static_cache_step_drafts_what_the_heads_own_step_drafts(target, kind, tmp_path):
+    head = head_of(kind, target, tmp_path / "head")
     token_ids, features = torch.randint(0, VOCAB, (10,)), torch.randn(10, 32)
     fast = eager(FastHead(head))
     got = steps_of(fast.draft_step, head, token_ids, features, fast.new_cache(), reference=False)
@@ -66,9 +78,9 @@ def test_the_static_cache_grows_and_keeps_what_it_held(target):
     assert torch.equal(cache.tensor[:, :5], held)
 
 
-@pytest.mark.parametrize("gamma", [1, 3])
-def test_speculation_with_the_fast_head_equals_generate(target, gamma):
-    head = random_head(target)
+@pytest.mark.parametrize("gamma,kind", [(1, "full"), (3, "full"), (2, "low-rank")])
+def test_speculation_with_the_fast_head_equals_generate(target, gamma, kind, tmp_path):
+    head = head_of(kind, target, tmp_path / "head")
     drafter = FeatureDrafter(head, VOCAB)
     drafter.fast = eager(FastHead(head))
     settings = DecodeSettings(max_new_tokens=30, gamma=gamma)
@@ -79,11 +91,12 @@ def test_speculation_with_the_fast_head_equals_generate(target, gamma):
 
 
 @pytest.mark.slow
-def test_the_compiled_draft_step_matches_the_eager_one_and_stays_exact(target, tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", ["full", "low-rank"])
+def test_the_compiled_draft_step_matches_the_eager_one_and_stays_exact(target, kind, tmp_path, monkeypatch):
     if compiler_missing(torch.device("cpu")):
         pytest.skip(compiler_missing(torch.device("cpu")))
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
-    head = random_head(target)
+    head = head_of(kind, target, tmp_path / "head")
     token_ids, features = torch.randint(0, VOCAB, (10,)), torch.randn(10, 32)
     compiled = FastHead(head)
     assert set(compiled.warm_up().seconds) == {"compile"}, compiled.report.reason
