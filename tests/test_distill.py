@@ -177,6 +177,9 @@ def test_a_low_rank_feature_head_ships_its_change_reads_stored_features_and_stay
     capsys.readouterr()
     distill(replace(recipe, out=tmp_path / "again", work_folder=recipe.work), target, tokenizer, "tiny")
     assert "target features read from" in capsys.readouterr().out
+    again = json.loads((tmp_path / "again" / "distill_report.json").read_text())
+    assert again["fit"]["features_computed_sequences"] == 0
+    assert "read from the work folder" in (tmp_path / "again" / "MODEL_CARD.md").read_text()
     head = load_head(recipe.out, target)
     assert not torch.equal(head.q_proj.weight, target.model.layers[-1].self_attn.q_proj.weight), "the change is applied"
 
@@ -198,9 +201,9 @@ def test_stored_features_run_the_target_only_over_sequences_not_stored(tmp_path,
         return target_features(target, batch, layers, quiet=True)
 
     monkeypatch.setattr(pipeline, "target_features", counted)
-    stored_features(recipe, State(target, tokenizer), sequences[:2])
-    more = stored_features(recipe, State(target, tokenizer), sequences + sequences[:1])
-    assert computed == [2, 2], "the second call runs the target over the two new sequences only"
+    assert stored_features(recipe, State(target, tokenizer), sequences[:2])[1] == 2
+    more, ran_over = stored_features(recipe, State(target, tokenizer), sequences + sequences[:1])
+    assert computed == [2, 2] and ran_over == 2, "the second call runs the target over the two new sequences only"
     assert len(list(recipe.work.glob("features-*.pt"))) == 2
     fresh = target_features(target, sequences + sequences[:1], quiet=True)
     for got, want in zip(more, fresh, strict=True):

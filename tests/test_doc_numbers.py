@@ -115,7 +115,10 @@ UNMEASURED: dict[str, dict[str, str]] = {
         "0.2 s": "a test's planted delay",
     },
     "docs/pairs.md": {
-        "(0.375 at γ 2 in the run before": "the second head's α, from coder_drafters.json as committed in a9cb117 (this file replaced it)",
+        "Why 2.2× is out of reach": "issue 44's goal, a target, not a measurement",
+        "is 1.36 at its α and γ 1, close to the 1.31 measured. With α 0.75 it would be 1.6 at γ 1 and 1.9 at γ 3; 2.2× "
+        "needs α 0.85 at γ 3 or 0.93 at γ 2": "the theory's speedup (analysis/theory.expected_speedup_with_verify_cost) "
+        "at the head's measured τ and ν in coder_drafters.json, computed for an α, not measured",
         "α 0.75 with hundreds": "the α the issue asks of an EAGLE head (EAGLE's papers), a goal, not a measurement here",
         "122 school topics × 18 questions; 3,711 everyday requests": "the sizes of the built-in prompt lists "
         "(specviz/training/chat_prompts.py, everyday_prompts.py): code, not a measurement; with the 1,113 below they "

@@ -56,8 +56,8 @@ AUTO_FORM = "int4"
 # A feature head beside a weight-only target drafts in int8 (benchmarks/head_forms.py, SmolLM2's head, AVX-512): a
 # draft step took 0.37 ms against 0.78 in bf16 and kept 94–96 % of the head's argmaxes (two trainings of the head); int4 was no faster (0.38 ms)
 # and kept 80 %. A head too big for the cache streams its weights, and halving them pays: the Qwen2.5-Coder-1.5B
-# head (62M weights merged) drafts at τ 0.076 in vnni4 against 0.167 in int8 (benchmarks/coder_drafters.py), so that
-# pair names `head_weights: vnni4`.
+# head (62M weights merged) drafts at τ 0.081 in vnni4 against 0.172 in int8 (benchmarks/coder_drafters.py), so that
+# pair names `head_weights: vnni4`. A low-rank head's fuse is not packed: it drafts as its factors (models/low_rank.py).
 HEAD_FORM = "int8"
 
 

@@ -67,6 +67,20 @@ def _what_it_is(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _features(fit: dict) -> str:
+    """How the target's features were had: one teacher-forced pass, or partly read from the work folder's shards."""
+    computed, total = fit.get("features_computed_sequences"), fit["train_examples"] + fit["validation_examples"]
+    how = f"{fit['features_dtype']}, {fit['features_s'] / 60:.1f} min"
+    if computed is None or computed == total:
+        return f"The target's features were recomputed from them in one teacher-forced pass ({how})."
+    if computed == 0:
+        return f"The target's features were read from the work folder, where an earlier run stored them ({how})."
+    return (
+        f"The target's features were recomputed in one teacher-forced pass over the {computed:,} sequences no earlier "
+        f"run had stored ({how}); the other {total - computed:,} were read from the work folder."
+    )
+
+
 def _data(report: dict) -> str:
     data = report["data"]
     if report["draft"].get("kind") == "feature":
@@ -74,8 +88,7 @@ def _data(report: dict) -> str:
             f"The target's own greedy answers to {data['prompts']:,} prompts (chat template "
             f"{'applied' if data['chat_template'] else 'not applied'}), up to {data['max_new_tokens']} new tokens: "
             f"**{data['answer_tokens']:,} answer tokens**, read from `{data.get('source', 'collected')}` (the answers as token "
-            "ids, committed so any machine can retrain). The target's features were recomputed from them in one "
-            f"teacher-forced pass ({report['fit']['features_dtype']}, {report['fit']['features_s'] / 60:.1f} min)."
+            f"ids, committed so any machine can retrain). {_features(report['fit'])}"
         )
     return (
         f"The target's own greedy answers to {data['prompts']:,} of {report.get('recipe_prompts', data['prompts']):,} prompts "

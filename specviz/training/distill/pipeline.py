@@ -292,7 +292,7 @@ def fit_feature_head(recipe: Recipe, state: State) -> None:
             raise ValueError(f"{recipe.init_head} reads layers {saved_layers}: give the same --feature-layers to continue it")
     started = time.perf_counter()
     sequences = [(example.prompt_ids + example.answer_ids, len(example.prompt_ids)) for example in examples]
-    features = stored_features(recipe, state, sequences)
+    features, computed = stored_features(recipe, state, sequences)
     features_s = time.perf_counter() - started
     validation, train = features[:n_validation], features[n_validation:]
     kept = state.kept_ids or list(range(state.target.config.vocab_size))
@@ -317,6 +317,7 @@ def fit_feature_head(recipe: Recipe, state: State) -> None:
         "train_tokens": sum(len(s.token_ids) for s in train),
         "features_dtype": str(state.target.dtype).removeprefix("torch."),
         "features_s": round(features_s, 1),
+        "features_computed_sequences": computed,  # the rest were read from the work folder's shards
         "log": asdict(log),
         "validation_agreement_first_draft": log.validation_agreement_first[-1],
         "validation_agreement_second_draft": log.validation_agreement_second[-1],
@@ -324,10 +325,11 @@ def fit_feature_head(recipe: Recipe, state: State) -> None:
     }
 
 
-def stored_features(recipe: Recipe, state: State, sequences: list[tuple[list[int], int]]) -> list:
+def stored_features(recipe: Recipe, state: State, sequences: list[tuple[list[int], int]]) -> tuple[list, int]:
     """The target's features over the sequences, computed once and kept in the work folder (bf16, outside the repo):
     a rerun, a continued fit, or a fit on more answers reads what is stored and runs the target only over sequences no
-    stored shard holds, which it stores as a new shard. Shards are keyed by the target, its dtype and the layers."""
+    stored shard holds, which it stores as a new shard. Shards are keyed by the target, its dtype and the layers.
+    Returns the features in the sequences' order and how many sequences the target ran over."""
     target_key = hashlib.sha256(
         repr((state.target.config.name_or_path, str(state.target.dtype), recipe.feature_layers)).encode()
     ).hexdigest()[:16]
@@ -349,7 +351,7 @@ def stored_features(recipe: Recipe, state: State, sequences: list[tuple[list[int
         torch.save(rows, partial)
         partial.rename(path)
         stored.update(zip(missing, rows))
-    return [FeatureSequence(**stored[(tuple(ids), start)]) for ids, start in sequences]
+    return [FeatureSequence(**stored[(tuple(ids), start)]) for ids, start in sequences], len(missing)
 
 
 def save_feature_head(recipe: Recipe, state: State) -> None:
