@@ -230,23 +230,27 @@ def markdown_table(result: dict) -> str:
             f"| tokens/s, the target alone | {cells('plain_tokens_per_s', '.1f')} |",
             f"| tokens/s, with the head | {cells('head_tokens_per_s', '.1f')} |",
             f"| with the head ÷ alone | {speedup(llama)} | {speedup(ours)} |",
-            *cycle_rows(llama, ours),
+            *(f"| {label} | {theirs} | {mine} |" for label, theirs, mine in cycle_rows(llama, ours)),
             "",
             f"`{result['command']}`",
         ]
     )
 
 
-def cycle_rows(llama: dict, ours: dict) -> list[str]:
-    """A verify cycle's cost in target decoding steps of each engine (where the run measured it; older results did not):
-    the verify pass of K + 1 rows, and the head's drafts with everything else in the loop."""
+def cycle_rows(llama: dict, ours: dict) -> list[tuple[str, str, str]]:
+    """(label, llama.cpp, specviz): a verify cycle's cost in target decoding steps of each engine (where the run measured
+    it; older results did not): the verify pass of K + 1 rows, and the head's drafts with everything else in the loop."""
     if "cycle_in_steps" not in llama or "cycle_in_steps" not in ours:
         return []
     theirs, mine = llama["cycle_in_steps"], ours["cycle_in_steps"]
     return [
-        f"| a cycle's verify pass, in target steps (ν) | {theirs['verify']:.2f} | {mine['verify']:.2f} |",
-        f"| a cycle's draft and the rest, in target steps | {theirs['draft_and_rest']:.2f} | {mine['draft'] + mine['rest']:.2f} |",
-        f"| a whole cycle, in target steps | {theirs['cycle']:.2f} | {mine['cycle']:.2f} |",
+        ("a cycle's verify pass, in target steps (ν)", f"{theirs['verify']:.2f}", f"{mine['verify']:.2f}"),
+        (
+            "a cycle's draft and the rest, in target steps",
+            f"{theirs['draft_and_rest']:.2f}",
+            f"{mine['draft'] + mine['rest']:.2f}",
+        ),
+        ("a whole cycle, in target steps", f"{theirs['cycle']:.2f}", f"{mine['cycle']:.2f}"),
     ]
 
 
@@ -402,10 +406,8 @@ def main() -> None:
     ]
     for label, theirs, mine, spec in rows:
         print(f"{label:34}{fmt(theirs, spec):>12}{fmt(mine, spec):>12}")
-    if "cycle_in_steps" in ours:
-        for line in cycle_rows(llama, ours):
-            label, theirs, mine = (cell.strip() for cell in line.strip("|").split("|"))
-            print(f"{label:50}{theirs:>12}{mine:>12}")
+    for label, theirs, mine in cycle_rows(llama, ours):
+        print(f"{label:50}{theirs:>12}{mine:>12}")
     if ours.get("acceptance_by_depth"):
         print("specviz α by depth: " + ", ".join(fmt(rate, ".2f") for rate in ours["acceptance_by_depth"]))
     if args.json:

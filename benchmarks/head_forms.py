@@ -92,11 +92,12 @@ def by_module(reference, target, sequences, as_trained, truth) -> None:
         return head_in_form(head, form)
 
     print(f"{'the head in int8, but':34s} {'= bf16 head':>11s}  {'= target':>8s}")
+    as_loaded = load_head(reference, target, dtype=torch.bfloat16)  # the matrices each row packs in vnni4
     for name in MATRICES:
-        head = head_in_form(load_head(reference, target), "int8")
-        matrix = getattr(load_head(reference, target), name)
+        matrix = getattr(as_loaded, name)
         if isinstance(matrix, torch.nn.Linear):
-            setattr(head, name, vnni4_module()(matrix.to(torch.bfloat16)))
+            head = head_in_form(load_head(reference, target), "int8")
+            setattr(head, name, vnni4_module()(matrix))
             print(f"{name + ' in vnni4':34s} {agreement(head)}", flush=True)
     for form in ("int8", "vnni4"):
         print(f"{'fuse merged, all in ' + form:34s} {agreement(with_fuse_merged(form))}", flush=True)

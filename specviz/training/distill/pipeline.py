@@ -338,7 +338,8 @@ def stored_features(recipe: Recipe, state: State, sequences: list[tuple[list[int
         rows = torch.load(shard)
         stored.update({(tuple(row["token_ids"].tolist()), row["answer_start"]): row for row in rows})
         print(f"target features read from {shard} ({len(rows)} sequences)", flush=True)
-    missing = list(dict.fromkeys((tuple(ids), start) for ids, start in sequences if (tuple(ids), start) not in stored))
+    keys = [(tuple(ids), start) for ids, start in sequences]
+    missing = list(dict.fromkeys(key for key in keys if key not in stored))
     if missing:
         if stored:
             print(f"target features for {len(missing)} sequences not stored yet", flush=True)
@@ -351,7 +352,7 @@ def stored_features(recipe: Recipe, state: State, sequences: list[tuple[list[int
         torch.save(rows, partial)
         partial.rename(path)
         stored.update(zip(missing, rows))
-    return [FeatureSequence(**stored[(tuple(ids), start)]) for ids, start in sequences], len(missing)
+    return [FeatureSequence(**stored[key]) for key in keys], len(missing)
 
 
 def save_feature_head(recipe: Recipe, state: State) -> None:
