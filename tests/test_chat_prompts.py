@@ -1,5 +1,7 @@
 """The held-out chat prompts share no topic and no phrasing with the prompts the smollm2 draft was distilled on."""
 
+import hashlib
+
 from specviz.prompts.sets import CHAT_HELDOUT, load_prompt_set
 from specviz.training.chat_prompts import TOPICS, copies_a_held_out_phrase, topic_prompts, training_prompts
 from specviz.training.everyday_prompts import everyday_prompts
@@ -28,3 +30,14 @@ def test_training_prompts_keep_the_topic_prompts_first_so_committed_answers_line
 def test_chat_sets_are_loadable_by_name():
     assert load_prompt_set("chat-heldout") == CHAT_HELDOUT
     assert set(load_prompt_set("chat")) <= set(CHAT_HELDOUT)
+
+
+def test_the_training_prompts_are_the_ones_the_committed_answers_were_collected_for():
+    """The prompts are data (specviz/training/prompt_data/); a changed string or order would misalign every answer
+    already collected for them, so the list is pinned: 2,196 topic prompts, 3,711 everyday, 1,113 about the world."""
+    prompts = training_prompts()
+    digest = hashlib.sha256("\n".join(prompts).encode()).hexdigest()
+    assert (len(topic_prompts()), len(everyday_prompts()), len(prompts)) == (2196, 3711, 7020)
+    assert digest == "09c6dbfba1dd986b6e16993b6743b4d644a8d4718e5e4930b402c2532ae72341", (
+        f"the training prompts changed (sha256 {digest}): answers collected for the old list no longer line up"
+    )
