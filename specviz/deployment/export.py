@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from specviz.models.eagle3_format import LAYER_IDS_KEY, LM_HEAD_FROM_TARGET_HEAD, default_aux_layers, standard_config
+from specviz.models.head_shape import rope_theta
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -93,48 +94,35 @@ def target_gguf_path(entry) -> str | None:
 
 @dataclass(frozen=True)
 class HeadShape:
-    """What the config says about one head, read from its tensors and its target."""
+    """What the config says about one head (eagle3_format.StandardShape), read from its tensors and its target."""
 
     hidden: int
     heads: int
     kv_heads: int
     head_dim: int
     ffn: int
-    draft_vocab: int
+    rms_norm_eps: float
+    rope_theta: float
+    vocab_size: int  # the target's
+    draft_vocab_size: int
     target_hidden: int
-    target_vocab: int
     target_layers: int
-    layer_ids: tuple[int, ...]
+    aux_layers: tuple[int, ...]
 
 
 def exported_head_config(shape: HeadShape, target_config: dict[str, Any], dtype: str) -> dict[str, Any]:
     """The head's config.json: a one-layer Llama with EAGLE-3's keys (module docstring), the target's rope and tokens."""
-    rope = target_config.get("rope_parameters") or {}
-    rope_theta = float(rope.get("rope_theta", target_config.get("rope_theta", 10000.0)))
-    config = standard_config(
-        hidden=shape.hidden,
-        ffn=shape.ffn,
-        heads=shape.heads,
-        kv_heads=shape.kv_heads,
-        head_dim=shape.head_dim,
-        rms_norm_eps=target_config["rms_norm_eps"],
-        rope_theta=rope_theta,
-        vocab_size=shape.target_vocab,
-        draft_vocab_size=shape.draft_vocab,
-        target_hidden=shape.target_hidden,
-        layer_ids=shape.layer_ids,
-        dtype=dtype,
-    )
+    config = standard_config(shape, dtype)
     config.update(
-        rope_parameters={"rope_theta": rope_theta, "rope_type": "default"},
+        rope_parameters={"rope_theta": shape.rope_theta, "rope_type": "default"},
         max_position_embeddings=target_config.get("max_position_embeddings", 8192),
         attention_bias=False,
         mlp_bias=False,
         **{key: target_config[key] for key in ("bos_token_id", "eos_token_id", "pad_token_id") if key in target_config},
     )
-    if list(shape.layer_ids) != list(default_aux_layers(shape.target_layers)):
+    if list(shape.aux_layers) != list(default_aux_layers(shape.target_layers)):
         # SGLang's key counts outputs of layers: one less than llama.cpp's and vLLM's inputs
-        config["eagle_config"] = {LAYER_IDS_KEY: [k - 1 for k in shape.layer_ids], "use_aux_hidden_state": True}
+        config["eagle_config"] = {LAYER_IDS_KEY: [k - 1 for k in shape.aux_layers], "use_aux_hidden_state": True}
     return config
 
 
@@ -228,11 +216,13 @@ def export_eagle3(head_dir: Path, target_dir: Path, out: Path) -> Export:
         kv_heads=k.shape[0] // head_dim,
         head_dim=head_dim,
         ffn=gate.shape[0],
-        draft_vocab=d2t.numel(),
+        rms_norm_eps=target_config["rms_norm_eps"],
+        rope_theta=rope_theta(target_config),
+        vocab_size=vocab,
+        draft_vocab_size=d2t.numel(),
         target_hidden=target_hidden,
-        target_vocab=vocab,
         target_layers=target_config["num_hidden_layers"],
-        layer_ids=layer_ids_of(config, target_config["num_hidden_layers"]),
+        aux_layers=layer_ids_of(config, target_config["num_hidden_layers"]),
     )
     check_shapes(tensors, shape)
     dtype = str(tensors["fc.weight"].dtype).removeprefix("torch.")
@@ -287,7 +277,7 @@ def check_shapes(tensors: dict, shape: HeadShape) -> None:
         "midlayer.mlp.up_proj.weight": (shape.ffn, h),
         "midlayer.mlp.down_proj.weight": (h, shape.ffn),
         "norm.weight": (h,),
-        "lm_head.weight": (shape.draft_vocab, h),
+        "lm_head.weight": (shape.draft_vocab_size, h),
     }
     for name, wanted in expected.items():
         if tuple(tensors[name].shape) != wanted:

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 ARCHITECTURE = "LlamaForCausalLMEagle3"  # SpecForge's name: llama.cpp and SGLang register it, vLLM maps it
 LAYER_IDS_KEY = "eagle_aux_hidden_state_layer_ids"  # llama.cpp's and vLLM's key (id k: the input of layer k)
@@ -19,38 +19,40 @@ def default_aux_layers(layers: int) -> tuple[int, ...]:
     return (2, layers // 2, layers - 3)
 
 
-def standard_config(
-    *,
-    hidden: int,
-    ffn: int,
-    heads: int,
-    kv_heads: int,
-    head_dim: int,
-    rms_norm_eps: float,
-    rope_theta: float,
-    vocab_size: int,
-    draft_vocab_size: int,
-    target_hidden: int,
-    layer_ids,
-    dtype: str,
-) -> dict[str, Any]:
+class StandardShape(Protocol):
+    """What the standard config says of a head: its own widths, the target's, and the target layers it reads."""
+
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    vocab_size: int  # the target's
+    draft_vocab_size: int
+    target_hidden: int
+    aux_layers: tuple[int, ...]  # id k: the input of target layer k
+
+
+def standard_config(shape: StandardShape, dtype: str) -> dict[str, Any]:
     """A one-layer Llama with EAGLE-3's keys: the draft vocabulary, the target's width and the layers it reads."""
     return {
         "architectures": [ARCHITECTURE],
         "model_type": "llama",
-        "hidden_size": hidden,
-        "intermediate_size": ffn,
-        "num_attention_heads": heads,
-        "num_key_value_heads": kv_heads,
-        "head_dim": head_dim,
+        "hidden_size": shape.hidden,
+        "intermediate_size": shape.ffn,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
         "num_hidden_layers": 1,
         "hidden_act": "silu",
-        "rms_norm_eps": rms_norm_eps,
-        "rope_theta": rope_theta,
-        "vocab_size": vocab_size,
-        "draft_vocab_size": draft_vocab_size,
-        "target_hidden_size": target_hidden,
-        LAYER_IDS_KEY: list(layer_ids),
+        "rms_norm_eps": shape.rms_norm_eps,
+        "rope_theta": shape.rope_theta,
+        "vocab_size": shape.vocab_size,
+        "draft_vocab_size": shape.draft_vocab_size,
+        "target_hidden_size": shape.target_hidden,
+        LAYER_IDS_KEY: list(shape.aux_layers),
         "tie_word_embeddings": False,  # else SGLang reads lm_head from the embedding
         "torch_dtype": dtype,
     }

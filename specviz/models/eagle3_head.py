@@ -39,6 +39,7 @@ from specviz.models.eagle3_format import (
     standard_config,
 )
 from specviz.models.feature_head import FeatureHead, check_form
+from specviz.models.head_shape import target_layer_shape
 from specviz.models.stored import weights_file
 from specviz.models.target_tensors import readout_rows, target_tensor
 from specviz.models.weight_forms import INT4_GROUP, apply_form, supports
@@ -75,22 +76,15 @@ class Eagle3Shape:
     def feature_width(self) -> int:
         return self.hidden * len(self.aux_layers)
 
+    @property
+    def target_hidden(self) -> int:
+        """The target's width: the head's own, as it borrows the target's embedding."""
+        return self.hidden
+
     @classmethod
     def of_target(cls, config, draft_vocab_size: int, aux_layers: tuple[int, ...] | None = None) -> Eagle3Shape:
-        rope = getattr(config, "rope_parameters", None) or {}
-        theta = rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))
-        layers = config.num_hidden_layers
-        return cls(
-            hidden=config.hidden_size,
-            heads=config.num_attention_heads,
-            kv_heads=config.num_key_value_heads,
-            ffn=config.intermediate_size,
-            rope_theta=float(theta),
-            rms_norm_eps=config.rms_norm_eps,
-            vocab_size=config.vocab_size,
-            draft_vocab_size=draft_vocab_size,
-            aux_layers=tuple(aux_layers) if aux_layers else default_aux_layers(layers),
-        )
+        layers = tuple(aux_layers) if aux_layers else default_aux_layers(config.num_hidden_layers)
+        return cls(**target_layer_shape(config), draft_vocab_size=draft_vocab_size, aux_layers=layers)
 
 
 class Attention(nn.Module):
@@ -266,23 +260,9 @@ def draft_vocabulary(folder: str | Path) -> list[int]:
 
 def eagle3_config(head: Eagle3Head) -> dict:
     """The standard config (what llama.cpp's converter, vLLM and SGLang read), plus specviz's own keys."""
-    shape = head.shape
-    standard = standard_config(
-        hidden=shape.hidden,
-        ffn=shape.ffn,
-        heads=shape.heads,
-        kv_heads=shape.kv_heads,
-        head_dim=shape.head_dim,
-        rms_norm_eps=shape.rms_norm_eps,
-        rope_theta=shape.rope_theta,
-        vocab_size=shape.vocab_size,
-        draft_vocab_size=shape.draft_vocab_size,
-        target_hidden=shape.hidden,
-        layer_ids=shape.aux_layers,
-        dtype="bfloat16",
-    )
+    standard = standard_config(head.shape, dtype="bfloat16")
     borrowed = {LM_HEAD_FROM_EMBEDDING: head.lm_head_from_embedding, LM_HEAD_FROM_TARGET_HEAD: head.lm_head_from_target_head}
-    return {**standard, **borrowed, "specviz_shape": asdict(shape)}
+    return {**standard, **borrowed, "specviz_shape": asdict(head.shape)}
 
 
 def save_head(head: Eagle3Head, folder: Path, dtype: torch.dtype = torch.bfloat16) -> None:

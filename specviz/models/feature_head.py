@@ -25,6 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from specviz.models import head_step
+from specviz.models.head_shape import target_layer_shape
 from specviz.models.low_rank import LowRankLinear, PassThroughLowRank, merged_weight
 from specviz.models.stored import weights_file
 from specviz.models.target_tensors import readout_rows, target_tensor
@@ -55,18 +56,7 @@ class FeatureHeadShape:
 
     @classmethod
     def of_target(cls, config, feature_layers: tuple[int, ...] = (-1,)) -> FeatureHeadShape:
-        rope = getattr(config, "rope_parameters", None) or {}
-        theta = rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))
-        return cls(
-            hidden=config.hidden_size,
-            heads=config.num_attention_heads,
-            kv_heads=config.num_key_value_heads,
-            ffn=config.intermediate_size,
-            rope_theta=float(theta),
-            rms_norm_eps=config.rms_norm_eps,
-            vocab_size=config.vocab_size,
-            feature_layers=tuple(feature_layers),
-        )
+        return cls(**target_layer_shape(config), feature_layers=tuple(feature_layers))
 
     @property
     def head_dim(self) -> int:
