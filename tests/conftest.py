@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,6 +22,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         served = item.get_closest_marker("browser") or item.get_closest_marker("served")
         if served or "real_pair" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's Chromium, for the browser tests: skipped where it is missing, unless SPECVIZ_REQUIRE_BROWSER says it must be here."""
+    from benchmarks.browser import CHROMIUM
+
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("SPECVIZ_REQUIRE_BROWSER"):
+            pytest.fail(f"Chromium is required here but {CHROMIUM} is missing (apt-get install chromium)")
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    """Chromium launched by Playwright, one per test module."""
+    from playwright.sync_api import sync_playwright
+
+    from benchmarks.browser import FLAGS
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium, args=FLAGS)
+        yield launched
+        launched.close()
 
 
 @pytest.fixture(scope="session")

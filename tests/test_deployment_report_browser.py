@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-from benchmarks.browser import CHROMIUM, FLAGS
 from specviz.deployment.report import write_report
 from tests.test_deployment_report import FIGURES, sample_report
 
 pytestmark = pytest.mark.browser
 
 LOCAL_SCHEMES = ("file:", "data:", "about:", "blob:")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("SPECVIZ_REQUIRE_BROWSER"):
-            pytest.fail(f"Chromium is required here but {CHROMIUM} is missing (apt-get install chromium)")
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield chromium
-        chromium.close()
 
 
 def test_report_draws_its_figures_offline(browser, tmp_path):

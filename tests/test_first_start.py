@@ -9,14 +9,9 @@ traceback and no "failed" (benchmarks/first_start.py times the same start). The 
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from benchmarks.browser import (
-    CHROMIUM,
-    FLAGS,
     ROOT,
     free_port,
     open_ready_page,
@@ -31,20 +26,6 @@ from benchmarks.browser import (
 pytestmark = pytest.mark.browser
 
 ARTIFACTS = ROOT / "artifacts"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("SPECVIZ_REQUIRE_BROWSER"):
-            pytest.fail(f"Chromium is required here but {CHROMIUM} is missing (apt-get install chromium)")
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield chromium
-        chromium.close()
 
 
 def test_the_app_as_shipped_from_an_empty_cache(browser, tmp_path):

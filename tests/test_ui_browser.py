@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
-from benchmarks.browser import CHROMIUM, COLOURED, FLAGS, ROOT, choose, free_port, numbers, start_app, stop_app, wait_state
+from benchmarks.browser import COLOURED, ROOT, choose, free_port, numbers, start_app, stop_app, wait_state
 from specviz.ui.request import DEFAULT_PLAYBACK, PLAYBACK
 from tests.hostile import broken_trace, markup_trace
 
@@ -19,11 +17,7 @@ TOKEN_STATES = {"prompt", "drafted", "accepted", "rejected", "unverified", "resa
 
 
 @pytest.fixture(scope="module")
-def app_url():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("SPECVIZ_REQUIRE_BROWSER"):
-            pytest.fail(f"Chromium is required here but {CHROMIUM} is missing (apt-get install chromium)")
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
+def app_url(chromium):
     SHOTS.mkdir(parents=True, exist_ok=True)
     port = free_port()
     try:
@@ -33,16 +27,6 @@ def app_url():
     (SHOTS.parent / "ui_timings.json").write_text(json.dumps({"app_serving_s": serving_s}))
     yield f"http://127.0.0.1:{port}"
     stop_app(process)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield chromium
-        chromium.close()
 
 
 def open_app(browser, url: str, width: int = 1280, height: int = 800):
