@@ -35,6 +35,27 @@ def tiny_target():
     return tokenizer, target
 
 
+def feature_head_recipe(folder: Path, **changes) -> Recipe:
+    """`--kind feature` sized for the tiny target: a 64-wide head, two epochs, measured on one prompt at γ 2."""
+    from specviz.training.distill.feature_fit import FeatureFitSettings
+
+    return Recipe(
+        out=folder / "head",
+        prompts=PROMPTS,
+        max_new_tokens=6,
+        answer_batch_size=4,
+        chat_template=False,
+        kind="feature",
+        answers=(folder / "answers.npz",),
+        shape=DraftShape(hidden=64, layers=1, ffn=128, heads=1, head_vocabulary=256),
+        feature_fit=FeatureFitSettings(epochs=2, batch_size=2, validate_every=2),
+        measure_prompts=["def main():"],
+        measure_gammas=(2,),
+        measure_new_tokens=8,
+        **changes,
+    )
+
+
 @pytest.mark.parametrize("share_embeddings", [False, True])
 def test_distill_writes_a_draft_that_loads_and_stays_exact(tmp_path, share_embeddings):
     tokenizer, target = tiny_target()
@@ -97,25 +118,9 @@ def test_distill_feature_head_trains_continues_and_stays_exact(tmp_path):
     """--kind feature end to end on a tiny target, then --init-head continues it: same kept ids, the earlier run named."""
     from specviz.drafting.drafters import FeatureDrafter
     from specviz.models.feature_head import load_head
-    from specviz.training.distill.feature_fit import FeatureFitSettings
 
     tokenizer, target = tiny_target()
-    first = Recipe(
-        out=tmp_path / "head",
-        prompts=PROMPTS,
-        max_new_tokens=6,
-        answer_batch_size=4,
-        chat_template=False,
-        kind="feature",
-        feature_layers=(-1, 1),
-        answers=(tmp_path / "answers.npz",),
-        shape=DraftShape(hidden=64, layers=1, ffn=128, heads=1, head_vocabulary=256),
-        feature_fit=FeatureFitSettings(epochs=2, batch_size=2, validate_every=2),
-        measure_prompts=["def main():"],
-        measure_gammas=(2,),
-        measure_new_tokens=8,
-        command="first",
-    )
+    first = feature_head_recipe(tmp_path, feature_layers=(-1, 1), command="first")
     report = distill(first, target, tokenizer, "tiny")
     assert (tmp_path / "answers.npz").is_file(), "the answers are written as token ids, for any machine to retrain from"
     assert report["draft"]["kind"] == "feature" and report["measured"]["greedy_identical"] is True
@@ -146,24 +151,9 @@ def test_a_low_rank_feature_head_ships_its_change_reads_stored_features_and_stay
     """--head-rank: the head trains as the target's last layer plus rank-r changes and ships the changes alone; the
     target's features are stored once in the work folder and read back by a rerun."""
     from specviz.models.feature_head import WEIGHTS_FILE, load_head
-    from specviz.training.distill.feature_fit import FeatureFitSettings
 
     tokenizer, target = tiny_target()
-    recipe = Recipe(
-        out=tmp_path / "head",
-        prompts=PROMPTS,
-        max_new_tokens=6,
-        answer_batch_size=4,
-        chat_template=False,
-        kind="feature",
-        answers=(tmp_path / "answers.npz",),
-        shape=DraftShape(hidden=64, layers=1, ffn=128, heads=1, head_vocabulary=256),
-        feature_fit=FeatureFitSettings(epochs=2, batch_size=2, validate_every=2),
-        head_rank=4,
-        measure_prompts=["def main():"],
-        measure_gammas=(2,),
-        measure_new_tokens=8,
-    )
+    recipe = feature_head_recipe(tmp_path, head_rank=4)
     report = distill(recipe, target, tokenizer, "tiny")
     assert report["measured"]["greedy_identical"] is True
     config = json.loads((recipe.out / "feature_head.json").read_text())

@@ -15,6 +15,7 @@ from specviz.engine.tree_shape import TreeShape
 from specviz.models.eagle3_head import Eagle3Head, Eagle3Shape, load_head, save_head
 from specviz.models.feature_head import FeatureCache
 from specviz.models.head_fast_path import FastHead
+from tests.test_feature_head import assert_cache_steps_equal_teacher_forcing
 from tests.test_greedy_exact import transformers_greedy
 from tests.tiny import fake_vocabulary, tiny_llama
 
@@ -41,16 +42,7 @@ def random_head(target, seed: int = 1, kept: list[int] | None = None) -> Eagle3H
 
 
 def test_cache_steps_equal_teacher_forcing(target):
-    head = random_head(target)
-    token_ids, features = torch.randint(0, VOCAB, (1, 10)), torch.randn(1, 10, 96)
-    with torch.no_grad():
-        whole, _ = head(token_ids, features)
-        cache = FeatureCache()
-        pieces = [head.step(token_ids[0, a:b], features[0, a:b], cache) for a, b in ((0, 6), (6, 7), (7, 10))]
-        cache.truncate(4)
-        again = head.step(token_ids[0, 4:10], features[0, 4:10], cache)
-    torch.testing.assert_close(torch.cat(pieces), whole[0], atol=2e-4, rtol=2e-4)
-    torch.testing.assert_close(again, whole[0, 4:], atol=2e-4, rtol=2e-4)
+    assert_cache_steps_equal_teacher_forcing(random_head(target))
 
 
 def shifted(token_ids: torch.Tensor, by: int) -> torch.Tensor:
