@@ -15,15 +15,7 @@ import torch
 
 from specviz.drafting.drafters import ModelDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode, speculative_decode, static_cache
-from specviz.engine.compiled import (
-    FastDecoder,
-    FastModel,
-    decoder_for,
-    enable,
-    fast_model,
-    load_cached_packages,
-    pair_engine,
-)
+from specviz.engine.compiled import FastDecoder, FastModel, decoder_for, enable, fast_model, load_cached_packages, pair_engine
 from specviz.engine.fused_projections import FusedProjections, fuse
 from specviz.engine.static_cache import is_supported
 from tests import tiny
@@ -185,7 +177,7 @@ def test_enable_attaches_once_and_decoder_for_picks_it(target):
     assert "_specviz_fast_path" not in model.state_dict() and is_supported(model)
 
 
-def test_a_failing_compiler_falls_back_to_eager_with_one_line(target, monkeypatch, capsys):
+def test_a_failing_compiler_falls_back_to_eager_with_one_line(target, monkeypatch, caplog):
     fast = FastModel(target, compile_step=False)
     fast.report.compiled = True  # pretend a graph was asked for, then make "compiling" fail
 
@@ -198,8 +190,8 @@ def test_a_failing_compiler_falls_back_to_eager_with_one_line(target, monkeypatc
     assert decoder.engine == "eager"
     logits = decoder.feed(PROMPT)
     torch.testing.assert_close(logits, CachedDecoder(target, VOCAB).feed(PROMPT), rtol=0, atol=1e-4)
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("specviz:")]
-    assert len(lines) == 1 and "runs eager" in lines[0], lines
+    lines = [record.getMessage() for record in caplog.records if record.name.startswith("specviz")]
+    assert len(lines) == 1 and "runs eager" in lines[0], lines  # logged (stderr), never printed into a command's output
     assert not fast.report.compiled
 
 
@@ -268,16 +260,7 @@ def biased_qwen2(seed: int = 0):
     """A tiny Qwen2: Llama's layout with biases on q, k and v (large ones, so a dropped bias could not hide)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(
-        vocab_size=VOCAB,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=True,
-    )
+    config = Qwen2Config(**tiny.small_shape(VOCAB, **tiny.GROUPED), tie_word_embeddings=True)
     model = Qwen2ForCausalLM(config).eval()
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():

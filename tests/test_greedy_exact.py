@@ -4,13 +4,7 @@ import pytest
 import torch
 
 from specviz.drafting.drafters import ModelDrafter, PromptLookupDrafter
-from specviz.engine import (
-    CachedDecoder,
-    DecodeSettings,
-    Summary,
-    autoregressive_decode,
-    speculative_decode,
-)
+from specviz.engine import CachedDecoder, DecodeSettings, Summary, autoregressive_decode, speculative_decode
 from tests.tiny import fake_vocabulary, tiny_llama
 
 VOCAB = 64

@@ -22,24 +22,33 @@ from specviz.run.machine_load import OtherLoad
 from specviz.run.pair_info import PairInfo
 from specviz.run.trace import Trace
 
+GROUPED = {"hidden": 128, "layers": 2, "kv_heads": 2}  # grouped key/value heads (4 query heads, 2 key/value), as SmolLM2 has
+
+
+def small_shape(vocab_size: int, hidden: int = 32, layers: int = 2, kv_heads: int = 4) -> dict[str, int]:
+    """A small decoder's shape in transformers' config keywords: 4 query heads, an MLP twice the width, 256 positions."""
+    return {
+        "vocab_size": vocab_size,
+        "hidden_size": hidden,
+        "intermediate_size": 2 * hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": 4,
+        "num_key_value_heads": kv_heads,
+        "max_position_embeddings": 256,
+    }
+
+
+def small_llama_config(vocab_size: int, hidden: int = 32, layers: int = 2, kv_heads: int = 4) -> LlamaConfig:
+    """A small Llama's config (small_shape), untied, with no special tokens."""
+    shape = small_shape(vocab_size, hidden, layers, kv_heads)
+    return LlamaConfig(**shape, tie_word_embeddings=False, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+
 
 def tiny_llama(
     vocab_size: int = 64, seed: int = 0, hidden: int = 32, layers: int = 2, sharpness: float = 1.0
 ) -> LlamaForCausalLM:
     """A random Llama; sharpness > 1 scales the output layer so its distributions are peaked, not near-uniform."""
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=256,
-        tie_word_embeddings=False,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
-    )
+    config = small_llama_config(vocab_size, hidden, layers)
     generator = torch.Generator().manual_seed(seed)
     model = LlamaForCausalLM(config).eval()
     with torch.no_grad():
@@ -114,19 +123,7 @@ def pass_and_steps(decoder, tokens: list[int]):
 def grouped_llama(seed: int, noise: float = 0.0, vocab: int = 64) -> LlamaForCausalLM:
     """A small Llama with grouped key/value heads and peaked next-token distributions (greedy far from ties in
     float32), over `vocab` tokens; `noise` perturbs a copy of seed's weights, a draft that agrees with it often but not always."""
-    config = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=False,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
-    )
+    config = small_llama_config(vocab, **GROUPED)
     model = LlamaForCausalLM(config).eval()
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
