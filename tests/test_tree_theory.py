@@ -6,8 +6,6 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -34,7 +32,7 @@ from specviz.engine.acceptance import judge
 from specviz.engine.settings import SamplingSettings
 from specviz.engine.tree import TokenTree
 from specviz.engine.tree_shape import TreeShape
-from tests.test_cli import specviz, specviz_json
+from tests.test_cli import heavy_modules_imported_by, specviz, specviz_json
 
 REAL_PAIR = RankAcceptance.from_coverage([0.53, 0.65, 0.72, 0.75, 0.77])  # issue 28: top-1 … top-5 coverage
 CPU_NU = [1.00, 1.08, 1.15, 1.19, 1.56, 1.57, 1.59, 1.59, 1.98, 1.95, 1.96, 1.99, 2.29, 2.30, 2.30, 2.30]  # docs/performance.md
@@ -247,17 +245,8 @@ def test_bad_tree_choice_arguments_are_one_line(args, complaint):
 
 
 def test_the_tree_choice_loads_no_torch():
-    code = (
-        "import runpy, sys\n"
-        f"sys.argv = ['specviz', *{REAL_PAIR_FLAGS!r}, '--json']\n"
-        "try:\n"
-        "    runpy.run_module('specviz', run_name='__main__')\n"
-        "except SystemExit as exit:\n"
-        "    assert exit.code == 0, f'theory exited with {exit.code}'\n"
-        "print(sorted(name for name in ('torch', 'transformers') if name in sys.modules))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0 and result.stdout.splitlines()[-1] == "[]", result.stdout[-300:] + result.stderr
+    imported = heavy_modules_imported_by(*REAL_PAIR_FLAGS, "--json")
+    assert imported == [], f"the tree choice imported {imported}"
 
 
 def test_the_acceptance_a_run_measured_by_depth_and_rank_predicts_its_own_tokens_per_pass():
