@@ -39,7 +39,7 @@ from specviz.models.eagle3_format import (
     standard_config,
 )
 from specviz.models.feature_head import FeatureHead, check_form
-from specviz.models.head_shape import target_layer_shape
+from specviz.models.head_shape import TargetLayerShape, target_layer_shape
 from specviz.models.stored import weights_file
 from specviz.models.target_tensors import readout_rows, target_tensor
 from specviz.models.weight_forms import INT4_GROUP, apply_form, supports
@@ -49,32 +49,17 @@ WEIGHTS_FILE = "model.safetensors"
 
 
 @dataclass(frozen=True)
-class Eagle3Shape:
+class Eagle3Shape(TargetLayerShape):
     """The target's layer shape (the head's layer copies it), its vocabulary, the draft's, and the aux layers."""
 
-    hidden: int
-    heads: int
-    kv_heads: int
-    ffn: int
-    rope_theta: float
-    rms_norm_eps: float
-    vocab_size: int  # the target's: logits keep full width, −∞ outside the draft vocabulary
     draft_vocab_size: int
     # the residual stream entering these decoder layers (= transformers' hidden_states[i]; vLLM's default (2, N//2, N-3))
     aux_layers: tuple[int, ...] = (2, 15, 27)
 
     @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
-
-    @property
     def feature_layers(self) -> tuple[int, ...]:
         """What the target hands the drafter (indices into transformers' hidden_states), as FeatureHeadShape names it."""
         return self.aux_layers
-
-    @property
-    def feature_width(self) -> int:
-        return self.hidden * len(self.aux_layers)
 
     @property
     def target_hidden(self) -> int:

@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from specviz.models import head_step
-from specviz.models.head_shape import target_layer_shape
+from specviz.models.head_shape import TargetLayerShape, target_layer_shape
 from specviz.models.low_rank import LowRankLinear, PassThroughLowRank, merged_weight
 from specviz.models.stored import weights_file
 from specviz.models.target_tensors import readout_rows, target_tensor
@@ -36,31 +36,16 @@ WEIGHTS_FILE = "feature_head.safetensors"
 
 
 @dataclass(frozen=True)
-class FeatureHeadShape:
-    """The target's layer shape, which the head copies (and starts from)."""
+class FeatureHeadShape(TargetLayerShape):
+    """The target's layer shape, which the head copies (and starts from), and the hidden states it reads."""
 
-    hidden: int
-    heads: int
-    kv_heads: int
-    ffn: int
-    rope_theta: float
-    rms_norm_eps: float
-    vocab_size: int  # the target's: logits keep full width, −∞ outside the kept ids
     # which of the target's hidden states the head reads (indices into transformers' hidden_states): the last (after
     # the final norm) first, then lower layers fused beside it (EAGLE-3's low/mid/high features)
     feature_layers: tuple[int, ...] = (-1,)
 
-    @property
-    def feature_width(self) -> int:
-        return self.hidden * len(self.feature_layers)
-
     @classmethod
     def of_target(cls, config, feature_layers: tuple[int, ...] = (-1,)) -> FeatureHeadShape:
         return cls(**target_layer_shape(config), feature_layers=tuple(feature_layers))
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
 
 
 class FeatureHead(nn.Module):

@@ -6,6 +6,7 @@ A transformers config object and a config.json dict are read alike, so the heads
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -18,6 +19,29 @@ def rope_theta(config: Any) -> float:
     """RoPE's base θ: in `rope_parameters` since transformers 5, a top-level key before; Llama's 10000 if neither."""
     rope = config_value(config, "rope_parameters") or {}
     return float(rope.get("rope_theta", config_value(config, "rope_theta", 10000.0)))
+
+
+@dataclass(frozen=True)
+class TargetLayerShape:
+    """The fields every head's shape starts with: the target's layer shapes (the head's layer copies them), rope and
+    vocabulary. A head's shape adds which of the target's hidden states it reads, as `feature_layers`."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    rope_theta: float
+    rms_norm_eps: float
+    vocab_size: int  # the target's: logits keep full width, −∞ outside the draft's ids
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def feature_width(self) -> int:
+        """The width of what the target hands the head: one hidden state per feature layer, side by side."""
+        return self.hidden * len(self.feature_layers)  # type: ignore[attr-defined]  (each head's shape names them)
 
 
 def target_layer_shape(config: Any) -> dict[str, Any]:
