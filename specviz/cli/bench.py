@@ -6,21 +6,7 @@ import argparse
 import json
 from dataclasses import replace
 
-from specviz.cli.options import (
-    AUTO,
-    GAMMA_HELP,
-    add_decoding_arguments,
-    add_pair_arguments,
-    add_prompt_set_arguments,
-    add_tree_argument,
-    choose_automatically,
-    gammas_from,
-    pair_from,
-    resolve_pair,
-    settings_from,
-    tree_shapes,
-    verifications_from,
-)
+from specviz.cli import options
 from specviz.deployment.benchmark import bench
 from specviz.deployment.report import acceptance_lines
 from specviz.prompts.sets import load_prompt_set
@@ -66,11 +52,11 @@ def format_table(rows: list[dict]) -> str:
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("bench", help="autoregressive vs ours vs transformers' assisted generation")
-    add_pair_arguments(parser)
-    add_decoding_arguments(parser, several_verifications=True)
-    add_prompt_set_arguments(parser, 3)
-    parser.add_argument("--gamma", type=str, help=GAMMA_HELP)
-    add_tree_argument(parser, several=True)
+    options.add_pair_arguments(parser)
+    options.add_decoding_arguments(parser, several_verifications=True)
+    options.add_prompt_set_arguments(parser, 3)
+    parser.add_argument("--gamma", type=str, help=options.GAMMA_HELP)
+    options.add_tree_argument(parser, several=True)
     parser.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
     parser.add_argument("--no-dynamic", action="store_true", help="skip the dynamic-drafting rows")
     parser.add_argument("--json", action="store_true")
@@ -78,21 +64,21 @@ def add_parser(commands) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    asked = gammas_from(args.gamma, pair_from(args)[1])
-    gammas = [1] if asked == AUTO else asked  # auto: replaced by the measured choice once the pair is loaded
-    settings = {gamma: settings_from(args, gamma) for gamma in gammas}  # validates before any model is loaded
-    for name in verifications_from(args)[1:]:
+    asked = options.gammas_from(args.gamma, options.pair_from(args)[1])
+    gammas = [1] if asked == options.AUTO else asked  # auto: replaced by the measured choice once the pair is loaded
+    settings = {gamma: options.settings_from(args, gamma) for gamma in gammas}  # validates before any model is loaded
+    for name in options.verifications_from(args)[1:]:
         replace(settings[gammas[0]], verification=name).validate()  # block and match refuse lenience, in one line
-    trees = tree_shapes(args, pair_from(args)[1])
+    trees = options.tree_shapes(args, options.pair_from(args)[1])
     for shape in trees:
-        settings_from(args, gammas[0], tree=shape)  # a tree refuses lenient and adaptive settings, in one line
+        options.settings_from(args, gammas[0], tree=shape)  # a tree refuses lenient and adaptive settings, in one line
     prompts = load_prompt_set(args.prompts)
-    pair = resolve_pair(args)
+    pair = options.resolve_pair(args)
     chosen = None
-    if asked == AUTO:
-        chosen = choose_automatically(pair, settings[1], args.drafter)
+    if asked == options.AUTO:
+        chosen = options.choose_automatically(pair, settings[1], args.drafter)
         gammas = [chosen.gamma]
-        settings = {chosen.gamma: settings_from(args, chosen.gamma)}
+        settings = {chosen.gamma: options.settings_from(args, chosen.gamma)}
         auto_tree = chosen.applied(settings[chosen.gamma]).tree  # where these settings can verify a tree at all
         trees = [*([auto_tree] if auto_tree else []), *(shape for shape in trees if shape != auto_tree)]
     log = (lambda line: None) if args.json else print
@@ -112,7 +98,7 @@ def command(args: argparse.Namespace) -> int:
             with_dynamic=not args.no_dynamic,
             trees=trees,
             log=log,
-            verifications=verifications_from(args)[1:],
+            verifications=options.verifications_from(args)[1:],
         )
     result["other_load_cores"] = others.result.other_cores
     if chosen is not None:
