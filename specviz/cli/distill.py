@@ -187,6 +187,12 @@ def held_out_prompts(name: str, count: int) -> list[str]:
         raise UsageError(f"--measure-prompts: {error}") from None
 
 
+def fit_settings(settings_class, args: argparse.Namespace, **own):
+    """A kind's fit settings: the batch size and learning rate every kind takes (without --learning-rate, the kind's
+    own default), and its own fields."""
+    return settings_class(batch_size=args.batch_size, learning_rate=args.learning_rate or settings_class.learning_rate, **own)
+
+
 def command(args: argparse.Namespace) -> int:
     for flag in ("max_new_tokens", "answer_batch", "self_prompts", "layers", "hidden", "steps", "batch_size", "validate_every"):
         if getattr(args, flag) < 1:
@@ -198,10 +204,9 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError("--head-mlp-rank goes with --head-rank")
     if args.hidden % 64:
         raise UsageError(f"--hidden must be a multiple of 64, the head size (got {args.hidden})")
-    given_rate = args.learning_rate  # None: each kind's own default
     if args.epochs <= 0:
         raise UsageError(f"--epochs must be positive (got {args.epochs})")
-    if args.head_vocabulary < 0 or not (given_rate is None or given_rate > 0):
+    if args.head_vocabulary < 0 or not (args.learning_rate is None or args.learning_rate > 0):
         raise UsageError("--head-vocabulary must be ≥ 0 and --learning-rate > 0")
     if len({Path(path).resolve() for path in args.answers}) < len(args.answers):
         raise UsageError("--answers: a file is named twice (each answers file is read once)")
@@ -255,28 +260,13 @@ def command(args: argparse.Namespace) -> int:
             head_vocabulary=args.head_vocabulary,
             share_embeddings=args.share_embeddings,
         ),
-        fit=FitSettings(
-            steps=args.steps,
-            batch_size=args.batch_size,
-            learning_rate=given_rate or FitSettings.learning_rate,
-            validate_every=args.validate_every,
-        ),
+        fit=fit_settings(FitSettings, args, steps=args.steps, validate_every=args.validate_every),
         kind=args.kind,
         feature_layers=feature_layers(args.feature_layers),
         aux_layers=tuple(int(part) for part in args.aux_layers.split(",")) if args.aux_layers else None,
-        eagle3_fit=Eagle3FitSettings(
-            batch_size=args.batch_size,
-            learning_rate=given_rate or Eagle3FitSettings.learning_rate,
-            budget_s=args.budget_minutes * 60,
-            ttt_steps=args.ttt_steps,
-        ),
+        eagle3_fit=fit_settings(Eagle3FitSettings, args, budget_s=args.budget_minutes * 60, ttt_steps=args.ttt_steps),
         answers=answers,
-        feature_fit=FeatureFitSettings(
-            epochs=args.epochs,
-            batch_size=args.batch_size,
-            learning_rate=given_rate or FeatureFitSettings.learning_rate,
-            validate_every=args.validate_every,
-        ),
+        feature_fit=fit_settings(FeatureFitSettings, args, epochs=args.epochs, validate_every=args.validate_every),
         max_prompts=args.max_prompts,
         work_folder=Path(args.work) if args.work else None,
         measure_prompts=measure_prompts,
