@@ -12,6 +12,7 @@ import os
 
 import gradio as gr
 
+from specviz.logs import configure as configure_logging
 from specviz.run.trace_schema import MAX_TRACE_BYTES
 from specviz.serving import pair_cache
 from specviz.ui.choices import background_pairs, catalogue_lessons
@@ -91,6 +92,7 @@ def __getattr__(name: str):
 
 
 if __name__ == "__main__":
+    configure_logging()  # the server's log: specviz's messages on stderr, one line each
     demo = build_page()
     demo.queue(default_concurrency_limit=8).launch(
         css=CSS + SCORE_CSS,

@@ -5,6 +5,7 @@ speculative decoding identical to the target's greedy decoding.
 """
 
 import json
+import logging
 from dataclasses import replace
 from pathlib import Path
 
@@ -147,7 +148,7 @@ def test_distill_feature_head_trains_continues_and_stays_exact(tmp_path):
     assert list(summary.new_token_ids) == transformers_greedy(target, prompt, 20)
 
 
-def test_a_low_rank_feature_head_ships_its_change_reads_stored_features_and_stays_exact(tmp_path, capsys):
+def test_a_low_rank_feature_head_ships_its_change_reads_stored_features_and_stays_exact(tmp_path, caplog):
     """--head-rank: the head trains as the target's last layer plus rank-r changes and ships the changes alone; the
     target's features are stored once in the work folder and read back by a rerun."""
     from specviz.models.feature_head import WEIGHTS_FILE, load_head
@@ -164,9 +165,9 @@ def test_a_low_rank_feature_head_ships_its_change_reads_stored_features_and_stay
     assert report["draft"]["parameters"] < full_matrices / 2, "only the changes ship"
     assert (recipe.out / WEIGHTS_FILE).stat().st_size < 2 * full_matrices
     assert len(list(recipe.work.glob("features-*.pt"))) == 1
-    capsys.readouterr()
-    distill(replace(recipe, out=tmp_path / "again", work_folder=recipe.work), target, tokenizer, "tiny")
-    assert "target features read from" in capsys.readouterr().out
+    with caplog.at_level(logging.INFO, logger="specviz"):
+        distill(replace(recipe, out=tmp_path / "again", work_folder=recipe.work), target, tokenizer, "tiny")
+    assert "target features read from" in caplog.text
     again = json.loads((tmp_path / "again" / "distill_report.json").read_text())
     assert again["fit"]["features_computed_sequences"] == 0
     assert "read from the work folder" in (tmp_path / "again" / "MODEL_CARD.md").read_text()

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from importlib import import_module
 
 from specviz.cli.options import set_threads
+from specviz.logs import configure as configure_logging
 from specviz.models.catalogue import PairError
 
 COMMANDS = ("run", "bench", "score", "hardware", "theory", "report", "distill", "fetch", "export")  # in --help's order
@@ -46,6 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     for name, value in QUIET_LIBRARIES.items():
         os.environ.setdefault(name, value)
+    configure_logging()  # the library's messages on stderr: stdout is the command's output alone (--json stays JSON)
     args = build_parser(argv).parse_args(argv)
     try:
         if getattr(args, "threads", None) is not None:

@@ -1,6 +1,7 @@
-"""Load models one after the other in this fresh interpreter, as a deployment starts, and print the seconds as JSON.
+"""Load models one after the other in this fresh interpreter, as a deployment starts, and write the seconds as JSON.
 
-Run by specviz.deployment.load_timing.cold_load as `python -m specviz.deployment.cold_load DEVICE DTYPE REFERENCE...`:
+Run by specviz.deployment.load_timing.cold_load as `python -m specviz.deployment.cold_load OUT DEVICE DTYPE REFERENCE...`
+(the seconds go to the file OUT, so nothing a library prints on the way can be mistaken for them):
 each model through the app's own `load_model` (packed weights unpacked, a borrowed embedding borrowed, the move to the
 device), and the imports before them (torch, transformers). The first reference is the target; a later draft that
 borrows its embedding borrows it from there, as the app's `load_pair` does.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch is imported inside main, where its import is timed
@@ -36,8 +38,8 @@ def main() -> None:
     logging.set_verbosity_error()
     logging.disable_progress_bar()
     imported = time.perf_counter()
-    device, dtype, references = torch.device(sys.argv[1]), getattr(torch, sys.argv[2]), sys.argv[3:]
-    print(json.dumps({"load_s": load_in_order(references, device, dtype), "import_s": imported - started}))
+    out, device, dtype, references = Path(sys.argv[1]), torch.device(sys.argv[2]), getattr(torch, sys.argv[3]), sys.argv[4:]
+    out.write_text(json.dumps({"load_s": load_in_order(references, device, dtype), "import_s": imported - started}))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,18 +29,25 @@ def cold_load(
     references: Sequence[str], device: torch.device, dtype: torch.dtype, timeout_s: float = 900
 ) -> tuple[list[float], float]:
     """Each model's load seconds in a fresh Python process, loaded in this order, and the seconds of the imports."""
-    result = subprocess.run(
-        [sys.executable, "-m", "specviz.deployment.cold_load", str(device), dtype_name(dtype), *references],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_PARENT), os.environ.get("PYTHONPATH")]))},
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
-    if result.returncode != 0:
-        said = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"loading {', '.join(references)} in a fresh process failed: {said}")
-    timed = json.loads(result.stdout.strip().splitlines()[-1])
-    return timed["load_s"], timed["import_s"]
+    with tempfile.TemporaryDirectory(prefix="specviz-cold-load-") as folder:
+        out = Path(folder) / "seconds.json"
+        result = subprocess.run(
+            [sys.executable, "-m", "specviz.deployment.cold_load", str(out), str(device), dtype_name(dtype), *references],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_PARENT), os.environ.get("PYTHONPATH")]))},
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+        said = (result.stderr.strip().splitlines() or result.stdout.strip().splitlines() or ["no output"])[-1]
+        if result.returncode != 0:
+            raise RuntimeError(f"loading {', '.join(references)} in a fresh process failed: {said}")
+        try:
+            timed = json.loads(out.read_text())
+            return [float(seconds) for seconds in timed["load_s"]], float(timed["import_s"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise RuntimeError(
+                f"loading {', '.join(references)} in a fresh process wrote no timings ({type(error).__name__}); its last line: {said!r}"
+            ) from None
 
 
 def warm_load_s(reference: str, device: torch.device, dtype: torch.dtype) -> float:

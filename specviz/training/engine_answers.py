@@ -11,10 +11,14 @@ target a head drafts for. Answers are saved every `save_every` prompts, so a sto
 from __future__ import annotations
 
 import argparse
+import logging
 import os
-import sys
 import time
 from pathlib import Path
+
+from specviz.logs import configure as configure_logging
+
+log = logging.getLogger(__name__)
 
 os.environ.setdefault("SPECVIZ_COMPILE", "1")  # the compiled step, as the pair serves
 
@@ -33,6 +37,7 @@ def requests(name: str) -> list[str]:
 
 
 def main() -> int:
+    configure_logging()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pair", required=True)
     parser.add_argument("--prompts", default="code", help="code (training/code_prompts.py), chat or a file, one prompt a line")
@@ -58,7 +63,7 @@ def main() -> int:
     entry = catalogue.get(args.pair)
     from specviz.models.loading import load_pair
 
-    pair = load_pair(args.pair, entry, catalogue.offline_pairs(), progress=lambda line: print(line, file=sys.stderr))
+    pair = load_pair(args.pair, entry, catalogue.offline_pairs(), progress=log.info)
     warm_up_pair(pair)  # compiled (or read from Inductor's cache) before the first answer
     settings = DecodeSettings(max_new_tokens=args.max_new_tokens, gamma=args.gamma).validate()
     started, tokens = time.perf_counter(), 0
@@ -74,7 +79,7 @@ def main() -> int:
                 examples, out, {"pair": args.pair, "engine": "specviz speculative greedy", "max_new_tokens": args.max_new_tokens}
             )
             rate = tokens / (time.perf_counter() - started)
-            print(f"{index + 1}/{len(prompts)} answers, {rate:.1f} tokens/s with prefill", file=sys.stderr, flush=True)
+            log.info("%d/%d answers, %.1f tokens/s with prefill", index + 1, len(prompts), rate)
     return 0
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import statistics
 import subprocess
 import sys
@@ -26,6 +27,8 @@ from specviz.models.catalogue import REPO_ROOT
 from specviz.models.stored import unpack_weights
 from specviz.prompts.sets import PROMPTS, heldout_code_prompts, load_prompt_set
 from specviz.training.on_policy import continue_greedily
+
+log = logging.getLogger(__name__)
 
 ASSETS = REPO_ROOT / "assets"  # where the bundled pair and its training report live
 NEW_TOKENS = 96
@@ -152,8 +155,7 @@ def update_report(folder: Path) -> dict:
     evaluation["seconds"] = round(time.perf_counter() - started, 1)
     report["evaluation"] = evaluation
     path.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(summary(evaluation), indent=2))
-    print(card_tables(report))
+    log.info("evaluation: %s\n%s", json.dumps(summary(evaluation), indent=2), card_tables(report))
     return report
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -13,6 +14,8 @@ from tqdm import tqdm
 from transformers import LlamaForCausalLM
 
 from specviz.training.optimiser import OptimiserSettings, learning_rate_at
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,6 +124,6 @@ def train(
             val_loss = validation_loss(model, validation_tokens, settings.sequence_length)
             history.append((step + 1, round(running_loss, 4), round(val_loss, 4)))
             model.save_pretrained(checkpoint_folder)
-            print(f"{description} step {step + 1}: train {running_loss:.3f} val {val_loss:.3f}", flush=True)
+            log.info("%s step %d: train %.3f val %.3f", description, step + 1, running_loss, val_loss)
         progress.set_postfix(loss=f"{running_loss:.3f}", val=f"{val_loss:.3f}")
     return TrainResult(settings.steps, running_loss, val_loss, time.perf_counter() - started, history)

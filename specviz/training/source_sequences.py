@@ -11,10 +11,14 @@ target's own distribution at every position. The windows come from the training 
 from __future__ import annotations
 
 import argparse
+import logging
 import random
 from pathlib import Path
 
+from specviz.logs import configure as configure_logging
 from specviz.prompts.stdlib import read_sources, split_stdlib
+
+log = logging.getLogger(__name__)
 
 CONTEXT_TOKENS = 16  # each window's first tokens stand as its prompt: read, not scored
 
@@ -36,6 +40,7 @@ def source_windows(tokenizer, windows: int, length: int, seed: int = 0) -> list[
 
 
 def main() -> int:
+    configure_logging()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokenizer", required=True, help="the target's folder or hub id")
     parser.add_argument("--windows", type=int, default=400)
@@ -54,7 +59,7 @@ def main() -> int:
     empty = torch.zeros(0, 0)
     examples = [Example(prompt, answer, empty.int(), empty.half()) for prompt, answer in windows]
     save_answers(examples, Path(args.out), {"source": "standard library, training split", "length": args.length})
-    print(f"{len(examples)} windows of {args.length} tokens written to {args.out}")
+    log.info("%d windows of %d tokens written to %s", len(examples), args.length, args.out)
     return 0
 
 

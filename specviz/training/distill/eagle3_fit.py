@@ -16,6 +16,7 @@ step k's argmax is the target's token: the conditional acceptance of draft k und
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
@@ -29,6 +30,8 @@ from specviz.models.eagle3_head import Eagle3Head, Eagle3Shape, save_head
 from specviz.models.feature_head import FeatureHead
 from specviz.training.distill.feature_fit import FeatureSequence, _batch, target_features
 from specviz.training.optimiser import OptimiserSettings, TrainingLog
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -223,7 +226,7 @@ def fit_eagle3(
     validation: list[FeatureSequence],
     settings: Eagle3FitSettings,
     checkpoint: Path | None = None,
-    progress=print,
+    progress=log.info,
 ) -> Eagle3FitLog:
     """AdamW with warm-up, then a cosine over the wall-clock budget; stops (and validates) when the budget is spent."""
     row_of = _row_of(head)

@@ -14,6 +14,7 @@ is the target's token, which predicts α at the first and second draft of a wind
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
@@ -25,6 +26,8 @@ from tqdm import tqdm
 
 from specviz.models.feature_head import FeatureHead
 from specviz.training.optimiser import OptimiserSettings, TrainingLog
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,7 @@ def fit_head(
     train: list[FeatureSequence],
     validation: list[FeatureSequence],
     settings: FeatureFitSettings,
-    progress=print,
+    progress=log.info,
 ) -> FeatureFitLog:
     """AdamW with warm-up and cosine decay to 0 over `epochs` passes of the training sequences.
 

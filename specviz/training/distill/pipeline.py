@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import random
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -33,6 +34,8 @@ from specviz.training.distill.eagle3_fit import (
 )
 from specviz.training.distill.feature_fit import FeatureFitSettings, FeatureSequence, fit_head, target_features
 from specviz.training.distill.fit import FitSettings, KeptHead, evaluate, fit
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -309,7 +312,7 @@ def fit_feature_head(recipe: Recipe, state: State) -> None:
         }
     else:
         state.head = head_from_target(state.target, kept, recipe.feature_layers, recipe.head_rank, recipe.head_mlp_rank)
-    log = fit_head(state.head, train, validation, recipe.feature_fit, progress=lambda line: print(line, flush=True))
+    log = fit_head(state.head, train, validation, recipe.feature_fit, progress=logger.info)
     state.report["fit"] = {
         "settings": asdict(recipe.feature_fit),
         "train_examples": len(train),
@@ -337,12 +340,12 @@ def stored_features(recipe: Recipe, state: State, sequences: list[tuple[list[int
     for shard in sorted(recipe.work.glob(f"features-{target_key}-*.pt")):
         rows = torch.load(shard)
         stored.update({(tuple(row["token_ids"].tolist()), row["answer_start"]): row for row in rows})
-        print(f"target features read from {shard} ({len(rows)} sequences)", flush=True)
+        logger.info("target features read from %s (%d sequences)", shard, len(rows))
     keys = [(tuple(ids), start) for ids, start in sequences]
     missing = list(dict.fromkeys(key for key in keys if key not in stored))
     if missing:
         if stored:
-            print(f"target features for {len(missing)} sequences not stored yet", flush=True)
+            logger.info("target features for %d sequences not stored yet", len(missing))
         features = target_features(state.target, [(list(ids), start) for ids, start in missing], recipe.feature_layers)
         rows = [{"token_ids": f.token_ids, "features": f.features, "answer_start": f.answer_start} for f in features]
         shard_key = hashlib.sha256(repr(missing).encode()).hexdigest()[:16]
@@ -418,7 +421,7 @@ def fit_eagle3_head(recipe: Recipe, state: State) -> None:
         validation_features,
         settings,
         checkpoint=recipe.work / "eagle3-checkpoint",
-        progress=lambda line: print(line, flush=True),
+        progress=logger.info,
     )
     state.report["fit"] = {
         "settings": asdict(settings),
