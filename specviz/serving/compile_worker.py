@@ -3,15 +3,19 @@
 Exporting a model for AOTInductor traces its modules, and tracing patches module calls for the whole process: a
 request running beside it in the same process breaks the trace, and the trace breaks the request (on an empty cache
 the app's first Run never finished). So the app never compiles. A worker (`python -m specviz.serving.compile_worker
-PAIR --threads N`) loads the pair as the app did, compiles the packages the cache lacks into specviz's cache folder
-(each written whole or not at all, engine/aot_step.compile_package), prints what it cost as one JSON line and exits.
+PAIR --threads N --report FILE`) loads the pair as the app did, compiles the packages the cache lacks into specviz's
+cache folder (each written whole or not at all, engine/aot_step.compile_package), writes what it cost to FILE as JSON
+and exits; everything it says goes to a log file in specviz's cache. A missing or malformed report is one sentence.
 
-In the app, workers run one at a time and at the lowest priority, in a process group of their own, and a measured
-run stops the worker's group while its clock runs (`paused`: SIGSTOP, then SIGCONT): on 2 cores the lowest priority
-still took a core from the run's two threads (three identical compiled Runs read 1.61–2.03× while the server compiled
-its other pairs, benchmarks/results/first_start.json). A run is still flagged if anything else took the processor
-(run/machine_load.py). The app loads the packages between requests once the worker has finished
-(serving/pair_cache.py). The worker's own output goes to a log file in specviz's cache.
+In the app, workers run one at a time and at the lowest priority, in a session (process group) of their own, started
+without `preexec_fn` (unsafe in a threaded server), and a measured run stops the worker's group while its clock runs
+(`paused`: SIGSTOP, then SIGCONT): on 2 cores the lowest priority still took a core from the run's two threads (three
+identical compiled Runs read 1.61–2.03× while the server compiled its other pairs, benchmarks/results/first_start.json).
+A worker is never stopped while it may hold a lock the server waits on: it loads its pair (a kernel's build lock, a
+fetch into the cache) inside a critical section of specviz/pause_gate.py, and `paused` leaves it running then (the run
+is flagged, as it is whenever anything else took the processor: run/machine_load.py). Inductor's own cache locks are
+taken only while compiling, and the server never compiles, so a worker stopped there blocks nobody. The app loads the
+packages between requests once the worker has finished (serving/pair_cache.py).
 """
 
 from __future__ import annotations
@@ -19,15 +23,23 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
+
+from specviz import pause_gate
+from specviz.logs import configure as configure_logging
+
+log = logging.getLogger(__name__)
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds `specviz/`
 Done = Callable[[dict | None, str | None], None]  # (each model's compile report, or None; why it stopped, or None)
@@ -44,35 +56,65 @@ _jobs: queue.Queue[CompileJob] = queue.Queue()
 _runner: threading.Thread | None = None
 _runner_lock = threading.Lock()
 _working = threading.Event()  # set while a worker process runs
-_worker: subprocess.Popen | None = None  # the running worker, whose process group `paused` stops
+
+
+@dataclass
+class RunningWorker:
+    """The running worker, whose process group `paused` stops, and the gate it shares with this process."""
+
+    process: subprocess.Popen
+    gate: Path  # specviz/pause_gate.py: the worker holds it while it must not be stopped
+    held: IO | None = None  # the gate, while this process keeps the worker stopped
+
+
+_worker: RunningWorker | None = None
 _pause_lock = threading.Lock()
-_pauses = 0  # how many timed sections hold the worker stopped now
+_pauses = 0  # how many timed sections want the worker stopped now
 
 
 @contextlib.contextmanager
 def paused() -> Iterator[None]:
     """The running worker, with every process it started, stopped for the duration (a timed run's clock); nothing
-    where no worker runs. Nested and concurrent holders are counted: the worker continues when the last one leaves."""
+    where no worker runs, or where it is inside a critical section (it may hold a lock this process waits on: it runs
+    on, and the run is flagged like any other load). Nested and concurrent holders are counted: the worker continues
+    when the last one leaves."""
     global _pauses
     with _pause_lock:
         _pauses += 1
-        if _pauses == 1:
-            _signal_worker(signal.SIGSTOP)
+        if _pauses == 1 and _worker is not None:
+            _stop(_worker)
     try:
         yield
     finally:
         with _pause_lock:
             _pauses -= 1
-            if _pauses == 0:
-                _signal_worker(signal.SIGCONT)
+            if _pauses == 0 and _worker is not None:
+                _resume(_worker)
 
 
-def _signal_worker(number: int) -> None:
-    worker = _worker
-    if worker is None or worker.poll() is not None or os.name != "posix":
+def _stop(worker: RunningWorker) -> None:
+    """SIGSTOP to the worker's process group, once this process holds the gate (never inside a critical section)."""
+    if worker.held is not None or worker.process.poll() is not None or os.name != "posix":
         return
+    worker.held = pause_gate.try_hold(worker.gate)
+    if worker.held is None:
+        log.debug("the compile worker is in a critical section: not stopped")
+        return
+    _signal_group(worker, signal.SIGSTOP)
+
+
+def _resume(worker: RunningWorker) -> None:
+    """SIGCONT to the worker's group, then the gate back (the worker may enter a critical section again)."""
+    if worker.held is None:
+        return
+    _signal_group(worker, signal.SIGCONT)
+    pause_gate.release(worker.held)
+    worker.held = None
+
+
+def _signal_group(worker: RunningWorker, number: int) -> None:
     try:
-        os.killpg(worker.pid, number)  # its group: Inductor's C++ compiles run in child processes
+        os.killpg(worker.process.pid, number)  # its group: Inductor's C++ compiles run in child processes
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -108,52 +150,95 @@ def log_path(pair: str) -> Path:
 
 def run_worker(pair: str, threads: int) -> tuple[dict | None, str | None]:
     """Run one worker to its end: (each model's compile report, None), or (None, one sentence saying why it stopped)."""
-    log = log_path(pair)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "specviz.serving.compile_worker", pair, "--threads", str(threads)]
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")]))}
+    log_file_path = log_path(pair)
+    log_file_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="specviz-compile-") as scratch:
+        report, gate = Path(scratch) / "report.json", Path(scratch) / "gate"
+        command = [
+            sys.executable, "-m", "specviz.serving.compile_worker", pair,
+            "--threads", str(threads), "--report", str(report), "--parent", str(os.getpid()),
+        ]  # fmt: skip
+        environment = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH")])),
+            pause_gate.ENVIRONMENT: str(gate),
+        }
+        exit_code = _run(pair, command, environment, gate, log_file_path)
+        if isinstance(exit_code, str):
+            return None, exit_code
+        return read_report(pair, report, exit_code, log_file_path)
+
+
+def _run(pair: str, command: list[str], environment: dict, gate: Path, log_file_path: Path) -> int | str:
+    """The worker run to its end, stopped while timed sections ask: its exit code, or why it could not start."""
     global _worker
-    with log.open("w") as log_file:
+    with log_file_path.open("w") as log_file:
         _working.set()
         try:
-            worker = subprocess.Popen(
+            process = subprocess.Popen(
                 command,
-                stdout=subprocess.PIPE,
-                stderr=log_file,
-                text=True,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
                 env=environment,
-                preexec_fn=_lowest_priority if os.name == "posix" else None,
-                start_new_session=os.name == "posix",  # a process group of its own, for `paused`
+                start_new_session=os.name == "posix",  # a process group of its own, for `paused` (no preexec_fn: threads)
             )
-            with _pause_lock:
-                _worker = worker
-                if _pauses:  # started while a run's clock runs: it waits for that run
-                    _signal_worker(signal.SIGSTOP)
-            output, _ = worker.communicate()
         except OSError as error:
-            return None, f"the compile worker for {pair} could not start ({error}), so {pair} keeps running eager"
+            _working.clear()
+            return f"the compile worker for {pair} could not start ({error}), so {pair} keeps running eager"
+        try:
+            if os.name == "posix":
+                with contextlib.suppress(OSError):
+                    os.setpriority(os.PRIO_PROCESS, process.pid, 19)  # the lowest; what it starts inherits it
+            with _pause_lock:
+                _worker = RunningWorker(process, gate)
+                if _pauses:  # started while a run's clock runs: it waits for that run
+                    _stop(_worker)
+            return process.wait()
         finally:
             with _pause_lock:
+                if _worker is not None:
+                    _resume(_worker)
                 _worker = None
             _working.clear()
-    lines = output.strip().splitlines()
-    if worker.returncode != 0 or not lines:
-        return None, (
-            f"compiling {pair}'s packages stopped (the worker exited with {worker.returncode}; its log is {log}), "
-            f"so {pair} keeps running eager"
+
+
+def read_report(pair: str, report: Path, exit_code: int, log_file_path: Path) -> tuple[dict | None, str | None]:
+    """The worker's reports from the file it wrote, checked; or one sentence naming what went wrong and what the worker
+    said last (its log holds the rest)."""
+    failed = (
+        f"compiling {pair}'s packages stopped (the worker exited with {exit_code}; its log is {log_file_path}), "
+        f"so {pair} keeps running eager"
+    )
+    if exit_code != 0 or not report.is_file():
+        return None, failed if exit_code != 0 else failed.replace("stopped (", "left no report (", 1)
+    try:
+        reports = json.loads(report.read_text())
+    except (OSError, ValueError) as error:
+        return (
+            None,
+            f"the compile worker for {pair} wrote a report that is not JSON ({error}; its log is {log_file_path}), so {pair} keeps running eager",
         )
-    return json.loads(lines[-1]), None
+    if not isinstance(reports, dict) or not all(isinstance(value, dict) for value in reports.values()):
+        return (
+            None,
+            f"the compile worker for {pair} wrote a report of the wrong shape (its log is {log_file_path}), so {pair} keeps running eager",
+        )
+    return reports, None
 
 
-def _lowest_priority() -> None:
-    """In the worker, before it runs: the lowest priority, and (on Linux) killed with the app, never left behind."""
-    os.nice(19)
+def _tie_to_parent(parent: int | None) -> None:
+    """In the worker: killed with the app on Linux (never left behind), and gone at once if the app already is."""
+    if parent is None or not sys.platform.startswith("linux"):
+        return
     try:
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
-        pass
+        return
+    if os.getppid() != parent:  # the app exited before the line above: nobody would kill this worker
+        sys.exit(1)
 
 
 def remove_abandoned_scratch(folder: Path, older_than_s: float = 1800) -> None:
@@ -167,11 +252,15 @@ def remove_abandoned_scratch(folder: Path, older_than_s: float = 1800) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The worker: load the pair, compile the packages its models lack, print their reports as one JSON line."""
+    """The worker: load the pair, compile the packages its models lack, write their reports as JSON."""
     parser = argparse.ArgumentParser(description="Compile a catalogue pair's fast-path packages into specviz's cache.")
     parser.add_argument("pair")
     parser.add_argument("--threads", type=int, required=True, help="the serving process's torch thread count")
+    parser.add_argument("--report", type=Path, required=True, help="the file to write the reports to (JSON)")
+    parser.add_argument("--parent", type=int, help="the app's process id: the worker dies with it (Linux)")
     args = parser.parse_args(argv)
+    _tie_to_parent(args.parent)
+    configure_logging()
 
     import torch
 
@@ -182,11 +271,14 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     catalogue = load_catalogue()
-    pair = load_pair(args.pair, catalogue.get(args.pair), catalogue.offline_pairs(), progress=lambda message: None)
+    with pause_gate.critical_section():  # loading may build a kernel or fetch a file: lock files the server waits on
+        pair = load_pair(args.pair, catalogue.get(args.pair), catalogue.offline_pairs(), progress=log.info)
     remove_abandoned_scratch(package_folder())  # the pair loaded: Inductor's cache folder is specviz's now
     wanted = {role: fast for role, fast in fast_models(pair).items() if fast.report.compiled}
     reports = {role: vars(fast.warm_up()) for role, fast in wanted.items()}
-    print(json.dumps(reports))
+    partial = args.report.with_suffix(".partial")
+    partial.write_text(json.dumps(reports))
+    os.replace(partial, args.report)  # whole or not at all
     return 0 if all(report["compiled"] for report in reports.values()) else 1
 
 
