@@ -60,8 +60,8 @@ UNMEASURED: dict[str, dict[str, str]] = {
         "0.95×": "the verdict's threshold (readings.speed_verdict)",
         "10×": "a playback speed (a setting)",
         "50×": "a playback speed (a setting)",
-        "135M": "the model's name",
         "10 MB": "the Hub's limit for a file outside LFS",
+        "Python 3.10": "the oldest Python specviz supports (pyproject.toml's requires-python; tests/test_docs_facts.py)",
         "u = 0.31 ≤ p/q = 0.52": "an example of the sentence the page writes",
     },
     "docs/algorithm.md": {
@@ -110,7 +110,6 @@ UNMEASURED: dict[str, dict[str, str]] = {
         "256 new tokens": "a limit of a request (ui/request.py)",
     },
     "docs/testing.md": {
-        "135M": "the model's name",
         "60 MiB": "the limit tests/test_stored.py holds",
         "0.2 s": "a test's planted delay",
     },
@@ -121,9 +120,9 @@ UNMEASURED: dict[str, dict[str, str]] = {
         "at the head's measured τ and ν in coder_drafters.json, computed for an α, not measured",
         "α 0.75 with hundreds": "the α the issue asks of an EAGLE head (EAGLE's papers), a goal, not a measurement here",
         "122 school topics × 18 questions; 3,711 everyday requests": "the sizes of the built-in prompt lists "
-        "(specviz/training/chat_prompts.py, everyday_prompts.py): code, not a measurement; with the 1,113 below they "
+        "(specviz/training/prompt_data/, counted by tests/test_chat_prompts.py): data, not a measurement; with the 1,113 below they "
         "make bundle_facts.json's 7,020 requests",
-        "1,113 about people": "the size of a built-in prompt list (specviz/training/everyday_prompts.py)",
+        "1,113 about people": "the size of a built-in prompt list (specviz/training/prompt_data/world.json)",
         "1.5 epochs": "the training's setting (its command in the head's distill_report.json)",
         "1.5×": "the speedup a well-accepted draft gives, the pair's goal",
         "default 5,000": "the option's default",
