@@ -6,7 +6,7 @@ drafter's speedup is over the plain decoding measured in its own bench call, bac
 is compared with the target alone's, token for token.
 
     PYTHONPATH=. python benchmarks/coder_drafters.py [--prompts code-questions] [--tokens 128]
-                                                     [--head-forms int8,vnni4] [--head-tree 2x1:1]
+                                                     [--head-forms int8,w4a8] [--head-tree 2x1:1]
 
 The head drafts in each of `--head-forms` (a form only changes the draft: it moves α and τ, never the output), each
 form reloaded and compiled before its bench call; `--head-tree` adds a tree row for the head (every form).

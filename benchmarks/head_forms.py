@@ -10,7 +10,7 @@ as trained. This prints, per form, the median time of one draft step (one positi
 kept-row logits) and the share of teacher-forced positions, over the committed answers, where the form's argmax
 equals the as-trained head's (bf16), and where each equals the target's own next token.
 
---by-module finds the matrix a 4-bit form hurts: the head in int8 with one matrix at a time in vnni4. A low-rank
+--by-module finds the matrix a 4-bit form hurts: the head in int8 with one matrix at a time in w4a8. A low-rank
 head's fuse drafts as its factors (models/low_rank.py's PassThroughLowRank), which no form packs; the rows marked
 "merged" pack it as one matrix, s·[0 | I] + B·A, as the head drafted before.
 """
@@ -27,10 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 
 import torch  # noqa: E402
 
-from specviz.models import vnni4  # noqa: E402
+from specviz.kernels import w4a8  # noqa: E402
 from specviz.models.feature_head import FeatureCache, head_in_form, load_head  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
-from specviz.models.weight_forms import vnni4_module  # noqa: E402
 from specviz.serving.pair_cache import catalogue  # noqa: E402
 from specviz.training.distill.answers import load_answers  # noqa: E402
 
@@ -77,7 +76,7 @@ MATRICES = ("fuse", "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_pro
 
 
 def by_module(reference, target, sequences, as_trained, truth) -> None:
-    """The head in int8 with one matrix in vnni4, each in turn; and the fuse merged into one matrix, packed as the
+    """The head in int8 with one matrix in w4a8, each in turn; and the fuse merged into one matrix, packed as the
     rest of the head is (as it drafted before it ran as its factors)."""
 
     def agreement(head) -> str:
@@ -92,14 +91,14 @@ def by_module(reference, target, sequences, as_trained, truth) -> None:
         return head_in_form(head, form)
 
     print(f"{'the head in int8, but':34s} {'= bf16 head':>11s}  {'= target':>8s}")
-    as_loaded = load_head(reference, target, dtype=torch.bfloat16)  # the matrices each row packs in vnni4
+    as_loaded = load_head(reference, target, dtype=torch.bfloat16)  # the matrices each row packs in w4a8
     for name in MATRICES:
         matrix = getattr(as_loaded, name)
         if isinstance(matrix, torch.nn.Linear):
             head = head_in_form(load_head(reference, target), "int8")
-            setattr(head, name, vnni4_module()(matrix))
-            print(f"{name + ' in vnni4':34s} {agreement(head)}", flush=True)
-    for form in ("int8", "vnni4"):
+            setattr(head, name, w4a8.W4A8Linear(matrix))
+            print(f"{name + ' in w4a8':34s} {agreement(head)}", flush=True)
+    for form in ("int8", "w4a8"):
         print(f"{'fuse merged, all in ' + form:34s} {agreement(with_fuse_merged(form))}", flush=True)
 
 
@@ -109,7 +108,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--answers", type=int, default=20, help="committed answers to compare the forms' guesses on")
     parser.add_argument("--answers-file", type=Path, default=ANSWERS, help="the target's answers (.npz) to read them from")
-    parser.add_argument("--by-module", action="store_true", help="which matrix vnni4 hurts (needs the vnni4 kernel)")
+    parser.add_argument("--by-module", action="store_true", help="which matrix w4a8 hurts (needs the w4a8 kernel)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     pair = load_pair(args.pair, catalogue().get(args.pair), catalogue().offline_pairs())
@@ -121,7 +120,7 @@ def main() -> None:
     print(f"target weights: {pair.target.form}; {args.threads} threads; {args.answers} committed answers")
     print(f"{'form':10s} {'step':>9s}  {'= bf16 head':>11s}  {'= target':>8s}")
     as_trained, truth = guesses(load_head(reference, target), sequences)
-    for form in ("bf16", "int8", "int4", *(("vnni4",) if vnni4.available() else ())):
+    for form in ("bf16", "int8", "int4", *(("w4a8",) if w4a8.available() else ())):
         head = load_head(reference, target)
         if form != "bf16":
             head_in_form(head, form)
@@ -132,7 +131,7 @@ def main() -> None:
             f"  {(guessed == truth).float().mean().item():8.3f}",
             flush=True,
         )
-    if args.by_module and vnni4.available():
+    if args.by_module and w4a8.available():
         by_module(reference, target, sequences, as_trained, truth)
 
 

@@ -2,14 +2,14 @@
 the cache? (The issue "A real pair that pays on a CPU": prove or refute it with measurements.)
 
 Synthetic targets: stacks of square layers in each weight form the engine runs (`int4`: torch's int4 weight-only
-kernel, bf16 activations; `vnni4`: int4 weights × per-row int8 activations on AVX-512 VNNI, models/vnni4.py, where the
-CPU has it), from 16 MB to 2 GB of weights. For each size, a pass over
+kernel, bf16 activations; `w4a8`: 4-bit weights × 8-bit activations, specviz/kernels/w4a8.py, on its AVX-512 VNNI
+path, or its AVX2 path with SPECVIZ_KERNEL_ISA=avx2), from 16 MB to 2 GB of weights. For each size, a pass over
 k = 1 … 8 rows through the whole stack is timed (best of several), and ν(k) = time(k) ÷ time(1). The sweep is repeated
 `--rounds` times, minutes apart if asked, to see whether a size's ν holds still. The machine's last-level cache
 (from the OS) and its memory read bandwidth (measured) go in the results file beside the curves.
 
     python benchmarks/verify_cost_by_size.py --threads 2 --rounds 3 --save verify_cost_by_size
-    ATEN_CPU_CAPABILITY=avx2 python benchmarks/verify_cost_by_size.py --threads 2 --save verify_cost_by_size_avx2
+    ATEN_CPU_CAPABILITY=avx2 SPECVIZ_KERNEL_ISA=avx2 python benchmarks/verify_cost_by_size.py --threads 2 --save verify_cost_by_size_avx2
 """
 
 from __future__ import annotations
@@ -26,20 +26,17 @@ from torch import nn  # noqa: E402
 
 from benchmarks.results import write_results  # noqa: E402
 from specviz.analysis.cache_fit import last_level_cache_bytes, measure_read_bandwidth, mib  # noqa: E402
-from specviz.models import vnni4  # noqa: E402
-from specviz.models.weight_forms import Int4WeightOnly  # noqa: E402
+from specviz.kernels import forms as weight_forms  # noqa: E402
+from specviz.kernels import w4a8  # noqa: E402
 
 WIDTH = 2048  # each layer is WIDTH × WIDTH: 2 MiB of int4 codes (+ its scales), so a size is a count of layers
 SIZES_MB = (16, 64, 256, 1024, 2048)
 ROWS = (1, 2, 3, 4, 5, 6, 8)
 
 
-MAKERS = {"int4": Int4WeightOnly, "vnni4": lambda linear: vnni4.Vnni4WeightOnly(linear)}
-
-
 def synthetic_stack(megabytes: int, form: str) -> list[nn.Module]:
     """Layers in `form` adding up to about `megabytes` of weights (codes, scales and offsets), random values."""
-    make = MAKERS[form]
+    make = weight_forms.get(form).layer
     layer = make(nn.Linear(WIDTH, WIDTH, bias=False))
     per_layer = sum(t.numel() * t.element_size() for t in layer.buffers())
     count = max(1, round(megabytes * 2**20 / per_layer))
@@ -74,7 +71,7 @@ def main() -> None:
     parser.add_argument("--pause-s", type=float, default=0.0, help="seconds between rounds")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--sizes", default=",".join(map(str, SIZES_MB)), help="MB of weights, comma-separated")
-    parser.add_argument("--forms", default="int4,vnni4", help="weight forms, comma-separated (vnni4 where the CPU has it)")
+    parser.add_argument("--forms", default="int4,w4a8", help="weight forms, comma-separated (w4a8 where its kernel runs)")
     parser.add_argument("--save", help="write benchmarks/results/NAME.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -82,7 +79,7 @@ def main() -> None:
     cache = last_level_cache_bytes()
     bandwidth = measure_read_bandwidth()
     sizes = [int(size) for size in args.sizes.split(",")]
-    forms = [form for form in args.forms.split(",") if form != "vnni4" or vnni4.available()]
+    forms = [form for form in args.forms.split(",") if form != "w4a8" or w4a8.available()]
     rounds = []
     for number in range(args.rounds):
         if number and args.pause_s:

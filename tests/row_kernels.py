@@ -9,7 +9,7 @@ writes the largest |Δ| (0.0: bit-identical), or whether greedy speculation equa
   against their paths; transformers' eager attention on the same inputs, to show the check can fail where oneDNN's
   kernels depend on the rows;
 - linear: each weight-only form's layer on SmolLM2's widths, k rows against each alone, k = 1 … 33 (the int4 and int8
-  kernels take 1 to 4 rows a call, vnni4 up to 8); plain bf16 (oneDNN) reported beside them;
+  kernels take 1 to 4 rows a call, w4a8 up to 8 on AVX-512 and 2 on AVX2); plain bf16 (oneDNN) reported beside them;
 - model: a small grouped Llama in the form, through transformers' forward (CachedDecoder), the fast path run eager
   (FastDecoder) and, with --compiled, its AOTInductor package, and a small GPT-2 (an architecture the fast path does
   not take) through transformers' forward: a chain's verify pass against one-token steps, a
@@ -38,10 +38,10 @@ from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode,
 from specviz.engine.compiled import FastDecoder, FastModel
 from specviz.engine.tree import ROOT, TokenTree, verify_tree
 from specviz.engine.tree_shape import TreeShape
-from specviz.models import vnni4
+from specviz.kernels import forms, w4a8
 from specviz.models.feature_head import head_from_target
 from specviz.models.row_attention import row_exact_attention
-from specviz.models.weight_forms import Int4WeightOnly, Int8WeightOnly, apply_form
+from specviz.models.weight_forms import apply_form
 from tests.tiny import fake_vocabulary, grouped_llama
 
 VOCAB = 64
@@ -49,7 +49,7 @@ PROMPT = [3, 17, 5, 42, 8, 8, 9, 30, 31, 2, 7, 7, 60, 1, 4, 22, 19, 11, 5, 3, 40
 LONG_PROMPT = (PROMPT * 6)[:-3]  # 147 tokens: softmax rows reduced in vector blocks and a tail
 TREE = TokenTree((11, 12, 13, 14, 15, 16, 17, 18, 19), (ROOT, ROOT, 0, 0, 1, 2, 2, 4, 7))
 NEW_TOKENS = 32
-ROW_COUNTS = (1, 2, 3, 4, 5, 8, 9, 17, 33)  # each int4/int8 micro-kernel (1–4 rows), vnni4's chunk of 8 and past it
+ROW_COUNTS = (1, 2, 3, 4, 5, 8, 9, 17, 33)  # each int4/int8 micro-kernel (1–4 rows), w4a8's chunks of 2 and 8 and past them
 HEADS, KV_HEADS, HEAD_DIM, KEYS = 9, 3, 64, 300  # SmolLM2-135M's attention, after a 300-token context
 WIDTHS = ((576, 1536), (1536, 576), (576, 192))  # SmolLM2's MLP and key/value projections
 METHODS = ("4", "2x1x1:1")  # a chain of γ drafts and a token tree
@@ -134,10 +134,10 @@ def linear_rows(layer: nn.Module, width: int) -> float:
         return max(largest(layer(x[:rows]), alone[:rows]) for rows in ROW_COUNTS)
 
 
-def linear_checks(forms: list[str]) -> dict:
-    makers = {"int8": Int8WeightOnly, "int4": Int4WeightOnly, "vnni4": vnni4.Vnni4WeightOnly, "bf16": None}
+def linear_checks(form_names: list[str]) -> dict:
+    makers = {name: form.layer for name, form in forms.FORMS.items()}
     found = {}
-    for form in forms:
+    for form in form_names:
         worst = 0.0
         for n_in, n_out in WIDTHS:
             linear = nn.Linear(n_in, n_out, bias=False)
@@ -308,14 +308,15 @@ def onednn_isa() -> str:
     return isa[0] if isa else "none: torch takes no oneDNN kernel for bf16 products here"
 
 
-def main(out: str, forms: list[str], compiled: bool) -> None:
+def main(out: str, form_names: list[str], compiled: bool) -> None:
     torch.set_num_threads(2)  # as the app runs: how a kernel splits its work over threads must not reach a row either
-    available = [form for form in forms if form != "vnni4" or vnni4.available()]
+    available = [form for form in form_names if form != "w4a8" or w4a8.available()]
     exact = [form for form in available if form != "bf16"]
     results = {
         "capability": torch.backends.cpu.get_cpu_capability(),
         "onednn_isa": onednn_isa(),
         "forms": exact,
+        "w4a8_path": w4a8.path() if "w4a8" in available else None,  # the kernel's path under this kernel set
         "attention": attention_checks(),
         "linear": linear_checks(available),
     }

@@ -16,8 +16,8 @@ import torch
 from specviz.drafting.drafters import ModelDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode, speculative_decode, static_cache
 from specviz.engine.compiled import FastDecoder, FastModel, decoder_for, enable, fast_model, load_cached_packages, pair_engine
-from specviz.engine.fused_projections import FusedProjections, fuse
 from specviz.engine.static_cache import is_supported
+from specviz.kernels import forms
 from tests import tiny
 from tests.tiny import fake_vocabulary, pass_and_steps, tiny_llama
 
@@ -112,12 +112,12 @@ def wide_llama(seed: int = 0):
 
 @pytest.mark.parametrize("form", ["int8", "int4"])
 def test_fused_projections_keep_the_logits_of_transformers_bit_for_bit(form):
-    """q/k/v and gate/up in one weight-only call each (engine/fused_projections.py): every token's logits stay
+    """q/k/v and gate/up in one kernel call each (kernels/forms.concatenated): every token's logits stay
     transformers' own eager logits, exactly, through steps, verify passes and rollbacks."""
     model = weight_only(wide_llama(), form)
     fast = FastModel(model, compile_step=False)
     fused = [*fast.forward.qkv, *fast.forward.gate_up]
-    assert all(isinstance(module, FusedProjections) for module in fused), f"{form}: q/k/v and gate/up should fuse"
+    assert all(forms.form_of(module).name == form for module in fused), f"{form}: q/k/v and gate/up should fuse"
     reference, decoder = CachedDecoder(model, VOCAB), FastDecoder(fast, VOCAB)
     for tokens in (PROMPT, [7], [8, 9, 10, 11], "rollback", [12, 13], [4]):
         if tokens == "rollback":
@@ -132,9 +132,9 @@ def test_float_and_misaligned_projections_stay_separate(target):
     """Fusing float linears could round differently (a GEMM may block by output channels), and int4 parts must
     start on the packing's 64-channel blocks: those keep one call each."""
     attention = target.model.layers[0].self_attn
-    assert fuse([attention.q_proj, attention.k_proj, attention.v_proj]) is None  # float32
+    assert forms.concatenated([attention.q_proj, attention.k_proj, attention.v_proj]) is None  # float32
     narrow = weight_only(target, "int4").model.layers[0].self_attn  # k and v have 16 channels
-    assert fuse([narrow.q_proj, narrow.k_proj, narrow.v_proj]) is None
+    assert forms.concatenated([narrow.q_proj, narrow.k_proj, narrow.v_proj]) is None
 
 
 def test_greedy_on_the_fast_path_equals_generate(target):
@@ -276,7 +276,7 @@ def test_qwen2_biases_run_on_the_fast_path_fused_and_rows_independent(form):
     model = weight_only(biased_qwen2(), form)
     assert is_supported(model)
     fast_forward = FastModel(model, compile_step=False)
-    assert isinstance(fast_forward.forward.qkv[0], FusedProjections) and fast_forward.forward.qkv[0].bias is not None
+    assert forms.form_of(fast_forward.forward.qkv[0]) is not None and fast_forward.forward.qkv[0].bias is not None
     reference, fast = CachedDecoder(model, VOCAB), FastDecoder(fast_forward, VOCAB)
     torch.testing.assert_close(
         fast.feed(PROMPT, keep_last=len(PROMPT)), reference.feed(PROMPT, keep_last=len(PROMPT)), rtol=0, atol=0.05

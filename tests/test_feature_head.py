@@ -7,7 +7,7 @@ import torch
 
 from specviz.drafting.drafters import FeatureDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, Summary, autoregressive_decode, speculative_decode
-from specviz.models import vnni4
+from specviz.kernels import w4a8
 from specviz.models.feature_head import FeatureCache, head_from_target, head_in_form, load_head, own_weight_bytes, save_head
 from tests.test_greedy_exact import transformers_greedy
 from tests.tiny import fake_vocabulary, tiny_llama
@@ -139,7 +139,7 @@ def gently_trained_head(target, seed: int = 0):
     [
         ("int8", 0.08),
         ("int4", 0.6),
-        pytest.param("vnni4", 0.6, marks=pytest.mark.skipif(not vnni4.available(), reason="no vnni4 kernel on this CPU")),
+        pytest.param("w4a8", 0.6, marks=pytest.mark.skipif(not w4a8.available(), reason="no w4a8 kernel on this CPU")),
     ],
 )
 def test_a_head_in_a_weight_only_form_stays_close_smaller_and_exact(target, form, tolerance):

@@ -52,7 +52,7 @@ def test_the_fuse_drafts_as_its_factors_and_stays_unquantised_in_every_form(tmp_
     equals the merged matrix, and a weight-only form (int8, int4) leaves it as it is while it packs the other matrices."""
     from specviz.models.feature_head import head_in_form
     from specviz.models.low_rank import PassThroughLowRank
-    from specviz.models.weight_forms import Int8WeightOnly
+    from specviz.kernels.weight_only import Int8WeightOnly
 
     target = tiny_llama(VOCAB, seed=0)
     save_head(scrambled_low_rank_head(target), tmp_path)

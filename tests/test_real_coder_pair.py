@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from specviz.engine import DecodeSettings
+from specviz.kernels import choice, cpu
 from specviz.models.catalogue import PairError, load_catalogue
 from specviz.models.loading import load_pair
 from specviz.prompts.sets import CODE_QUESTIONS
@@ -55,8 +56,9 @@ def test_both_models_run_in_the_auto_form_and_compiled(shipped_pair):
     from specviz.engine.compiled import pair_engine
     from specviz.models.weight_forms import choose_form
 
-    auto = choose_form("auto", torch.device("cpu"))  # vnni4 where the CPU has AVX-512 VNNI, else int4
-    assert shipped_pair.target.form == auto and shipped_pair.draft.form == auto
+    assert choose_form("auto", torch.device("cpu")) in ("w4a8", "int4")  # before a model is at hand: w4a8 where it runs
+    assert shipped_pair.target.form in choice.candidates() and shipped_pair.draft.form in choice.candidates()
+    assert shipped_pair.target.form in shipped_pair.target.model.weight_kernel, "the run's details name the kernel"
     assert pair_engine(shipped_pair) == "compiled", "the shipped pair decodes on the compiled step"
     head = shipped_pair.draft.model.get_output_embeddings()
     assert len(head.kept_ids) < shipped_pair.draft.model.config.vocab_size, "the draft's head keeps part of the vocabulary"
@@ -80,7 +82,7 @@ def test_the_feature_head_drafts_in_the_pairs_head_form_and_greedy_is_the_target
     from specviz.models.weight_forms import head_form_beside
 
     wanted = head_form_beside(shipped_pair.target.form, load_catalogue().get(CODER_PAIR).head_weights)
-    assert shipped_pair.feature_head.head.form == wanted, "vnni4 where its kernel runs, else int8"
+    assert shipped_pair.feature_head.head.form == wanted, "w4a8 where its kernel runs, else int8"
     settings = DecodeSettings(max_new_tokens=48, gamma=2, tree=TreeShape.parse(tree) if tree else None)
     question = CODE_QUESTIONS[3]
     alone = tokens_of(shipped_pair, question, settings, "autoregressive")
@@ -102,3 +104,50 @@ def test_float32_speculation_equals_transformers_generate_on_the_dequantised_wei
         ended = [i for i, token in enumerate(reference) if token in pair.vocabulary.end_token_ids]
         reference = reference[: ended[0] + 1] if ended else reference
         assert list(tokens_of(pair, question, settings, "speculative")) == reference
+
+
+AVX2_IDENTITY = """
+import json, sys
+import torch
+from specviz.engine import DecodeSettings
+from specviz.kernels import w4a8
+from specviz.models.catalogue import load_catalogue
+from specviz.models.loading import load_pair
+from specviz.prompts.sets import CODE_QUESTIONS
+from specviz.run.runner import run
+
+catalogue = load_catalogue()
+pair = load_pair(sys.argv[1], catalogue.get(sys.argv[1]), catalogue.offline_pairs(), weights="w4a8")
+settings = DecodeSettings(max_new_tokens=32, gamma=3)
+same = []
+for question in CODE_QUESTIONS[:2]:
+    alone = list(run(pair, question, settings, mode="autoregressive"))[-1].new_token_ids
+    speculative = list(run(pair, question, settings, mode="speculative"))[-1].new_token_ids
+    same.append(list(alone) == list(speculative))
+print(json.dumps({"path": w4a8.path(), "form": pair.target.form, "same": same}))
+"""
+
+
+@pytest.mark.skipif(not cpu.AVX2_PATH <= cpu.flags(), reason="this CPU has no AVX2")
+def test_the_kernels_avx2_path_keeps_greedy_speculation_the_target_alone(tmp_path):
+    """The AVX2 path forced on any x86 machine ($SPECVIZ_KERNEL_ISA=avx2, in a process of its own): the real pair in
+    w4a8 on that path, greedy speculation equal to the target alone, so CI tests the path an AVX2-only laptop runs."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    load_coder_pair()  # skips where the pair is not fetched (and fails in CI, as every test here)
+    env = {**os.environ, cpu.PATH_SWITCH: "avx2", "SPECVIZ_COMPILE": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", AVX2_IDENTITY, CODER_PAIR],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["path"] == "avx2" and found["form"] == "w4a8", found
+    assert all(found["same"]), f"greedy speculation parted from the target alone on the AVX2 path: {found}"

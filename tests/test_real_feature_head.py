@@ -57,10 +57,10 @@ def test_the_fast_path_keeps_transformers_int4_logits_and_its_rows_independent(r
     steps, a verify pass and a rollback: every token's logits are transformers' own to bf16 rounding (its attention
     sums in float32, transformers' in bf16 matmuls), and a verify pass's rows are its single steps, bit for bit."""
     from specviz.engine.compiled import FastDecoder, FastModel
-    from specviz.engine.fused_projections import FusedProjections
+    from specviz.kernels import forms
 
     fast = FastModel(int4_target, compile_step=False)
-    assert all(isinstance(module, FusedProjections) for module in [*fast.forward.qkv, *fast.forward.gate_up])
+    assert all(forms.form_of(module).name == "int4" for module in [*fast.forward.qkv, *fast.forward.gate_up])
     vocab = real_pair.shared_vocab_size
     reference, decoder = CachedDecoder(int4_target, vocab), FastDecoder(fast, vocab)
     prompt = encode_prompt(real_pair, CHAT_HELDOUT[0], 64, 3)

@@ -19,7 +19,7 @@ A CPU without AMX cannot run AMX's kernels: oneDNN caps the ISA it is told at wh
 ISA oneDNN ran). What AMX changes is covered anyway: the exact forms' forwards start no oneDNN primitive and make no
 MKL call (counted under both libraries' verbose logs), so no kernel oneDNN or MKL picks, AMX's included, reaches a
 row; and the row counts (1 to 33) cross every switch the kernels make by rows (int4/int8: 1–4 rows a micro-kernel;
-vnni4: 8 a call; oneDNN with AMX: one row against more). On an AVX-512 CPU the `avx512` set also shows that the check
+w4a8: 8 a call on AVX-512, 2 on AVX2; oneDNN with AMX: one row against more). On an AVX-512 CPU the `avx512` set also shows that the check
 can fail: there transformers' eager attention, on the same inputs, gives a row other bits beside others.
 """
 
@@ -35,13 +35,16 @@ import pytest
 import torch
 
 from specviz.analysis.kernels import offered_kernel_sets
+from specviz.kernels.forms import FORMS as REGISTRY
+from specviz.kernels.forms import rows_independent
 from specviz.models import row_attention
-from specviz.models.weight_forms import ROW_EXACT_FORMS, apply_form, rows_independent
+from specviz.models.weight_forms import apply_form
 from tests.row_kernels import PROMPT, TREE, VOCAB
 from tests.tiny import grouped_llama
 
 ROOT = Path(__file__).resolve().parent.parent
-FORMS = ("int8", "int4", "vnni4", "bf16")  # vnni4 where the CPU has VNNI; bf16 reported, not held to the bit
+# every exact form (w4a8 on the kernel path the kernel set implies: its AVX2 path under `avx2`), and bf16 reported
+FORMS = (*(name for name, form in REGISTRY.items() if form.rows_independent), "bf16")
 OWN = "this CPU's own"
 
 
@@ -89,9 +92,10 @@ def held_to_the_bit(results: dict, kernel_set: str) -> None:
 
 
 def test_every_row_is_its_one_token_step_on_this_cpus_own_kernels(tmp_path_factory):
-    """Quick: transformers' forward and the fast path (eager), int8, int4 and vnni4, on the kernels torch picks here."""
+    """Quick: transformers' forward and the fast path (eager), int8, int4 and w4a8, on the kernels torch picks here."""
     results = checked(OWN, False, tmp_path_factory)
     assert set(results["forms"]) >= {"int8", "int4"}
+    assert "w4a8" in results["forms"] or results["w4a8_path"] is None, "the w4a8 kernel runs here but was not checked"
     held_to_the_bit(results, OWN)
 
 
@@ -102,6 +106,8 @@ def test_every_row_is_its_one_token_step_on_every_kernel_set_this_cpu_offers(ker
     assert kernel_set != "none", "this CPU offers none of the kernel sets (it has no AVX2)"
     results = checked(kernel_set, True, tmp_path_factory)
     assert all("compiled" in results["model"][form] for form in results["forms"]), "the compiled package was not checked"
+    if kernel_set == "avx2":  # the kernel's AVX2 path, forced on any x86 machine: never skipped
+        assert "w4a8" in results["forms"] and results["w4a8_path"] == "avx2", results.get("w4a8_path")
     held_to_the_bit(results, kernel_set)
     if kernel_set == "avx512":  # oneDNN's jit bf16 GEMM: where the old attention's rows depended on each other
         assert results["attention"]["eager"] > 0, (
@@ -173,7 +179,7 @@ def test_attention_this_function_does_not_compute_keeps_eager():
 
 
 def test_which_forms_are_exact():
-    assert set(ROW_EXACT_FORMS) == {"int8", "int4", "vnni4"}
+    assert [name for name, form in REGISTRY.items() if form.rows_independent] == ["int8", "int4", "w4a8"]
     assert rows_independent("int4") and not rows_independent("bf16") and not rows_independent(None)
 
 

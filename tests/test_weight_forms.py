@@ -17,9 +17,12 @@ from transformers import DynamicCache
 from specviz.drafting.drafters import FeatureDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, Summary, autoregressive_decode, speculative_decode
 from specviz.engine.row_exactness import model_rows_independent
+from specviz.kernels import forms, w4a8
+from specviz.kernels.forms import FORMS
+from specviz.kernels.weight_only import Int4WeightOnly, Int8WeightOnly
 from specviz.models import row_attention, weight_forms
 from specviz.models.feature_head import head_from_target
-from specviz.models.weight_forms import FORMS, apply_form, choose_form
+from specviz.models.weight_forms import apply_form, choose_form
 from tests.tiny import fake_vocabulary, tiny_llama
 
 VOCAB = 64
@@ -42,7 +45,10 @@ def logits_alone_and_together(model, prefix: list[int], tokens: list[int]) -> tu
     return torch.stack(alone).float(), together.float()
 
 
-@pytest.mark.parametrize("form", ["int8", "int4"])
+EXACT_FORMS = [name for name, form in FORMS.items() if form.rows_independent]  # w4a8 included: it runs on AVX2 too
+
+
+@pytest.mark.parametrize("form", EXACT_FORMS)
 def test_weight_only_rows_are_independent(form):
     alone, together = logits_alone_and_together(formed(form), PROMPT, [11, 12, 13, 14, 15])
     assert torch.equal(alone, together), (
@@ -75,7 +81,7 @@ def test_weight_only_forms_stay_close_to_the_model(form, tolerance):
     assert drift < tolerance, f"{form} drifted {drift:.3f} logit spreads from the bf16 model (allowed {tolerance})"
 
 
-@pytest.mark.parametrize("form", ["int8", "int4"])
+@pytest.mark.parametrize("form", EXACT_FORMS)
 def test_greedy_speculation_equals_plain_decoding_in_the_form(form):
     model = tiny_llama(VOCAB, seed=0, hidden=64)
     head = head_from_target(model, list(range(VOCAB))).to(torch.bfloat16).eval()  # from the unquantised layer
@@ -91,7 +97,8 @@ def test_greedy_speculation_equals_plain_decoding_in_the_form(form):
 def test_forms_are_named_and_chosen_per_machine(monkeypatch):
     with pytest.raises(ValueError, match="unknown weight form"):
         apply_form(tiny_llama(VOCAB), "int3")
-    assert set(FORMS) == {"bf16", "int8", "int4", "vnni4", "fp32"}
+    assert set(FORMS) == {"bf16", "int8", "int4", "w4a8", "fp32"}
+    assert choose_form("vnni4", torch.device("cpu")) == "w4a8", "the form's old name still reads"
     assert choose_form(None, torch.device("cpu")) is None
     assert choose_form("auto", torch.device("cuda")) is None, "a GPU keeps the pair's dtype"
     assert choose_form("int4", torch.device("cpu")) == "int4"
@@ -141,7 +148,7 @@ def test_a_linear_bias_survives_every_weight_only_form():
     linear = torch.nn.Linear(64, 64, bias=True).to(torch.bfloat16)
     torch.nn.init.normal_(linear.bias, std=4.0)
     x = torch.randn(3, 64, dtype=torch.bfloat16)
-    for make in (weight_forms.Int8WeightOnly, weight_forms.Int4WeightOnly):
+    for make in (Int8WeightOnly, Int4WeightOnly, w4a8.W4A8Linear):
         quantised = make(linear)
         assert torch.allclose(quantised(x).float(), linear(x).float(), atol=0.5), f"{make.__name__} lost the bias"
 
@@ -149,7 +156,7 @@ def test_a_linear_bias_survives_every_weight_only_form():
 def test_a_run_says_whether_its_target_is_exact_to_the_bit_or_up_to_rounding():
     """A float target's GEMMs pick kernels by the rows' count (weight_forms.py: fp32 and bf16 differ in the last bits
     between one row and five), so its runs say 'exact up to rounding'; a weight-only one is exact to the bit."""
-    for form, exact in (("int8", True), ("int4", True), ("bf16", False), ("fp32", False)):
+    for form, exact in (("int8", True), ("int4", True), ("w4a8", True), ("bf16", False), ("fp32", False)):
         model = formed(form)
         assert model_rows_independent(model, "transformers") is exact, form
         started = next(
@@ -166,12 +173,37 @@ def test_a_run_says_whether_its_target_is_exact_to_the_bit_or_up_to_rounding():
 
 
 def test_a_pairs_head_weights_choose_the_heads_form_beside_a_weight_only_target(monkeypatch):
-    from specviz.models import vnni4
     from specviz.models.weight_forms import HEAD_FORM, head_form_beside
 
-    assert head_form_beside(None, "vnni4") is None and head_form_beside("bf16", "int4") is None, "plain targets: as trained"
-    assert head_form_beside("vnni4") == HEAD_FORM and head_form_beside("int4", "int4") == "int4"
-    monkeypatch.setattr(vnni4, "available", lambda: True)
-    assert head_form_beside("vnni4", "vnni4") == "vnni4"
-    monkeypatch.setattr(vnni4, "available", lambda: False)  # an AVX2 machine: the kernel cannot run, int8 drafts
-    assert head_form_beside("int4", "vnni4") == HEAD_FORM
+    assert head_form_beside(None, "w4a8") is None and head_form_beside("bf16", "int4") is None, "plain targets: as trained"
+    assert head_form_beside("w4a8") == HEAD_FORM and head_form_beside("int4", "int4") == "int4"
+    monkeypatch.setattr(w4a8, "why_not", lambda: None)
+    assert head_form_beside("w4a8", "w4a8") == "w4a8" and head_form_beside("int4", "vnni4") == "w4a8"
+    monkeypatch.setattr(w4a8, "why_not", lambda: "no kernel here")  # a CPU the kernel cannot run on: int8 drafts
+    assert head_form_beside("int4", "w4a8") == HEAD_FORM
+
+
+def stray_form_lists() -> list[str]:
+    """Every tuple, list or set literal in specviz/ outside the registry that names two weight forms or more."""
+    import ast
+
+    names = set(FORMS) | set(forms.ALIASES)
+    package = Path(__file__).resolve().parents[1] / "specviz"
+    found = []
+    for path in package.rglob("*.py"):
+        if path.name == "forms.py" and path.parent.name == "kernels":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Tuple | ast.List | ast.Set):
+                named = [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in names]
+                if len(named) >= 2:
+                    found.append(f"{path.relative_to(package.parent)}:{node.lineno} {named}")
+    return found
+
+
+def test_which_forms_exist_is_answered_by_the_registry_alone():
+    """kernels/forms.py is the one list of weight forms: a menu, a schema or a check that lists form names itself
+    would drift from it (the form once called vnni4 was listed in six places)."""
+    assert stray_form_lists() == [], "lists of weight forms outside specviz/kernels/forms.py"
+    assert forms.packed_names() == ("int8", "int4", "w4a8") and forms.get("vnni4") is FORMS["w4a8"]
+    assert [name for name in FORMS if forms.rows_independent(name)] == ["int8", "int4", "w4a8"]

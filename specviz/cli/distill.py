@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from specviz.cli.options import UsageError
+from specviz.kernels import forms
 
 
 def add_parser(commands) -> None:
@@ -99,7 +100,7 @@ def add_parser(commands) -> None:
     )
     parser.add_argument(
         "--measure-weights",
-        choices=["auto", "bf16", "int8", "int4", "fp32"],
+        choices=[forms.AUTO, *forms.names(), *forms.ALIASES],
         help="the target's weight form while measuring (default: the pair's; a feature head drafts in int8 beside int8/int4)",
     )
     parser.add_argument(

@@ -14,6 +14,7 @@ from specviz.drafting.registry import drafter_keys, strategy, tree_drafter_keys
 from specviz.engine import DecodeSettings, SamplingSettings
 from specviz.engine.settings import VERIFICATIONS
 from specviz.engine.tree_shape import TreeShape
+from specviz.kernels import forms
 from specviz.models.catalogue import Pair, load_catalogue
 
 if TYPE_CHECKING:
@@ -39,8 +40,8 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="default: the pair's, else fp32 on CPU")
     parser.add_argument(
         "--weights",
-        choices=["auto", "bf16", "int8", "int4", "vnni4", "fp32"],
-        help="the models' weight form on a CPU (specviz/models/weight_forms.py; the target's, and an independent draft's too); default: the pair's (models.yaml)",
+        choices=[forms.AUTO, *forms.names(), *forms.ALIASES],
+        help="the models' weight form on a CPU (specviz/kernels/forms.py; the target's, and an independent draft's too); default: the pair's (models.yaml)",
     )
 
 

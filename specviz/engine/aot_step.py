@@ -30,8 +30,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specviz.engine import fused_projections, static_cache
+from specviz.engine import static_cache
 from specviz.engine.static_cache import Rows, StaticLlama
+from specviz.kernels import forms
 
 FOLDER_NAME = "specviz-aot"  # beside Inductor's own caches (engine/compiled.py's use_inductor_cache)
 
@@ -79,7 +80,7 @@ def stack_export(forward: StaticLlama, new_cache):
     example = (rows_in, positions, positions.clone(), torch.arange(6, device=device), positions + 1, tail, cache)
     shapes = ({0: rows}, {0: rows}, {0: rows}, {0: seen}, {0: rows}, {0: rows, 1: depth}, [{1: length}] * len(cache))
     described = {"max_length": context, "device": device.type}
-    return WholeStack(forward), example, shapes, described, (static_cache, fused_projections)
+    return WholeStack(forward), example, shapes, described, (static_cache, forms)
 
 
 def load_or_compile_module(module: nn.Module, example: tuple, shapes: tuple, described: dict, sources: tuple):
@@ -104,8 +105,7 @@ def package_key(module: nn.Module, described: dict, sources: tuple) -> str:
     texts = [inspect.getsource(source) for source in sources]
     with open(__file__, encoding="utf-8") as handle:
         texts.append(handle.read())
-    kernels = sorted({str(m.kernel_source) for m in module.modules() if hasattr(m, "kernel_source")})
-    texts += [Path(path).read_text() for path in kernels]  # a custom op's C++ (models/vnni4.py): its schema is in it
+    texts += forms.native_kernels(module)  # a custom op's library and C++ (kernels/w4a8.py): its schema is in it
     described = {
         **described,
         "module": type(module).__qualname__,

@@ -7,7 +7,7 @@ context's slots then its path's. So a decode step, a chain's verify pass and a t
 with other inputs, and one compiled package serves all three (engine/aot_step.py). Every shape but the rows' count,
 their keys' width and the cache's length is fixed, which is what lets the compiler turn a layer's ~45 eager
 operations into a few fused kernels. q/k/v and gate/up each take one weight-only call where that changes no bit
-(engine/fused_projections.py).
+(kernels/forms.concatenated).
 
 Why our own forward and not transformers' StaticCache + compile: docs/performance.md gives the numbers. In short,
 transformers' step still runs its generic masking, cache-update and output machinery, and its static cache attends
@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from specviz.engine.fused_projections import fuse
+from specviz.kernels.forms import concatenated
 
 
 class Rows(NamedTuple):
@@ -85,12 +85,14 @@ class StaticLlama(nn.Module):
         self.scaling = attention.scaling
         self.shape = Shape(self.n_heads, self.n_kv_heads, self.head_dim, self.scaling)
         self.max_length = max_length
-        # q/k/v and gate/up each in one weight-only call where that is bit-identical (engine/fused_projections.py)
+        # q/k/v and gate/up each in one kernel call where that is bit-identical (kernels/forms.concatenated)
         self.qkv = nn.ModuleList(
-            fuse([layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj]) or nn.Identity()
+            concatenated([layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj]) or nn.Identity()
             for layer in self.layers
         )
-        self.gate_up = nn.ModuleList(fuse([layer.mlp.gate_proj, layer.mlp.up_proj]) or nn.Identity() for layer in self.layers)
+        self.gate_up = nn.ModuleList(
+            concatenated([layer.mlp.gate_proj, layer.mlp.up_proj]) or nn.Identity() for layer in self.layers
+        )
         device = self.embed_tokens.weight.device
         positions = torch.arange(max_length, device=device)[None]
         cos, sin = inner.rotary_emb(self.embed_tokens.weight[:1], positions)  # transformers' own tables, in its dtype

@@ -7,13 +7,16 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
 from specviz.engine.tree_shape import TreeShape
+from specviz.kernels import forms
 
-REPO_ROOT = Path(__file__).resolve().parents[2]  # specviz/models/catalogue.py → the repository
-CATALOGUE_PATH = Path(os.environ.get("SPECVIZ_CATALOGUE", REPO_ROOT / "models.yaml"))
+REPO_ROOT = Path(__file__).resolve().parents[2]  # specviz/models/catalogue.py → the repository, in a checkout
+BUNDLE = Path(__file__).resolve().parents[1] / "bundle"  # an installed package's copy of models.yaml and assets/ (setup.py)
+DATA_ROOT = BUNDLE if (BUNDLE / "models.yaml").is_file() else REPO_ROOT  # where models.yaml and the bundled models are
+CATALOGUE_PATH = Path(os.environ.get("SPECVIZ_CATALOGUE", DATA_ROOT / "models.yaml"))
 
 _STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 Positive = Annotated[int, Field(ge=1)]
@@ -52,7 +55,22 @@ class SplitWheelSpec:
 
 
 OfflineSource = WheelSpec | SplitWheelSpec
-WeightForm = Literal["auto", "bf16", "int8", "int4", "vnni4", "fp32"]
+
+
+def known_form(name: str) -> str:
+    """A weight form's own name (kernels/forms.py, the one list), or a ValueError naming the choices."""
+    return forms.canonical(name)
+
+
+def packed_form(name: str) -> str:
+    """A form a feature head can draft in (a packed one), or auto."""
+    if forms.canonical(name) not in (forms.AUTO, *forms.packed_names()):
+        raise ValueError(f"a head drafts in {', '.join(forms.packed_names())} or auto, not {name!r}")
+    return forms.canonical(name)
+
+
+WeightForm = Annotated[str, AfterValidator(known_form)]
+HeadForm = Annotated[str, AfterValidator(packed_form)]
 
 
 @dataclass(config=_STRICT)
@@ -69,9 +87,9 @@ class Pair:
     draft_offline: OfflineSource | None = None  # where the draft comes from when the hub is out of reach
     feature_head: str | None = None  # a folder with an EAGLE-style head for this target (the "feature" drafter)
     drafter: str = "model"  # the drafting strategy the pair starts with (a key of specviz/drafting/registry.py)
-    weights: WeightForm | None = None  # the target's form on a CPU (models/weight_forms.py)
+    weights: WeightForm | None = None  # the target's form on a CPU (kernels/forms.py)
     draft_weights: WeightForm | None = None  # the draft model's form on a CPU
-    head_weights: Literal["auto", "int8", "int4", "vnni4"] = "auto"  # the feature head's form beside a weight-only target
+    head_weights: HeadForm = "auto"  # the feature head's form beside a weight-only target
     draft_vocabulary: str | None = None  # a file of the ids an independent draft's head keeps (models/reduced_head.py)
     licence: str | None = None  # the models' licence, where the pair's own files are fetched from PyPI (model card)
     preload: bool = True  # an offline real pair loads in the background when the app starts; false: on first use (big downloads)
@@ -91,7 +109,7 @@ class Pair:
 
     def resolve(self, reference: str) -> str:
         """A folder reference made absolute (relative to the models.yaml it is written in); a hub id unchanged."""
-        base = getattr(self, "_base", REPO_ROOT)
+        base = getattr(self, "_base", DATA_ROOT)
         local = (base / reference).resolve()
         return str(local) if local.exists() or reference.startswith(("assets/", "./", "../", "/")) else reference
 

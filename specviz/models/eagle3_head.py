@@ -42,7 +42,7 @@ from specviz.models.feature_head import FeatureHead, check_form
 from specviz.models.head_shape import TargetLayerShape, target_layer_shape
 from specviz.models.stored import weights_file
 from specviz.models.target_tensors import readout_rows, target_tensor
-from specviz.models.weight_forms import INT4_GROUP, apply_form, supports
+from specviz.models.weight_forms import apply_form, supports
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -290,9 +290,9 @@ def load_head(folder: str | Path, target, dtype: torch.dtype | None = None) -> E
 def head_in_form(head: Eagle3Head, form: str) -> Eagle3Head:
     """Its linear layers (fc, the layer's, lm_head) in a weight-only form (int8 or int4), in place, for drafting: only
     the draft changes, so speculation stays exact (FeatureHead's head_in_form says what moves)."""
-    check_form(form, "an EAGLE-3 head")
+    form = check_form(form, "an EAGLE-3 head")
     if not all(supports(form, module) for module in head.modules() if isinstance(module, nn.Linear)):
-        raise ValueError(f"int4 packs rows in sixteens and columns in groups of {INT4_GROUP}: draft this head in int8")
+        raise ValueError(f"{form} packs rows and columns in blocks this head's shapes do not fill: draft it in int8")
     apply_form(head, form)
     head.form = form
     return head

@@ -24,12 +24,13 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn import functional as F
 
+from specviz.kernels import forms
 from specviz.models import head_step
 from specviz.models.head_shape import TargetLayerShape, target_layer_shape
 from specviz.models.low_rank import LowRankLinear, PassThroughLowRank, merged_weight
 from specviz.models.stored import weights_file
 from specviz.models.target_tensors import readout_rows, target_tensor
-from specviz.models.weight_forms import Int4WeightOnly, Int8WeightOnly, apply_form, supports, vnni4_module
+from specviz.models.weight_forms import apply_form, supports
 
 CONFIG_FILE = "feature_head.json"
 WEIGHTS_FILE = "feature_head.safetensors"
@@ -348,12 +349,11 @@ def load_head(folder: str | Path, target, dtype: torch.dtype | None = None, trai
     return head.to(device=embedding.device, dtype=dtype).eval()
 
 
-HEAD_FORMS = ("int8", "int4", "vnni4")
-
-
-def check_form(form: str, what: str) -> None:
-    if form not in HEAD_FORMS:
-        raise ValueError(f"{what} drafts in int8, int4 or vnni4, not {form!r}")
+def check_form(form: str, what: str) -> str:
+    """The packed form `form` names (an alias resolved), or a ValueError naming those a head can draft in."""
+    if forms.canonical(form) not in forms.packed_names():
+        raise ValueError(f"{what} drafts in {', '.join(forms.packed_names())}, not {form!r}")
+    return forms.canonical(form)
 
 
 def head_in_form(head: FeatureHead, form: str) -> FeatureHead:
@@ -362,14 +362,13 @@ def head_in_form(head: FeatureHead, form: str) -> FeatureHead:
     Only the draft changes, so speculation stays exact; what moves is how often the head's argmax is the target's
     token (benchmarks/head_forms.py measures both: on SmolLM2's head, int8 halved a draft step and kept 94–96 % of its
     argmaxes, int4 kept 80 %)."""
-    check_form(form, "a feature head")
+    form = check_form(form, "a feature head")
     rows = nn.Linear(head.shape.hidden, len(head.kept_ids), bias=False, device=head.kept_ids.device)
     rows.weight.data = head.head_weight.detach().float()
     if not supports(form, rows):
         raise ValueError(f"{form} packs rows in blocks: this head keeps {len(head.kept_ids)} rows; draft in int8")
     apply_form(head, form)  # every nn.Linear of the layer; norms stay bf16
-    make = {"int8": Int8WeightOnly, "int4": Int4WeightOnly}.get(form) or vnni4_module()
-    head.readout = make(rows)
+    head.readout = forms.get(form).layer(rows)
     head.head_weight = None
     head.form = form
     return head

@@ -298,7 +298,7 @@ def load_pair(
     check_fits(name, target_ref, draft_ref, device, dtype_chosen)
     progress(f"Loading {name}…")
     # the target's weight form on a CPU: `weights` overrides the pair's; an explicit dtype alone asks for plain weights
-    form = choose_form(weights or (pair.weights if dtype is None else None), device)
+    form = form_asked(weights or (pair.weights if dtype is None else None), device)
     target_key = ("target", target_ref, str(device), dtype_chosen, form)
     target = shelved(shelf, target_key, lambda: in_form_if(load_model(target_ref, device, dtype_chosen), form))
     # the draft's form: `weights` where asked (both models in one form), else the pair's own `draft_weights`
@@ -319,12 +319,18 @@ def load_pair(
     return loaded
 
 
+def form_asked(requested: str | None, device: torch.device) -> str | None:
+    """The form a model will be put in once loaded: None leaves its dtype alone (a GPU, or no request); "auto" stays
+    "auto" until the loaded model's own shapes are timed (weight_forms.apply_form)."""
+    return choose_form(requested, device) if requested != "auto" else (None if device.type != "cpu" else "auto")
+
+
 def in_form_if(loaded: LoadedModel, form: str | None) -> LoadedModel:
     return loaded if form is None else in_form(loaded, form)
 
 
 def load_draft(
-    reference: str, pair: Pair, target: LoadedModel, device: torch.device, dtype: torch.dtype, form_asked: str | None
+    reference: str, pair: Pair, target: LoadedModel, device: torch.device, dtype: torch.dtype, form_asked_for_draft: str | None
 ) -> LoadedModel:
     """The draft beside its loaded target: its embedding borrowed where it shares the target's, an independent draft's
     head cut to the pair's `draft_vocabulary`, and an independent draft in its form (at the draft's pace: the same
@@ -334,7 +340,7 @@ def load_draft(
         return draft
     if pair.draft_vocabulary_ref:  # its head cut to the tokens code is written in
         keep_rows(draft.model, read_vocabulary_file(Path(pair.draft_vocabulary_ref)))
-    return in_form_if(draft, choose_form(form_asked, device))
+    return in_form_if(draft, form_asked(form_asked_for_draft, device))
 
 
 def is_independent(draft: LoadedModel) -> bool:
@@ -366,9 +372,9 @@ def enable_fast_path(pair: LoadedPair) -> None:
 def in_form(loaded: LoadedModel, form: str) -> LoadedModel:
     """The loaded target with its linear layers in `form` (int8/int4 weight-only, bf16 or fp32), memory recounted."""
     started = time.perf_counter()
-    apply_form(loaded.model, form)  # the parameter count is the model's, whatever the form stores it in
+    model = apply_form(loaded.model, form)  # the parameter count is the model's, whatever the form stores it in
     load_s = loaded.load_s + time.perf_counter() - started
-    return LoadedModel(loaded.reference, loaded.model, loaded.parameters, form_weight_bytes(loaded.model), load_s, form)
+    return LoadedModel(loaded.reference, model, loaded.parameters, form_weight_bytes(model), load_s, model.weight_form)
 
 
 def load_feature_head(reference: str, target: PreTrainedModel, form: str | None = None) -> LoadedHead:

@@ -50,8 +50,8 @@ class PassThroughLowRank(nn.Module):
     through (a feature head's fuse, s·[0 | I | 0] + B·A), run as its factors, without the base's matrix.
 
     Merged and put in a 4-bit form, such a matrix loses its change: each block of weights that holds a 1 of the base
-    is scaled for it, and the change's small entries beside it round to 0 (the coder head's fuse in vnni4 kept 0.70 of
-    the head's guesses; its other matrices in vnni4, 0.95). As factors it is exact, and costs rank · (in + out)
+    is scaled for it, and the change's small entries beside it round to 0 (the coder head's fuse in 4-bit (vnni4) kept 0.70 of
+    the head's guesses; its other matrices in 4-bit, 0.95). As factors it is exact, and costs rank · (in + out)
     multiply-adds instead of in · out."""
 
     def __init__(self, scale: torch.Tensor, lora_a: torch.Tensor, lora_b: torch.Tensor, start: int) -> None:

@@ -1,7 +1,7 @@
 """transformers' forward with the fast path's attention, so a token's output does not depend on the rows beside it.
 
 A model in a weight-only form (models/weight_forms.py) runs every matrix product of its layers on kernels that give
-each row its own accumulator (int4, int8, vnni4). What remains is attention. transformers' eager attention multiplies
+each row its own accumulator (int4, int8, w4a8). What remains is attention. transformers' eager attention multiplies
 q·kᵀ and weights·v as bf16 matrix products, and on a CPU torch hands those to oneDNN, which picks its kernel by the
 shape, the number of query rows included:
 

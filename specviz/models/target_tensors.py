@@ -1,7 +1,7 @@
 """A target's own tensors by name, as they were before any weight form packed them.
 
 A head borrows rows and matrices from its target (the embedding, the LM head's kept rows, the last layer a low-rank
-head starts from). By the time a head loads, the target's linear layers may be packed into int4/int8/vnni4 kernels'
+head starts from). By the time a head loads, the target's linear layers may be packed into int4/int8/w4a8 kernels'
 layouts, so a matrix is read from memory only while it is still a plain tensor, else from the target's weights file
 (a local folder, or the hub's cached snapshot), by the name the file stores it under.
 """

@@ -28,7 +28,8 @@ class PairInfo:
     compile: dict | None = (
         None  # the fast path's CompileReport per model ({role: {compiled, seconds, reason}}); None: eager or compiling
     )
-    weight_form: str | None = None  # the target's weights on a CPU: bf16, int8 or int4 weight-only, fp32 (None: as loaded)
+    weight_form: str | None = None  # the target's weights on a CPU (kernels/forms.py; None: as loaded)
+    weight_kernel: str | None = None  # which kernel computes that form here, and why it was chosen
     feature_head: str | None = None  # the feature head's reference, where the pair has one
     feature_head_parameters: int | None = None
     feature_head_weight_mb: float | None = None

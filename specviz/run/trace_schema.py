@@ -168,6 +168,7 @@ PAIR = record(  # what the run-details panel shows (models.pair_cache.pair_info)
     {
         **dict.fromkeys(["name", "target", "draft", "device", "dtype"], NAME),
         **dict.fromkeys(["cpu_capability", "weight_form", "feature_head", "feature_head_form"], optional(NAME)),
+        "weight_kernel": optional(NAME),
         **dict.fromkeys(["target_parameters", "draft_parameters"], BYTES),
         "feature_head_parameters": optional(BYTES),
         **dict.fromkeys(["target_weight_mb", "draft_weight_mb"], MEGABYTES),

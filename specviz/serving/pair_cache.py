@@ -7,21 +7,24 @@ anyone ever chose until the machine runs out.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
 import weakref
 from collections import OrderedDict, deque
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from specviz.engine.settings import DecodeSettings
 from specviz.models.catalogue import Catalogue, load_catalogue
 from specviz.run.pair_info import PairInfo
 from specviz.run.runner import run
-from specviz.serving.measuring_slot import MEASURING_SLOT
+from specviz.serving.measuring_slot import MEASURING_SLOT, background_work
 
 if TYPE_CHECKING:  # loading imports transformers: kept off the path to the app's first page
     from specviz.models.loading import LoadedPair
@@ -69,7 +72,8 @@ def get_pair(name: str) -> LoadedPair:
         if name not in _loaded:
             try:
                 fetch_in_subprocess(name)  # outside the one-load lock: other pairs load meanwhile
-                with _one_load_at_a_time:
+                # background work on the Runs' cores: it waits while a Run is timed, and a Run waits for it
+                with _one_load_at_a_time, background_work(f"loading {name}"):
                     pair = load_pair(
                         name,
                         catalogue().get(name),
@@ -112,6 +116,10 @@ def fetch_in_subprocess(name: str) -> None:
     quiet = {**os.environ, "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}  # no progress bars between the lines
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace", env=quiet)
     refusal, other = None, deque(maxlen=FETCH_TAIL_LINES)  # the child's one-line refusal, else its last other lines
+    with _fetch_lock:
+        _fetching[name] = child
+        if _fetch_pauses:  # a Run is being timed: the fetch starts stopped, and continues when the Run's clock stops
+            _signal(child, signal.SIGSTOP)
     try:
         for line in child.stderr:
             said = progress_line(line)
@@ -125,6 +133,8 @@ def fetch_in_subprocess(name: str) -> None:
             _set_status(name, said["message"])
         code = child.wait()
     finally:
+        with _fetch_lock:
+            _fetching.pop(name, None)
         if child.poll() is None:  # the reading failed: no child is left writing to a pipe nobody reads
             child.kill()
             child.wait()
@@ -136,6 +146,38 @@ def fetch_in_subprocess(name: str) -> None:
 
 
 FETCH_TAIL_LINES = 20
+_fetching: dict[str, subprocess.Popen] = {}  # the fetch children running now, by pair
+_fetch_lock = threading.Lock()
+_fetch_pauses = 0  # how many timed sections hold the fetches stopped now
+
+
+@contextlib.contextmanager
+def fetches_paused() -> Iterator[None]:
+    """Every fetch child (downloading, checking and dequantising a pair's weights on the Runs' cores) stopped while a
+    Run's clock runs, and continued after; nested and concurrent holders are counted. A fetch holds no lock of this
+    server, so stopping it keeps nothing else waiting."""
+    global _fetch_pauses
+    with _fetch_lock:
+        _fetch_pauses += 1
+        if _fetch_pauses == 1:
+            for child in _fetching.values():
+                _signal(child, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        with _fetch_lock:
+            _fetch_pauses -= 1
+            if _fetch_pauses == 0:
+                for child in _fetching.values():
+                    _signal(child, signal.SIGCONT)
+
+
+def _signal(child: subprocess.Popen, number: int) -> None:
+    if child.poll() is None and os.name == "posix":
+        try:
+            child.send_signal(number)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def progress_line(line: str) -> dict | None:
@@ -369,7 +411,8 @@ def pair_info(pair: LoadedPair) -> PairInfo:
         chat_template=bool(pair.chat_template and pair.tokenizer.chat_template),
         model_load_s=_load_s.get(pair.name),  # cold (first load here) and warm, per model; None until timed
         compile=compile_report(pair.name),  # the fast path's compile time per model and graph; None while compiling
-        weight_form=pair.target.form,  # the target's weights on a CPU: bf16, int8 or int4 weight-only, fp32 (None: as loaded)
+        weight_form=pair.target.form,  # the target's weights on a CPU (kernels/forms.py; None: as loaded)
+        weight_kernel=getattr(pair.target.model, "weight_kernel", None),  # which kernel ran and why (weight_forms.apply_form)
         feature_head=pair.feature_head.reference.split("/assets/")[-1] if pair.feature_head else None,
         feature_head_parameters=pair.feature_head.parameters if pair.feature_head else None,
         feature_head_weight_mb=pair.feature_head.weight_bytes / 2**20 if pair.feature_head else None,

@@ -23,7 +23,7 @@ from specviz.prompts.stdlib import read_sources, split_stdlib
 
 log = logging.getLogger(__name__)
 
-ROWS_MULTIPLE = 64  # whole blocks for every weight form's kernel (int4 fuses in 64s, vnni4 packs in 32s)
+ROWS_MULTIPLE = 64  # whole blocks for every weight form's kernel (int4 fuses in 64s, w4a8 packs in 32s)
 
 
 def kept_ids(tokenizer, texts: list[str], size: int) -> list[int]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from specviz.analysis.cache_fit import cause_sentence, fit_sentence, last_level_cache_bytes, read_bandwidth_gb_s
 from specviz.analysis.readings import Readings
 from specviz.engine.tree_shape import TreeShape
+from specviz.kernels import forms
 from specviz.numbers import number
 from specviz.prompts.sets import CHAT_HELDOUT, CHAT_REWRITE, CODE_QUESTIONS, PROMPTS
 from specviz.run.trace import Trace
@@ -208,7 +209,7 @@ def _explain_real_model(main: Measured, extra: list[Measured]) -> str:
     same = main.trace.summary.new_token_ids == main.trace.baseline.new_token_ids
     params = info.target_parameters or 0
     form = f", weights in {info.weight_form}" if info.weight_form else ""
-    head_form = f", drafting in {info.feature_head_form}" if info.feature_head_form in ("int8", "int4", "vnni4") else ""
+    head_form = f", drafting in {info.feature_head_form}" if info.feature_head_form in forms.packed_names() else ""
     return (
         f"<p>A real pretrained chat model: <b>SmolLM2-135M-Instruct</b> ({params / 1e6:.0f}M parameters, {info.dtype}{form}) "
         f"answers the question above, wrapped in its own chat template (the grey bubble is the user's message). Its drafts come "
@@ -318,10 +319,10 @@ def _explain_bf16(main: Measured, extra: list[Measured]) -> str:
     )
     form = main.trace.pair.weight_form
     why = (
-        f"Here the target's weights are in <b>{form}</b> weight-only form with plain attention: every row of a verify pass is "
+        f"Here the target's weights are in <b>{form}</b> ({forms.FORMS[form].summary}) with a row-exact attention: every row of a verify pass is "
         "computed exactly as a single step would compute it (tests/test_real_feature_head.py checks it bit for bit), so the "
         "two decodings cannot part, even at a near-tie."
-        if form in ("int8", "int4")
+        if forms.rows_independent(form)
         else f"In <b>{main.trace.pair.dtype}</b>, whose 8-bit mantissa rounds a logit to about 1 part in 256, a "
         "verify pass over γ + 1 positions rounds differently from single steps, so at a near-tie the argmax can flip."
     )
@@ -438,7 +439,7 @@ def _explain_coder_drafters(main: Measured, extra: list[Measured]) -> str:
     """The coder target drafted three ways on one question: its 0.5B sibling, specviz's feature head, prompt lookup."""
     runs = [main, *extra]
     form = main.trace.pair.feature_head_form
-    drafting_in = f", drafting in {form}" if form in ("int8", "int4", "vnni4") else ""
+    drafting_in = f", drafting in {form}" if form in forms.packed_names() else ""
     what = {
         "model": "Qwen2.5-Coder-0.5B: a whole model, a third of the target's layers' weight",
         "feature": f"one layer reading the target's own last hidden state (specviz's head for this target{drafting_in})",

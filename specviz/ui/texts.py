@@ -9,6 +9,7 @@ from specviz.analysis.kernels import multiplies_half_precision_row_by_row
 from specviz.analysis.readings import Readings
 from specviz.engine.events import NOT_ROW_EXACT
 from specviz.engine.tree_shape import TreeShape
+from specviz.kernels import forms
 from specviz.numbers import number
 from specviz.run.chosen_setting import ChosenSetting, verify_cost_moved
 from specviz.run.machine_load import OtherLoad
@@ -117,6 +118,8 @@ def run_numbers_html(m: Readings | None, state: str, run_id: int | None = None, 
         data.update(
             {
                 "speedup": f"{m.measured_speedup:.4f}",
+                "speedup-spread": number(m.speedup_spread.spread, 4) if m.speedup_spread else None,
+                "rounds": len(m.speedup_spread.values) if m.speedup_spread else None,
                 "alpha": number(m.alpha, 4),
                 "tau": number(m.tau, 4),
                 "verify-cost": number(m.verify_cost, 4),
@@ -155,14 +158,16 @@ def run_numbers_html(m: Readings | None, state: str, run_id: int | None = None, 
     elif m is None or m.measured_speedup is None:
         body = "Press <b>Run</b>: specviz times the speculative run and the target alone first, then plays the recording back."
     else:
-        rounds = getattr(trace, "round_speedups", ()) if trace is not None else ()
+        rounds = m.speedup_spread
         repeat = (
-            f" · measured {len(rounds)}× back to back ({', '.join(f'{r:.2f}' for r in sorted(rounds))}), median shown"
-            if len(rounds) > 1
+            f" · measured in {len(rounds.values)} alternating rounds ({', '.join(f'{r:.2f}' for r in sorted(rounds.values))}): "
+            "the median, ± the farthest round from it"
+            if rounds is not None and rounds.spread is not None
             else " · measured once"
         )
+        shown = rounds.text() if rounds is not None and rounds.spread is not None else f"{m.measured_speedup:.2f}×"
         body = (
-            f'<span class="sv-big">{m.measured_speedup:.2f}×</span> speed of the target alone · '
+            f'<span class="sv-big">{shown}</span> speed of the target alone · '
             f"{m.tokens_per_s:.0f} vs {m.baseline_tokens_per_s:.0f} tokens/s · α = {number(m.alpha, 2)} · τ = {number(m.tau)} · "
             f"ν = {number(m.verify_cost, 2)} · {number(m.tokens_per_cycle, 2)} tokens per target forward{repeat}"
             f"{_engine_note(engine)}{_threads_note(started)}{_setting_note(setting)}{_busy_warning(others)}"
@@ -263,23 +268,17 @@ def _feature_head_row(info: PairInfo) -> str:
 
 def _head_form(info: PairInfo) -> str:
     form = info.feature_head_form
-    return (
-        f" in **{form}** weight-only"
-        if form in ("int8", "int4")
-        else " in **vnni4** (4-bit weights, 8-bit activations)"
-        if form == "vnni4"
-        else ""
-    )
+    return f" in **{form}** ({forms.FORMS[form].summary})" if form in forms.FORMS else ""
 
 
 def _form(info: PairInfo) -> str:
-    """The target's weight form on a CPU, where the pair chose one (models/weight_forms.py)."""
+    """The target's weight form on a CPU, where the pair chose one (kernels/forms.py), and which kernel computed it."""
     form = info.weight_form
-    return (
-        f", target weights **{markdown_text(form)}**" + (" weight-only (bf16 activations)" if form in ("int8", "int4") else "")
-        if form
-        else ""
-    )
+    if not form:
+        return ""
+    summary = f" ({forms.FORMS[form].summary})" if form in forms.FORMS else ""
+    kernel = f"; {markdown_text(info.weight_kernel)}" if info.weight_kernel else ""
+    return f", target weights **{markdown_text(form)}**{summary}{kernel}"
 
 
 def _capability(info: PairInfo) -> str:

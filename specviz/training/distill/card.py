@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specviz.kernels import forms
+
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
@@ -155,10 +157,13 @@ def _training(report: dict) -> str:
 def _weights(measured: dict) -> str:
     """The form the target (and the head) ran in while measured: a weight-only form, else the dtype."""
     weights = measured.get("weights")
-    if weights in (None, "as loaded", "bf16", "fp32"):
-        return measured["dtype"] if weights in (None, "as loaded") else weights
+    if weights in (None, "as loaded"):
+        return measured["dtype"]
+    if not forms.get(weights).packs:
+        return weights
     head = measured.get("head_weights")
-    return f"the target in {weights} weight-only" + (f", the head in {head}" if head and head != "as trained" else "")
+    kind = " weight-only" if forms.get(weights).weight_only else ""
+    return f"the target in {weights}{kind}" + (f", the head in {head}" if head and head != "as trained" else "")
 
 
 def _measured(report: dict) -> str:
