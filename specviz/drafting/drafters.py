@@ -27,6 +27,8 @@ from specviz.models.feature_head import FeatureCache
 from specviz.models.head_fast_path import fast_head
 from specviz.models.head_step import cached_step
 
+Draw = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]  # one draft: its token (1,), q (1, vocab) or None, logits
+
 
 class ModelDrafter(Drafter):
     """A small causal LM behind its own KV cache: a chain sampled one token per forward, or a tree grown one forward
@@ -65,23 +67,19 @@ class ModelDrafter(Drafter):
             proposal, self.grown_ids = grow_tree(logits, shape, feed, settings, siblings, generator)
             return proposal
         gamma = shape.n_nodes
-        tokens, probs_rows, logits_rows = [], [], []
-        stop_reason = WINDOW_FULL
+        drawn: list[Draw] = []
         for step in range(gamma):
             if step > 0:
-                logits = self.decoder.feed(tokens[-1])  # (1, vocab)
+                logits = self.decoder.feed(drawn[-1][0])  # (1, vocab)
                 self.fed.append(step - 1)
             token, probs = draw(logits, settings, generator)  # (1,), stays on the device: no sync per step
-            tokens.append(token)
-            probs_rows.append(probs)
-            logits_rows.append(logits)
+            drawn.append((token, probs, logits))
             if self.confidence_threshold is not None and step + 1 < gamma:
                 confidence = display_probs(logits, settings)[0, token].item()  # q(x) as shown; syncs once per draft
                 if confidence < self.confidence_threshold:
                     shown = math.floor(confidence * 100) / 100  # rounded down, so the line never reads "0.40 < 0.40"
-                    stop_reason = f"confidence {shown:.2f} < {self.confidence_threshold:.2f}"
-                    break
-        return Proposal.chain(torch.cat(tokens).tolist(), stacked(probs_rows), torch.cat(logits_rows), len(tokens), stop_reason)
+                    return chain_of(drawn, f"confidence {shown:.2f} < {self.confidence_threshold:.2f}")
+        return chain_of(drawn, WINDOW_FULL)
 
     def rollback(self, committed: list[int], accepted_nodes: list[int]) -> None:
         """Keep the accepted nodes the draft has fed (a prefix of the path: a node is fed only if it branched)."""
@@ -155,16 +153,14 @@ class FeatureDrafter(Drafter):
         if not shape.is_chain:
             return self._grow(predicted, logits[:, : self.vocab_size].float(), shape, settings, siblings, generator)
         # 2. draft: read out a token, feed back (f̂, x̂), γ times
-        tokens, probs_rows, logits_rows = [], [], []
+        drawn: list[Draw] = []
         for step in range(shape.n_nodes):
             logits = logits[:, : self.vocab_size].float()
             token, probs = draw(logits, settings, generator)  # (1,)
-            tokens.append(token)
-            probs_rows.append(probs)
-            logits_rows.append(logits)
+            drawn.append((token, probs, logits))
             if step + 1 < shape.n_nodes:  # the prediction stands in for the last layer; lower layers are unknown (zeros)
                 predicted, logits = self._step(token, self.head.fed_back(predicted))
-        return Proposal.chain(torch.cat(tokens).tolist(), stacked(probs_rows), torch.cat(logits_rows), len(tokens), WINDOW_FULL)
+        return chain_of(drawn, WINDOW_FULL)
 
     def _step(self, token_ids: torch.Tensor, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Feed positions after the head's cache: f̂ at the last one (1, hidden) and its full-width logits (1, vocab)."""
@@ -224,9 +220,12 @@ class PromptLookupDrafter(Drafter):
         return Proposal(tree, None, None, 0, stop_reason)
 
 
-def stacked(probs_rows: list[torch.Tensor | None]) -> torch.Tensor | None:
-    """q_1..q_k as one (k, vocab) tensor; None under greedy, where each q_i is one-hot on its draft."""
-    return None if not probs_rows or probs_rows[0] is None else torch.cat(probs_rows)
+def chain_of(drawn: list[Draw], stop_reason: str) -> Proposal:
+    """A chain drafted one forward per token, from its draws: q_1..q_k as one (k, vocab) tensor, or None under greedy,
+    where each q_i is one-hot on its draft."""
+    tokens, probs_rows, logits_rows = zip(*drawn)
+    draft_probs = None if probs_rows[0] is None else torch.cat(probs_rows)
+    return Proposal.chain(torch.cat(tokens).tolist(), draft_probs, torch.cat(logits_rows), len(drawn), stop_reason)
 
 
 def lookup_continuations(tokens: list[int], n_matches: int, length: int, max_ngram: int, min_ngram: int) -> list[list[int]]:

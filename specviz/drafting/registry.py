@@ -100,42 +100,42 @@ register(
 )
 
 
-def feature_drafter(pair: LoadedPair, tree: bool = False) -> Drafter:
-    if pair.feature_head is None:
-        raise SettingsError(
-            f"{pair.name} has no feature head: choose another drafter, or a pair with one (its models.yaml entry names a feature_head)"
-        )
-    return _drafters().FeatureDrafter(pair.feature_head.head, pair.shared_vocab_size, compiled=not tree)  # trees: eager
+def head_drafter(eagle3: bool) -> Callable[[LoadedPair, bool], Drafter]:
+    """The feature drafters over the pair's head: any feature head, or (eagle3) only one in EAGLE-3's standard form
+    (models/eagle3_head.py: the same drafting interface). A tree drafts on the eager head, a chain on its compiled step."""
+
+    def build(pair: LoadedPair, tree: bool = False) -> Drafter:
+        head = pair.feature_head.head if pair.feature_head is not None else None
+        if eagle3:
+            from specviz.models.eagle3_head import Eagle3Head  # torch loads with the first drafter built
+
+            if not isinstance(head, Eagle3Head):
+                raise SettingsError(
+                    f"{pair.name} has no EAGLE-3 head: choose another drafter, or a pair whose feature_head is an EAGLE-3 checkpoint"
+                )
+        elif head is None:
+            raise SettingsError(
+                f"{pair.name} has no feature head: choose another drafter, or a pair with one (its models.yaml entry names a feature_head)"
+            )
+        return _drafters().FeatureDrafter(head, pair.shared_vocab_size, compiled=not tree)
+
+    return build
 
 
 register(
     Strategy(
         "feature",
         "Feature head (EAGLE-style: reads the target's last hidden state)",
-        feature_drafter,
+        head_drafter(eagle3=False),
         needs_draft_model=False,
         grows_trees=True,
     )
 )
-
-
-def eagle3_drafter(pair: LoadedPair, tree: bool = False):
-    """The feature drafters, over a head in EAGLE-3's standard form (models/eagle3_head.py: the same drafting interface)."""
-    from specviz.models.eagle3_head import Eagle3Head
-
-    head = pair.feature_head.head if pair.feature_head is not None else None
-    if not isinstance(head, Eagle3Head):
-        raise SettingsError(
-            f"{pair.name} has no EAGLE-3 head: choose another drafter, or a pair whose feature_head is an EAGLE-3 checkpoint"
-        )
-    return _drafters().FeatureDrafter(head, pair.shared_vocab_size, compiled=not tree)  # trees: eager
-
-
 register(
     Strategy(
         "eagle3",
         "EAGLE-3 head (reads the target's low, mid and high layers; the standard checkpoint llama.cpp and vLLM load)",
-        eagle3_drafter,
+        head_drafter(eagle3=True),
         needs_draft_model=False,
         grows_trees=True,
     )

@@ -13,6 +13,8 @@ Counting conventions:
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Protocol
@@ -116,19 +118,12 @@ class Tally:
 
     @classmethod
     def of(cls, cycles: Sequence[CycleCounts]) -> Tally:
-        tally = cls()
-        for cycle in cycles:
-            tally = tally.add(cycle)
-        return tally
+        return functools.reduce(cls.add, cycles, cls())
 
     @classmethod
     def running(cls, cycles: Sequence[CycleCounts]) -> list[Tally]:
         """The tally after each cycle, in one pass (for the live charts)."""
-        tallies, tally = [], cls()
-        for cycle in cycles:
-            tally = tally.add(cycle)
-            tallies.append(tally)
-        return tallies
+        return list(itertools.accumulate(cycles, cls.add, initial=cls()))[1:]
 
     @property
     def alpha(self) -> float | None:
