@@ -12,7 +12,7 @@ import os
 
 import gradio as gr
 
-from specviz.logs import configure as configure_logging
+from specviz.process.logs import configure as configure_logging
 from specviz.run.trace_schema import MAX_TRACE_BYTES
 from specviz.serving import pair_cache
 from specviz.ui.choices import background_pairs, catalogue_lessons

@@ -151,7 +151,7 @@ def test_a_timed_run_stops_the_worker_and_every_process_it_started_then_lets_it_
 HOLDS_A_BUILD_LOCK = """
 import sys, time
 from torch.utils.file_baton import FileBaton
-from specviz import pause_gate
+from specviz.process import pause_gate
 baton = FileBaton(sys.argv[1])
 with pause_gate.critical_section():
     assert baton.try_acquire()
@@ -222,7 +222,7 @@ def test_a_worker_stopped_outside_a_critical_section_waits_at_the_gate_to_enter_
         [
             sys.executable,
             "-c",
-            "from specviz import pause_gate\nwith pause_gate.critical_section():\n    print('in', flush=True)",
+            "from specviz.process import pause_gate\nwith pause_gate.critical_section():\n    print('in', flush=True)",
         ],
         stdout=subprocess.PIPE,
         text=True,

@@ -1,5 +1,5 @@
 """The library logs, the commands print: a command's stdout holds its output alone, so `--json` is JSON whatever the
-library has to say (specviz/logs.py)."""
+library has to say (specviz/process/logs.py)."""
 
 from __future__ import annotations
 

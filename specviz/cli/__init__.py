@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from importlib import import_module
 
 from specviz.cli.options import set_threads
-from specviz.logs import configure as configure_logging
 from specviz.models.catalogue import PairError
+from specviz.process.logs import configure as configure_logging
 
 COMMANDS = ("run", "bench", "score", "hardware", "theory", "report", "distill", "fetch", "export")  # in --help's order
 QUIET_LIBRARIES = {  # read by transformers and huggingface_hub as they load: no progress bars or advice in our output

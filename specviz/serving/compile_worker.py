@@ -12,7 +12,7 @@ without `preexec_fn` (unsafe in a threaded server), and a measured run stops the
 (`paused`: SIGSTOP, then SIGCONT): on 2 cores the lowest priority still took a core from the run's two threads (three
 identical compiled Runs read 1.61–2.03× while the server compiled its other pairs, benchmarks/results/first_start.json).
 A worker is never stopped while it may hold a lock the server waits on: it loads its pair (a kernel's build lock, a
-fetch into the cache) inside a critical section of specviz/pause_gate.py, and `paused` leaves it running then (the run
+fetch into the cache) inside a critical section of specviz/process/pause_gate.py, and `paused` leaves it running then (the run
 is flagged, as it is whenever anything else took the processor: run/machine_load.py). Inductor's own cache locks are
 taken only while compiling, and the server never compiles, so a worker stopped there blocks nobody. The app loads the
 packages between requests once the worker has finished (serving/pair_cache.py).
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from specviz import pause_gate
-from specviz.logs import configure as configure_logging
+from specviz.process import pause_gate
+from specviz.process.logs import configure as configure_logging
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class RunningWorker:
     """The running worker, whose process group `paused` stops, and the gate it shares with this process."""
 
     process: subprocess.Popen
-    gate: Path  # specviz/pause_gate.py: the worker holds it while it must not be stopped
+    gate: Path  # specviz/process/pause_gate.py: the worker holds it while it must not be stopped
     held: IO | None = None  # the gate, while this process keeps the worker stopped
 
 

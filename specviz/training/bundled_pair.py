@@ -35,8 +35,8 @@ from pathlib import Path
 import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
-from specviz.logs import configure as configure_logging
 from specviz.models.stored import pack_weights
+from specviz.process.logs import configure as configure_logging
 from specviz.training import architectures, corpus, evaluate, grow, loop_free, on_policy
 from specviz.training.evaluate import ASSETS
 from specviz.training.loop import TrainSettings, train

@@ -18,7 +18,7 @@ import logging
 from collections import Counter
 from pathlib import Path
 
-from specviz.logs import configure as configure_logging
+from specviz.process.logs import configure as configure_logging
 from specviz.prompts.stdlib import read_sources, split_stdlib
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from specviz.logs import configure as configure_logging
+from specviz.process.logs import configure as configure_logging
 
 log = logging.getLogger(__name__)
 

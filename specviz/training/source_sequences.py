@@ -15,7 +15,7 @@ import logging
 import random
 from pathlib import Path
 
-from specviz.logs import configure as configure_logging
+from specviz.process.logs import configure as configure_logging
 from specviz.prompts.stdlib import read_sources, split_stdlib
 
 log = logging.getLogger(__name__)
