@@ -23,14 +23,14 @@ from pathlib import Path
 import torch
 from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
-from specviz.models.catalogue import REPO_ROOT
+from specviz.models.catalogue import DATA_ROOT
 from specviz.models.stored import unpack_weights
 from specviz.prompts.sets import PROMPTS, heldout_code_prompts, load_prompt_set
 from specviz.training.on_policy import continue_greedily
 
 log = logging.getLogger(__name__)
 
-ASSETS = REPO_ROOT / "assets"  # where the bundled pair and its training report live
+ASSETS = DATA_ROOT / "assets"  # where the bundled pair and its training report live
 NEW_TOKENS = 96
 HELDOUT_COUNT = 16  # the first 8 are the ones `bench --prompts heldout` uses
 BENCH_GAMMAS = "2,3,4,5"
