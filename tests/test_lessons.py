@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from specviz.analysis.readings import readings_of_trace
-from specviz.deployment.machine_setting import remembered_setting
+from specviz.deployment.gamma_auto import remembered_setting
 from specviz.serving import recorder
 from specviz.ui.lessons import FIXES, Measured, lessons, setting_note
 
@@ -69,9 +69,9 @@ def test_the_first_lesson_drafts_gamma_auto_and_says_what_it_measured(bundled_pa
     nothing pays here), and says so."""
     import html
 
-    from specviz.deployment import machine_setting
+    from specviz.deployment import gamma_auto
 
-    monkeypatch.setattr(machine_setting, "settings_path", lambda: tmp_path / "settings.json")
+    monkeypatch.setattr(gamma_auto, "settings_path", lambda: tmp_path / "settings.json")
     lesson = lessons("pycode-distilled", "pycode-plain")[0]
     assert lesson.key == "lesson-1" and lesson.request.auto
     main = measured(bundled_pair, "main", lesson.request)

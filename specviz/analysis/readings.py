@@ -10,7 +10,8 @@ paper's c), else over a verify pass; ν is a verify pass over an autoregressive 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Literal
 
@@ -25,6 +26,7 @@ BREAK_EVEN_BAND = 0.05  # within ±5 % of 1× a speedup is break-even: timings o
 FASTER_FROM = 1 + BREAK_EVEN_BAND  # 1.05×
 SLOWER_FROM = 1 - BREAK_EVEN_BAND  # 0.95×
 SpeedVerdict = Literal["faster", "even", "slower"]
+STEADY_WITHIN = 0.10  # a speedup whose measurements all lie within 10 % of their median is steady (pyperf warns past 10 %)
 
 
 def speed_verdict(speedup: float | None) -> SpeedVerdict | None:
@@ -35,6 +37,64 @@ def speed_verdict(speedup: float | None) -> SpeedVerdict | None:
     if speedup >= FASTER_FROM:
         return "faster"
     return "slower" if speedup <= SLOWER_FROM else "even"
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A ratio measured several times (rounds of one Run, repeats of `bench`, `bench` processes): its median, and the
+    spread, how far the farthest measurement lies from the median, so that every measurement lies within median ± spread.
+
+    The median, not the mean: on a shared machine one slowed round is an outlier, not information about the pair. The
+    farthest distance, not a standard deviation: with three to five rounds it is what a class would see if it pressed
+    Run again, and it is the statistic the goals are stated in ("within 10 % of their median").
+    """
+
+    values: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        """The middle measurement (the lower middle one of an even count): always one that was measured, so a Run's
+        speedup is the round whose trace it plays back."""
+        return self.values[median_index(self.values)]
+
+    @property
+    def spread(self) -> float | None:
+        """The largest |value − median|; None for a single measurement (no spread known)."""
+        if len(self.values) < 2:
+            return None
+        return max(abs(value - self.median) for value in self.values)
+
+    @property
+    def relative(self) -> float | None:
+        """The spread over the median (0.05: every measurement within 5 % of the median)."""
+        spread = self.spread
+        return spread / self.median if spread is not None and self.median else None
+
+    @property
+    def steady(self) -> bool | None:
+        """Every measurement within STEADY_WITHIN of the median; None for a single measurement."""
+        relative = self.relative
+        return None if relative is None else relative <= STEADY_WITHIN
+
+    def text(self, digits: int = 2) -> str:
+        """ "1.48× ± 0.05", or "1.48×" for a single measurement."""
+        shown = f"{self.median:.{digits}f}×"
+        return shown if self.spread is None else f"{shown} ± {self.spread:.{digits}f}"
+
+    def to_json(self) -> dict:
+        return {"median": self.median, "spread": self.spread, "relative": self.relative, "values": list(self.values)}
+
+
+def spread_of(values: Sequence[float | None]) -> Spread | None:
+    """The median and spread of the measurements that completed (None among them: a stopped round); None if none did."""
+    kept = tuple(float(value) for value in values if value is not None)
+    return Spread(kept) if kept else None
+
+
+def median_index(values: Sequence[float]) -> int:
+    """Which measurement is the median (the lower middle one of an even count): the one whose trace a Run keeps."""
+    order = sorted(range(len(values)), key=lambda index: values[index])
+    return order[(len(values) - 1) // 2]
 
 
 def _read(held: str, name: str, doc: str) -> property:
@@ -55,6 +115,7 @@ class Readings:
     baseline_tokens_per_s: float | None = None  # the target alone, end to end
     measured_speedup: float | None = None  # tokens_per_s / baseline_tokens_per_s
     decode_speedup: float | None = None  # the same, decoding alone (prefill excluded): what the formula models
+    speedup_spread: Spread | None = None  # every round's measured speedup, where the run was measured several times
 
     @cached_property
     def prediction(self) -> Prediction | None:
@@ -178,16 +239,35 @@ def verify_costs_of(pass_s: dict[int, float]) -> dict[int, float]:
     return {rows: seconds / pass_s[1] for rows, seconds in pass_s.items()}
 
 
+def verify_costs_in_run(
+    passes: dict[int, float], rows: Sequence[int], pass_s: Sequence[float], fixed_s: float, step_s: float
+) -> dict[int, float]:
+    """ν(k) as a run meets it (γ auto, deployment/gamma_auto.py), in the target's steps as its own run takes them: the
+    curve of passes timed back to back (`passes`, k → seconds), scaled to what a run's passes over `rows` took
+    (`pass_s`: the same passes inside a run, after the draft's steps, which take the cache), plus each cycle's fixed
+    time (`fixed_s`: the test, rollback, the loop's own work). Without such passes, the curve as timed."""
+    timed = [(min(max(1, n), max(passes)), seconds) for n, seconds in zip(rows, pass_s)]
+    level = sum(seconds for _, seconds in timed) / sum(passes[n] for n, _ in timed) if timed else 1.0
+    return {k: (seconds * level + fixed_s) / step_s for k, seconds in passes.items()}
+
+
+def tau_in_run(draft_s_per_forward: float, step_s: float) -> float:
+    """τ as a run meets it: a draft forward inside a run over the target's step as its own run takes it."""
+    return draft_s_per_forward / step_s
+
+
 def readings_of_trace(trace: Trace, upto: int | None = None, tally: Tally | None = None) -> Readings:
     """Readings over the first `upto` cycles of a trace (all by default); pass the tally if already folded."""
     if tally is None:
         tally = Tally.of(trace.cycles if upto is None else trace.cycles[:upto])
     baseline = trace.baseline
     finished = trace.summary is not None and (upto is None or upto >= len(trace.cycles))
-    return readings_of(
+    readings = readings_of(
         tally,
         gamma=trace.started.gamma if trace.started else 0,
         target_step_s=baseline.step_s if baseline is not None and baseline.step_s else None,
         tokens_per_s=trace.summary.tokens_per_s if finished else None,
         baseline_tokens_per_s=baseline.tokens_per_s if finished and baseline is not None else None,
     )
+    rounds = spread_of(trace.round_speedups) if finished else None
+    return replace(readings, speedup_spread=rounds) if rounds is not None else readings

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import subprocess
+import sys
 from dataclasses import replace
 
+from specviz.analysis.readings import spread_of
 from specviz.cli import options
-from specviz.deployment.benchmark import bench
+from specviz.deployment.benchmark import bench, merge_processes
 from specviz.deployment.report import acceptance_lines
 from specviz.prompts.sets import load_prompt_set
 from specviz.run.machine_load import LoadMeter
@@ -60,10 +64,63 @@ def add_parser(commands) -> None:
     parser.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
     parser.add_argument("--no-dynamic", action="store_true", help="skip the dynamic-drafting rows")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--processes",
+        type=options.at_least_one,
+        default=1,
+        help="run the benchmark in N fresh processes, one after another, and report each row's median process ± the "
+        "farthest process from it (a process's threads and memory can set its speed: docs/performance.md)",
+    )
     parser.set_defaults(handler=command)
 
 
+def child_argv(argv: list[str]) -> list[str]:
+    """The command line of one process of `bench --processes N`: the same, without --processes, with --json."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--processes":
+            skip = True
+        elif not arg.startswith("--processes="):
+            kept.append(arg)
+    return kept if "--json" in kept else [*kept, "--json"]
+
+
+def in_processes(args: argparse.Namespace) -> int:
+    """`bench --processes N`: N fresh `bench` processes one after another (none beside another), merged."""
+    argv = child_argv(list(getattr(args, "argv", None) or sys.argv[1:]))
+    results = []
+    for number in range(args.processes):
+        if not args.json:
+            print(f"process {number + 1}/{args.processes}: python -m specviz {shlex.join(argv)}", flush=True)
+        done = subprocess.run([sys.executable, "-m", "specviz", *argv], stdout=subprocess.PIPE, text=True, check=False)
+        if done.returncode != 0:
+            return done.returncode
+        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    merged = merge_processes(results)
+    if merged.get("auto"):  # the choice every process read from specviz's cache, measured as the merged row reads
+        chosen = merged["auto"]
+        merged["auto"] = {**chosen, "measured_speedup": measured_speedup_of(merged["rows"], argparse.Namespace(**chosen))}
+    if args.json:
+        print(json.dumps(merged))
+        return 0
+    print(format_table(merged["rows"]))
+    for row in merged["rows"]:
+        if row.get("speedup_by_process") and row["method"] != "autoregressive":
+            spread = spread_of(row["speedup_by_process"])
+            label = row["tree"] or f"γ {row['gamma']}"
+            print(
+                f"{row['method']} ({label}): {spread.text()} over {args.processes} processes "
+                f"({', '.join(f'{v:.2f}' for v in row['speedup_by_process'])}), every process within "
+                f"{100 * spread.relative:.1f} % of the median"
+            )
+    return 0
+
+
 def command(args: argparse.Namespace) -> int:
+    if args.processes > 1:
+        return in_processes(args)
     asked = options.gammas_from(args.gamma, options.pair_from(args)[1])
     gammas = [1] if asked == options.AUTO else asked  # auto: replaced by the measured choice once the pair is loaded
     settings = {gamma: options.settings_from(args, gamma) for gamma in gammas}  # validates before any model is loaded

@@ -212,7 +212,7 @@ def pair_from(args: argparse.Namespace) -> tuple[str, Pair]:
     return name, catalogue.get(name)
 
 
-AUTO = "auto"  # `--gamma auto`: the chain or tree measured to be fastest here (deployment/auto_setting.py)
+AUTO = "auto"  # `--gamma auto`: the chain or tree measured to be fastest here (deployment/gamma_auto.py)
 GAMMA_HELP = "drafts per cycle; a comma list sweeps (2,4,6); 'auto' measures which chain or tree pays here; default: the pair's (models.yaml)"
 
 
@@ -232,14 +232,14 @@ def gammas_from(text: str | None, pair: Pair) -> list[int] | str:
 
 
 def choose_automatically(pair: LoadedPair, settings: DecodeSettings, drafter: str) -> ChosenSetting:
-    """The chain or tree measured to pay here (deployment/machine_setting.py: kept per machine and pair, measured the
+    """The chain or tree measured to pay here (deployment/gamma_auto.py: kept per machine and pair, measured the
     first time), said in one line on stderr."""
-    from specviz.deployment.machine_setting import remembered_setting, settings_path
+    from specviz.deployment.gamma_auto import remembered_setting, settings_path
 
     def measuring() -> None:
         _to_stderr(
-            "Choosing γ (once for this machine and pair): timing verify passes of 1–8 rows and one short calibration "
-            "run of the drafter…"
+            "Choosing γ (once for this machine and pair): a short calibration run of the drafter, the target alone, "
+            "verify passes of 1–8 rows, then the choice run once…"
         )
 
     chosen = remembered_setting(pair, drafter, settings.sampling, on_measure=measuring)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from specviz.analysis.prompt_set import PromptSetSummary, TimedRequest
-from specviz.analysis.readings import readings_of
+from specviz.analysis.readings import Spread, readings_of, spread_of
 from specviz.analysis.same_drafts import same_drafts_tallies
 from specviz.analysis.tree_theory import expected_tokens_of_shape, measured_rank_acceptance
 from specviz.deployment.latency import LatencyStats, latency_tail
@@ -28,7 +28,7 @@ from specviz.engine.kv_cache import synchronize
 from specviz.engine.tree_shape import TreeShape
 from specviz.models.loading import LoadedPair
 from specviz.run.runner import encode_prompt, run
-from specviz.run.timing_conditions import collector_paused, warm_up
+from specviz.run.timing_conditions import collector_paused, slice_order, warm_up
 
 NO_LATENCY = latency_tail([]).to_json()  # the latency keys, every one None
 TRANSFORMERS_DEFAULT = Twin(  # None: transformers fills in its own defaults (20 drafts, constant, confidence 0.4)
@@ -148,7 +148,40 @@ def same_output(result: MethodResult, baseline: MethodResult, settings: DecodeSe
     return result.outputs == baseline.outputs
 
 
-def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float, same: bool | None = None) -> dict:
+def repeat_speedups(result: MethodResult, baseline: MethodResult, repeats: int) -> Spread | None:
+    """Each repeat's speedup (its requests pooled, over the target alone's requests of the same repeat, which ran
+    interleaved with them): their median and spread (analysis/readings.Spread)."""
+    if repeats < 1 or not result.timed or len(result.timed) % repeats or len(baseline.timed) % repeats:
+        return None
+    ours, theirs = len(result.timed) // repeats, len(baseline.timed) // repeats
+    return spread_of(
+        [
+            readings_of(
+                Tally(),
+                gamma=0,
+                tokens_per_s=PromptSetSummary.of(result.timed[r * ours : (r + 1) * ours]).tokens_per_s,
+                baseline_tokens_per_s=PromptSetSummary.of(baseline.timed[r * theirs : (r + 1) * theirs]).tokens_per_s,
+            ).measured_speedup
+            for r in range(repeats)
+        ]
+    )
+
+
+def spread_fields(pooled_speedup: float | None, repeated: Spread | None) -> dict:
+    """A row's speedup: the median repeat's where there were several (± the farthest repeat from it), else the
+    pooled one; both kept."""
+    several = repeated is not None and repeated.spread is not None
+    return {
+        "speedup": repeated.median if several else pooled_speedup,
+        "speedup_spread": repeated.spread if several else None,
+        "speedup_by_repeat": list(repeated.values) if repeated is not None else [],
+        "speedup_pooled": pooled_speedup,
+    }
+
+
+def speculative_row(
+    result: MethodResult, baseline: MethodResult, step_s: float, same: bool | None = None, repeats: int = 1
+) -> dict:
     """Measured speed next to what Leviathan's formula predicts from our own measured α and τ.
 
     With a variable window (dynamic drafting) the prediction uses the mean drafts per cycle as γ. A token tree gets
@@ -175,7 +208,7 @@ def speculative_row(result: MethodResult, baseline: MethodResult, step_s: float,
         "tree": result.tree,
         "verification": result.verification,
         "tokens_per_s": m.tokens_per_s,
-        "speedup": m.measured_speedup,
+        **spread_fields(m.measured_speedup, repeat_speedups(result, baseline, repeats)),
         "alpha": m.alpha,
         "alpha_analytic": m.alpha_analytic,
         "tau": m.tau,
@@ -226,15 +259,14 @@ def predicted_tokens_per_pass(result: MethodResult) -> float | None:
     return expected_tokens_of_shape(shape.branching, shape.expanded, acceptance)
 
 
-def transformers_row(result: MethodResult, baseline: MethodResult, same: bool | None = None) -> dict:
+def transformers_row(result: MethodResult, baseline: MethodResult, same: bool | None = None, repeats: int = 1) -> dict:
     tokens_per_s = result.pooled.tokens_per_s
+    pooled = readings_of(Tally(), gamma=0, tokens_per_s=tokens_per_s, baseline_tokens_per_s=baseline.pooled.tokens_per_s)
     return {
         "method": result.method,
         "gamma": result.gamma,
         "tokens_per_s": tokens_per_s,
-        "speedup": readings_of(
-            Tally(), gamma=0, tokens_per_s=tokens_per_s, baseline_tokens_per_s=baseline.pooled.tokens_per_s
-        ).measured_speedup,
+        **spread_fields(pooled.measured_speedup, repeat_speedups(result, baseline, repeats)),
         "alpha": None,
         "tau": None,
         "predicted_speedup": None,
@@ -286,22 +318,40 @@ def bench(
     ours_trees = {text: MethodResult("speculative-tree", None, tree=text) for text in shaped}
     ours_dynamic = MethodResult("speculative-dynamic", None)
     theirs_default = MethodResult("transformers-assisted-default", None)
+    # the methods interleaved request by request, in alternating order (run/timing_conditions.slice_order), so that
+    # every method sees the same machine state and a change of the machine's speed slows all alike
+    methods: list[tuple[MethodResult, Callable[[str, bool], None]]] = [
+        (baseline, lambda prompt, record: run_ours(pair, [prompt], at[gammas[0]], "autoregressive", drafter, baseline, record))
+    ]
+    for gamma in gammas:
+        methods.append((ours[gamma], lambda p, r, g=gamma: run_ours(pair, [p], at[g], "speculative", drafter, ours[g], r)))
+        if twin:
+            methods.append((theirs[gamma], lambda p, r, g=gamma: run_transformers(pair, [p], at[g], twin(g), theirs[g], r)))
+    for name, judged_settings in judged.items():
+        methods.append(
+            (
+                ours_judged[name],
+                lambda p, r, s=judged_settings, n=name: run_ours(pair, [p], s, "speculative", drafter, ours_judged[n], r),
+            )
+        )
+    for text, tree_settings in shaped.items():
+        methods.append(
+            (
+                ours_trees[text],
+                lambda p, r, s=tree_settings, t=text: run_ours(pair, [p], s, "speculative", drafter, ours_trees[t], r),
+            )
+        )
+    if dynamic:
+        methods.append((ours_dynamic, lambda p, r: run_ours(pair, [p], settings, "speculative", "dynamic", ours_dynamic, r)))
+        if with_transformers:
+            methods.append(
+                (theirs_default, lambda p, r: run_transformers(pair, [p], settings, TRANSFORMERS_DEFAULT, theirs_default, r))
+            )
     for repeat in range(repeats):
-        record = repeat == 0
         with collector_paused():  # as on the page: no collection inside a timed request (run/timing_conditions.py)
-            run_ours(pair, prompts, at[gammas[0]], "autoregressive", drafter, baseline, record)
-            for gamma in gammas:
-                run_ours(pair, prompts, at[gamma], "speculative", drafter, ours[gamma], record)
-                if twin:
-                    run_transformers(pair, prompts, at[gamma], twin(gamma), theirs[gamma], record)
-            for name, judged_settings in judged.items():
-                run_ours(pair, prompts, judged_settings, "speculative", drafter, ours_judged[name], record)
-            for text, tree_settings in shaped.items():
-                run_ours(pair, prompts, tree_settings, "speculative", drafter, ours_trees[text], record)
-            if dynamic:
-                run_ours(pair, prompts, settings, "speculative", "dynamic", ours_dynamic, record)
-                if with_transformers:
-                    run_transformers(pair, prompts, settings, TRANSFORMERS_DEFAULT, theirs_default, record)
+            for number, prompt in enumerate(prompts):
+                for _, timed_request in slice_order(methods, repeat * len(prompts) + number):
+                    timed_request(prompt, repeat == 0)
         log(f"  repeat {repeat + 1}/{repeats} done")
 
     step_s = baseline.pooled.target_step_s
@@ -324,17 +374,17 @@ def bench(
     same = lambda result: same_output(result, baseline, settings)  # noqa: E731
     compared = [*ours.values(), *ours_judged.values(), *ours_trees.values()]
     for gamma in gammas:
-        rows.append(speculative_row(ours[gamma], baseline, step_s, same(ours[gamma])))
+        rows.append(speculative_row(ours[gamma], baseline, step_s, same(ours[gamma]), repeats))
         if twin:
-            rows.append(transformers_row(theirs[gamma], baseline, same(theirs[gamma])))
+            rows.append(transformers_row(theirs[gamma], baseline, same(theirs[gamma]), repeats))
             compared.append(theirs[gamma])
-    rows.extend(speculative_row(result, baseline, step_s, same(result)) for result in ours_judged.values())
-    rows.extend(speculative_row(result, baseline, step_s, same(result)) for result in ours_trees.values())
+    rows.extend(speculative_row(result, baseline, step_s, same(result), repeats) for result in ours_judged.values())
+    rows.extend(speculative_row(result, baseline, step_s, same(result), repeats) for result in ours_trees.values())
     if dynamic:
-        rows.append(speculative_row(ours_dynamic, baseline, step_s, same(ours_dynamic)))
+        rows.append(speculative_row(ours_dynamic, baseline, step_s, same(ours_dynamic), repeats))
         compared.append(ours_dynamic)
         if with_transformers:
-            rows.append(transformers_row(theirs_default, baseline, same(theirs_default)))
+            rows.append(transformers_row(theirs_default, baseline, same(theirs_default), repeats))
             compared.append(theirs_default)
     greedy_identical = transformers_identical = None
     if settings.sampling.greedy and not settings.lossy:
@@ -364,3 +414,29 @@ def settings_json(settings: DecodeSettings) -> dict:
         "lenience": settings.lenience,
         "verification": settings.verification,
     }
+
+
+def row_key(row: dict) -> tuple:
+    """What names a row across `bench` processes: its method, γ, tree and verification."""
+    return (row.get("method"), row.get("gamma"), row.get("tree"), row.get("verification"))
+
+
+def merge_processes(results: list[dict]) -> dict:
+    """Several `bench` processes' results as one (`bench --processes N`): each row's speedup the median process's, ±
+    the farthest process from it (analysis/readings.Spread), every process's kept; the other fields the first's."""
+    merged = {**results[0], "rows": [], "processes": len(results)}
+    for row in results[0]["rows"]:
+        same = [next((r for r in result["rows"] if row_key(r) == row_key(row)), None) for result in results]
+        processes = spread_of([r.get("speedup") if r is not None else None for r in same])
+        merged["rows"].append(
+            {
+                **row,
+                "speedup": processes.median if processes is not None else row.get("speedup"),
+                "speedup_spread_processes": processes.spread if processes is not None else None,
+                "speedup_by_process": list(processes.values) if processes is not None else [],
+            }
+        )
+    for key in ("greedy_identical", "transformers_identical"):  # identical in every process, or not
+        values = [result.get(key) for result in results]
+        merged[key] = None if any(value is None for value in values) else all(values)
+    return merged

@@ -1,5 +1,5 @@
 """The setting a run drafted with and where it came from: `gamma: auto`'s measured choice for this machine (kept in
-specviz's cache, deployment/machine_setting.py), or a setting a lesson or the user fixed, as plain data.
+specviz's cache, deployment/gamma_auto.py), or a setting a lesson or the user fixed, as plain data.
 
 It travels inside traces, so a replay shows what was chosen and on what ν(k) it was chosen, and the page can say when
 a run's own ν moved away from the one the choice was made on. Light: no torch.

@@ -8,26 +8,29 @@ playback happen after it is released, from the recorded trace.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from specviz.analysis.readings import readings_of
+from specviz.analysis.readings import median_index, readings_of
 from specviz.engine.events import Cycle, RunStarted, Step, Summary
 from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
 from specviz.run.chosen_setting import ChosenSetting
 from specviz.run.machine_load import LoadMeter, settle
 from specviz.run.runner import encode_prompt, run
-from specviz.run.timing_conditions import collector_paused, warm_up
+from specviz.run.timing_conditions import collector_paused, rounds_that_fit, slice_order, warm_up
 from specviz.run.trace import Trace
 from specviz.serving import compile_worker, pair_cache
-from specviz.serving.measuring_slot import MEASURING_SLOT
+from specviz.serving.measuring_slot import background_now, measuring
 from specviz.serving.pair_cache import pair_info
 
 if TYPE_CHECKING:
     from specviz.deployment.peaks import PeakTracker
     from specviz.models.loading import LoadedPair
 
-REPEAT_BUDGET_S = 1.0  # measure three times when three rounds fit in this, else once: the first tokens show ≤ 2 s after Run
+ROUNDS_BUDGET_S = 4.0  # rounds are measured while they fit in this (a Run: measure, then 8 s of playback, ≤ 15 s)
+MOST_ROUNDS = 5  # …and at most this many; one round where a single one takes longer than half the budget
 SETTLE_S = 0.25  # in the app: inside the slot, let the pages (ours and others', now frozen) finish drawing before timing…
 SETTLE_MAX_S = 8.0  # …and then wait for the other programs to be quiet, at most this long
 
@@ -62,39 +65,46 @@ def measure_run(
     settings: DecodeSettings,
     drafter: str = "model",
     should_stop: StopCheck = never_stop,
-    repeat_budget_s: float = REPEAT_BUDGET_S,
+    repeat_budget_s: float = ROUNDS_BUDGET_S,
     settle_s: float = 0.0,
     setting: ChosenSetting | None = None,
+    waiting: Callable[[str], None] = lambda what: None,
 ) -> Trace:
-    """Record both runs in the measuring slot; on a quick pair, three rounds and keep the median one.
+    """Record both runs in the measuring slot, in alternating rounds (S A, A S, S A, …) while they fit in
+    `repeat_budget_s`, and keep the median round; the trace carries every round's speedup (its spread).
 
-    Timed as `bench` times (run/timing_conditions.py): the shape warmed first, untimed, where this process has not
-    timed it on this engine yet, and the garbage collector held off while the clock runs. Input is checked before
-    the slot is taken, so a bad prompt never waits for another session. `setting`: the `gamma: auto` choice the run
-    drafts (or the one known for the pair here), carried in the trace.
+    Timed as `bench` times (run/timing_conditions.py): both methods warmed first, untimed, and the garbage collector
+    held off while the clock runs. Nothing else of ours runs meanwhile: the slot waits for a pair this server loads
+    in the background (`waiting` is told so), and our compile worker is stopped. Input is checked before the slot is
+    taken, so a bad prompt never waits for another session. `setting`: the `gamma: auto` choice the run drafts (or
+    the one known for the pair here), carried in the trace.
     """
     settings.validate()
     from specviz.deployment import peaks as measured  # torch-side; the pair is loaded, so torch is too
 
     prompt_tokens = len(encode_prompt(pair, prompt, settings.max_new_tokens, settings.drafted_per_cycle))
     peaks = measured.PeakTracker(pair.device, pair.draft.weight_bytes)  # CUDA's peaks; empty on a CPU
-    with MEASURING_SLOT:
+    with measuring(waiting, should_stop) as waited_for_loads:
         # waiting for quiet is no use while our own compile worker runs: it is stopped while the clock runs instead
         wait_at_most = settle_s if compile_worker.busy() else max(settle_s, SETTLE_MAX_S)
-        waited = settle(settle_s, wait_at_most, should_stop) if settle_s else 0.0
-        waited += wait_while_loading(SETTLE_MAX_S if settle_s else 0.0, should_stop)
-        warm_up(pair, prompt, settings, drafter)  # untimed: a package's first calls, a new number of rows
-        with collector_paused(), compile_worker.paused(), LoadMeter(waited, own_work=own_work) as others:
-            rounds = [_round(pair, prompt, settings, drafter, should_stop, baseline_first=False, peaks=peaks)]
-            if rounds[0].baseline is not None and 3 * rounds[0].seconds <= repeat_budget_s:
-                for baseline_first in (True, False):
-                    rounds.append(_round(pair, prompt, settings, drafter, should_stop, baseline_first, peaks))
+        waited = waited_for_loads + (settle(settle_s, wait_at_most, should_stop) if settle_s else 0.0)
+        warm_up(pair, prompt, settings, drafter, every_time=True)  # untimed: a package's first calls, idle caches
+        with (
+            collector_paused(),
+            compile_worker.paused(),
+            pair_cache.fetches_paused(),
+            LoadMeter(waited, own_work=own_work) as others,
+        ):
+            rounds = [_round(pair, prompt, settings, drafter, should_stop, 0, peaks)]
+            if rounds[0].baseline is not None:
+                for index in range(1, rounds_that_fit(rounds[0].seconds, repeat_budget_s, MOST_ROUNDS)):
+                    rounds.append(_round(pair, prompt, settings, drafter, should_stop, index, peaks))
     complete = [r for r in rounds if r.speedup is not None]
     if len(complete) < len(rounds):  # stopped: show what was recorded of the first round
         chosen, speedups = rounds[0], ()
     else:
-        chosen = sorted(complete, key=lambda r: r.speedup)[len(complete) // 2]
         speedups = tuple(r.speedup for r in complete)
+        chosen = complete[median_index(speedups)]
     new_tokens = chosen.summary.new_tokens if chosen.summary else settings.max_new_tokens
     memory = measured.memory_report(pair, prompt_tokens + new_tokens, settings.drafted_per_cycle, peaks.peaks)
     return Trace(
@@ -111,21 +121,21 @@ def measure_run(
     )
 
 
+@contextmanager
+def quietly(should_stop: StopCheck = never_stop) -> Iterator[None]:
+    """What any timed section of the server runs inside (γ auto's calibration, as a Run's rounds): the measuring slot,
+    once no background work of ours runs; the machine quiet, or SETTLE_MAX_S waited; our compile worker and fetches
+    stopped."""
+    with measuring(should_stop=should_stop):
+        settle(SETTLE_S, SETTLE_S if compile_worker.busy() else SETTLE_MAX_S, should_stop)  # no use waiting out our worker
+        with compile_worker.paused(), pair_cache.fetches_paused():
+            yield
+
+
 def own_work() -> str:
-    """What this process does beside a measured run that no other program's load shows: loading a pair (a real
-    pair's background load converts and warms weights on the same cores)."""
-    return "loading a pair in the background" if pair_cache.loading_now() else ""
-
-
-def wait_while_loading(at_most_s: float, should_stop: StopCheck = never_stop) -> float:
-    """Wait, at most `at_most_s`, while this process loads a pair; the seconds waited."""
-    started = time.perf_counter()
-    while pair_cache.loading_now() and time.perf_counter() - started < at_most_s and not should_stop():
-        time.sleep(LOAD_POLL_S)
-    return time.perf_counter() - started
-
-
-LOAD_POLL_S = 0.25
+    """What this process does beside a measured run that no other program's load shows (background work declared in
+    serving/measuring_slot.py, such as loading a pair): "" when the slot kept it out, as it should."""
+    return background_now()
 
 
 def _round(
@@ -134,13 +144,14 @@ def _round(
     settings: DecodeSettings,
     drafter: str,
     should_stop: StopCheck,
-    baseline_first: bool,
+    index: int,
     peaks: PeakTracker | None = None,
 ) -> Round:
-    """The two runs in either order (alternating the order cancels a slow drift of the machine's speed)."""
+    """The two runs of round `index`, in the order timing_conditions.slice_order gives it (alternating the order
+    cancels a slow drift of the machine's speed)."""
     measured = Round()
     started = time.perf_counter()
-    for mode in ("autoregressive", "speculative") if baseline_first else ("speculative", "autoregressive"):
+    for mode in slice_order(("speculative", "autoregressive"), index):
         request = lambda mode=mode: list(run(pair, prompt, settings, mode=mode, drafter=drafter, should_stop=should_stop))  # noqa: E731
         events = peaks.around(mode, request) if peaks else request()
         summary: Summary = events[-1]

@@ -15,8 +15,8 @@ from specviz.analysis.readings import readings_of_trace
 from specviz.run.chosen_setting import ChosenSetting
 from specviz.run.runner import check_prompt_text
 from specviz.run.trace import Trace
-from specviz.serving import auto_settings, pair_cache, recorder
-from specviz.serving.measuring_slot import slot_is_busy
+from specviz.serving import pair_cache, recorder
+from specviz.serving.measuring_slot import background_now, slot_is_busy
 from specviz.ui import texts
 from specviz.ui.as_text import markdown_text
 from specviz.ui.lessons import Lesson, Measured, setting_note, slower_reason
@@ -82,7 +82,8 @@ def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> 
         if chosen is not None:
             settings, chosen = chosen.applied(settings), replace(chosen, auto=True)
     else:
-        chosen = auto_settings.known(pair, request.drafter, settings.sampling)  # to tell whether ν moved since
+        chosen = gamma_auto().known(pair, request.drafter, settings.sampling)  # to tell whether ν moved since
+    yield from background_updates(ticket, sessions)
     if slot_is_busy():
         yield Update(
             status="Waiting for another session's measurement…", numbers=texts.run_numbers_html(None, "waiting", ticket.number)
@@ -103,15 +104,38 @@ def measure_request(request: RunRequest, ticket: Ticket, sessions: Sessions) -> 
     )
 
 
+def gamma_auto():
+    """γ auto's module (deployment/gamma_auto.py), imported once a pair is loaded: it loads torch, which the page's
+    first load does without."""
+    from specviz.deployment import gamma_auto as module
+
+    return module
+
+
+def background_updates(ticket: Ticket, sessions: Sessions, poll_s: float = LOADING_POLL_S) -> Iterator[Update]:
+    """While this server works in the background on the cores a Run is timed on (loading a pair), say so and wait: a
+    Run is never timed beside it (serving/measuring_slot.py; the slot waits too, this only tells the user why)."""
+    shown = ""
+    while (doing := background_now()) and sessions.is_current(ticket):
+        if doing != shown:
+            shown = doing
+            yield Update(
+                status=f"Waiting for this server to finish {doing} in the background: a Run is never timed beside it…",
+                numbers=texts.run_numbers_html(None, "waiting", ticket.number),
+            )
+        time.sleep(poll_s)
+
+
 def choosing_updates(
     pair, drafter: str, settings, ticket: Ticket, sessions: Sessions
 ) -> Generator[Update, None, ChosenSetting | None]:
     """`γ auto`: the choice kept for this machine and pair, or measured now in the background (once) while the Run
     says so; None where measuring it failed (the Run drafts the γ on the page, and says so)."""
-    chosen = auto_settings.known(pair, drafter, settings.sampling)
+    auto = gamma_auto()
+    chosen = auto.known(pair, drafter, settings.sampling)
     if chosen is not None:
         return chosen
-    measuring = auto_settings.prepare(pair, drafter, settings.sampling)
+    measuring = auto.prepare(pair, drafter, settings.sampling, quiet=recorder.quietly, own_work=recorder.own_work)
     said = (
         f"Measuring which γ pays for {pair.name} on this machine: verify passes of 1–8 rows and a short calibration "
         "run (once per machine and pair, then kept in specviz's cache)…"
@@ -119,7 +143,7 @@ def choosing_updates(
     yield Update(status=said, numbers=texts.run_numbers_html(None, "choosing", ticket.number))
     while measuring is not None and measuring.is_alive() and sessions.is_current(ticket):
         measuring.join(LOADING_POLL_S)
-    chosen = auto_settings.result(pair, drafter, settings.sampling)
+    chosen = auto.result(pair, drafter, settings.sampling)
     if chosen is None and sessions.is_current(ticket):
         yield Update(status=f"Could not measure which γ pays here; drafting γ = {settings.gamma} as set.")
     return chosen
@@ -129,7 +153,13 @@ def prepare_auto_setting(request: RunRequest) -> None:
     """Where the request drafts γ auto and its pair is loaded, measure the choice in the background now (once per
     machine and pair), so that its first Run need not wait for it."""
     if request.auto and pair_cache.is_loaded(request.pair):
-        auto_settings.prepare(pair_cache.get_pair(request.pair), request.drafter, request.settings().sampling)
+        gamma_auto().prepare(
+            pair_cache.get_pair(request.pair),
+            request.drafter,
+            request.settings().sampling,
+            quiet=recorder.quietly,
+            own_work=recorder.own_work,
+        )
 
 
 def where(trace: Trace) -> str:

@@ -1,0 +1,175 @@
+"""How specviz times a speedup on a noisy machine (issue 51), held without timing anything: the order methods are
+interleaved in, how many rounds a Run measures, the median and spread every view reports, a Run that waits for the
+server's background work (and background work that waits for a Run), and `bench --processes`' merge.
+
+Nothing here reads a clock's real time: the waits are driven by events, so the tests pass on any machine.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from specviz.analysis.prompt_set import TimedRequest
+from specviz.analysis.readings import Spread, median_index, spread_of
+from specviz.cli.bench import child_argv
+from specviz.deployment.benchmark import MethodResult, merge_processes, repeat_speedups
+from specviz.run.timing_conditions import rounds_that_fit, slice_order
+from specviz.serving import measuring_slot
+from specviz.ui import runs
+from specviz.ui.sessions import Sessions
+
+
+def test_slices_alternate_the_order_so_each_method_is_first_as_often_as_last():
+    methods = ["autoregressive", "speculative γ 2", "speculative γ 4"]
+    orders = [slice_order(methods, index) for index in range(4)]
+    assert orders[0] == methods and orders[1] == methods[::-1] and orders[2] == methods and orders[3] == methods[::-1]
+    for method in methods:
+        positions = [order.index(method) for order in orders]
+        assert sum(positions) == (len(methods) - 1) * len(orders) / 2, f"{method} sits on average in the middle: {positions}"
+
+
+@pytest.mark.parametrize(
+    ("first_s", "budget_s", "expected"),
+    [
+        (1.0, 4.0, 3),  # four fit: odd, so three
+        (0.5, 4.0, 5),  # eight fit: at most five
+        (3.0, 4.0, 1),  # one fits
+        (9.0, 4.0, 1),  # none fits: the one already measured
+        (1.0, 0.0, 1),  # no budget (the tests' and lessons' single round)
+    ],
+)
+def test_a_run_measures_an_odd_number_of_rounds_within_its_budget(first_s, budget_s, expected):
+    assert rounds_that_fit(first_s, budget_s, most=5) == expected
+
+
+def test_the_spread_is_the_farthest_round_from_the_median():
+    rounds = spread_of([1.40, 1.48, 1.51])
+    assert rounds.median == 1.48 and rounds.spread == pytest.approx(0.08)
+    assert rounds.relative == pytest.approx(0.08 / 1.48)
+    assert rounds.text() == "1.48× ± 0.08"
+    assert rounds.steady, "every round within 10 % of the median"
+    assert not Spread((1.0, 1.5, 1.6)).steady, "a round 0.5 from a median of 1.5 is a third away"
+
+
+def test_a_single_round_has_no_spread_and_stopped_rounds_are_left_out():
+    assert spread_of([1.3]).spread is None and spread_of([1.3]).text() == "1.30×"
+    assert spread_of([None, 1.2, None]).values == (1.2,)
+    assert spread_of([]) is None and spread_of([None]) is None
+
+
+def test_the_median_is_always_a_measured_round():
+    assert median_index([3.0, 1.0, 2.0]) == 2
+    assert median_index([4.0, 1.0, 3.0, 2.0]) == 3, "of an even count, the lower middle one (2.0)"
+    assert Spread((4.0, 1.0, 3.0, 2.0)).median == 2.0
+
+
+def test_bench_speedups_per_repeat_pair_each_repeat_with_the_baseline_requests_beside_it():
+    baseline, ours = MethodResult("autoregressive", None), MethodResult("speculative", 4)
+    # two prompts × three repeats: the target alone at 100 tokens/s throughout, ours at 150, 160 and 120
+    for rate in (150, 160, 120):
+        for _ in range(2):
+            baseline.timed.append(TimedRequest(100, 1.0))
+            ours.timed.append(TimedRequest(rate, 1.0))
+    repeated = repeat_speedups(ours, baseline, repeats=3)
+    assert repeated.values == pytest.approx((1.5, 1.6, 1.2))
+    assert repeated.median == pytest.approx(1.5) and repeated.spread == pytest.approx(0.3)
+
+
+def test_bench_processes_merge_to_the_median_process_per_row():
+    def result(speedup: float, identical: bool = True) -> dict:
+        rows = [
+            {"method": "autoregressive", "gamma": None, "speedup": 1.0},
+            {"method": "speculative", "gamma": 4, "tree": None, "verification": "exact", "speedup": speedup},
+        ]
+        return {"rows": rows, "greedy_identical": identical, "transformers_identical": None, "engine": "compiled"}
+
+    merged = merge_processes([result(1.5), result(1.2), result(1.45, identical=False)])
+    row = merged["rows"][1]
+    assert row["speedup"] == 1.45 and row["speedup_spread_processes"] == pytest.approx(0.25)
+    assert row["speedup_by_process"] == [1.5, 1.2, 1.45] and merged["processes"] == 3
+    assert merged["greedy_identical"] is False, "identical only if every process wrote the target's own output"
+    assert merged["transformers_identical"] is None
+
+
+def test_each_bench_process_runs_the_same_command_without_processes_and_with_json():
+    assert child_argv(["bench", "--processes", "5", "--gamma", "4"]) == ["bench", "--gamma", "4", "--json"]
+    assert child_argv(["bench", "--processes=3", "--json"]) == ["bench", "--json"]
+
+
+@pytest.fixture
+def quick_polls(monkeypatch):
+    monkeypatch.setattr(measuring_slot, "POLL_S", 0.01)
+
+
+def test_a_measurement_waits_for_background_work_and_is_told_what_it_waits_for(quick_polls):
+    loading, release, measured = threading.Event(), threading.Event(), threading.Event()
+    told: list[str] = []
+
+    def load() -> None:
+        with measuring_slot.background_work("loading pycode-plain"):
+            loading.set()
+            release.wait(10)
+
+    def measure() -> None:
+        with measuring_slot.measuring(waiting=told.append):
+            measured.set()
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    assert loading.wait(10)
+    measurer = threading.Thread(target=measure)
+    measurer.start()
+    assert not measured.wait(0.2), "a measurement must not start while the server loads a pair"
+    assert told and told[-1] == "loading pycode-plain", f"the waiting measurement is told why: {told}"
+    release.set()
+    assert measured.wait(10), "…and starts once the load is done"
+    loader.join(10)
+    measurer.join(10)
+    assert measuring_slot.background_now() == "" and not measuring_slot.slot_is_busy()
+
+
+def test_background_work_waits_while_a_measurement_runs(quick_polls):
+    inside, release, started = threading.Event(), threading.Event(), threading.Event()
+
+    def measure() -> None:
+        with measuring_slot.measuring():
+            inside.set()
+            release.wait(10)
+
+    def load() -> None:
+        with measuring_slot.background_work("loading a pair"):
+            started.set()
+
+    measurer = threading.Thread(target=measure)
+    measurer.start()
+    assert inside.wait(10)
+    loader = threading.Thread(target=load)
+    loader.start()
+    assert not started.wait(0.2), "a load must not start while a Run is timed"
+    release.set()
+    assert started.wait(10), "…and starts when the Run's clock stops"
+    measurer.join(10)
+    loader.join(10)
+
+
+def test_a_run_says_it_waits_for_the_background_load(quick_polls):
+    sessions = Sessions()
+    ticket = sessions.start("a")
+    loading, release = threading.Event(), threading.Event()
+
+    def load() -> None:
+        with measuring_slot.background_work("loading qwen2.5-coder-0.5b-1.5b"):
+            loading.set()
+            release.wait(10)
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    assert loading.wait(10)
+    updates = runs.background_updates(ticket, sessions, poll_s=0.01)
+    first = next(updates)
+    assert "loading qwen2.5-coder-0.5b-1.5b" in first.status and "never timed beside it" in first.status
+    release.set()
+    assert list(updates) == [], "once the load is done the wait ends without another word"
+    loader.join(10)
