@@ -109,6 +109,9 @@ UNMEASURED: dict[str, dict[str, str]] = {
         "20,000 characters": "a limit of a request (ui/request.py)",
         "256 new tokens": "a limit of a request (ui/request.py)",
     },
+    "docs/architecture.md": {
+        "fit in 4 s": "the recorder's budget for timed rounds, a setting (serving/recorder.py, ROUNDS_BUDGET_S)",
+    },
     "docs/testing.md": {
         "60 MiB": "the limit tests/test_stored.py holds",
         "0.2 s": "a test's planted delay",
