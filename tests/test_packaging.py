@@ -127,6 +127,9 @@ def test_pip_install_then_specviz_and_the_app_run_from_a_fresh_environment(tmp_p
     `specviz run --json` on the bundled pair, and `python app.py` serving its page."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("copies the checkout with git")
+    from importlib.metadata import version
+
+    assert int(version("setuptools").split(".")[0]) >= 77, "pip install -r requirements-dev.txt brings setuptools>=77"
     source = source_copy(tmp_path / "source")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True, timeout=120)
