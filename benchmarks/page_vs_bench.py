@@ -8,6 +8,7 @@ one core busy meanwhile (in 10 ms slices), as a browser drawing the page or the 
 machine with as many torch threads as cores, every parallel region then waits for the thread the scheduler took away.
 
     python benchmarks/page_vs_bench.py --threads 2 --rounds 5 --save page_vs_bench_2_threads
+    python benchmarks/page_vs_bench.py --threads 2 --rounds 3 --save page_vs_bench   # issue 51: page ÷ bench, spreads
     python benchmarks/page_vs_bench.py --threads 1 --rounds 5 --save page_vs_bench_1_thread
     python benchmarks/page_vs_bench.py --threads 2 --rounds 5 --other-load 0.3 --save page_vs_bench_2_threads_loaded
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -50,7 +50,7 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from specviz.analysis.readings import readings_of_trace
+    from specviz.analysis.readings import STEADY_WITHIN, readings_of_trace, spread_of
     from specviz.cli.options import compile_before_timing
     from specviz.deployment.benchmark import bench
     from specviz.engine import DecodeSettings
@@ -68,13 +68,14 @@ def main() -> int:
     burner = multiprocessing.Process(target=keep_busy, args=(args.other_load, stop), daemon=True)
     if args.other_load > 0:
         burner.start()
-    page_speedups, bench_speedups, other_cores, engines = [], [], [], set()
+    page_speedups, bench_speedups, other_cores, engines, page_round_spreads = [], [], [], set(), []
     try:
         for round_number in range(args.rounds):
             trace = recorder.measure_run(pair, prompt, settings, "model", settle_s=recorder.SETTLE_S)
             benched = bench(pair, [prompt], settings, [args.gamma], "model", args.repeats, False, False)
             row = next(row for row in benched["rows"] if row["method"] == "speculative")
             page_speedups.append(readings_of_trace(trace).measured_speedup)
+            page_round_spreads.append(readings_of_trace(trace).speedup_spread.to_json())
             bench_speedups.append(row["speedup"])
             other_cores.append(trace.other_load.other_cores if trace.other_load else None)
             engines |= {(trace.started.engine, trace.started.threads), (row["engine"], row["threads"])}
@@ -88,6 +89,7 @@ def main() -> int:
         if burner.is_alive():
             burner.join(2)
     ratios = [page / benched for page, benched in zip(page_speedups, bench_speedups)]
+    page, benched, over = spread_of(page_speedups), spread_of(bench_speedups), spread_of(ratios)
     values = {
         "pair": args.pair,
         "gamma": args.gamma,
@@ -100,12 +102,17 @@ def main() -> int:
         "page_over_bench": ratios,
         "page_spread": max(page_speedups) / min(page_speedups),
         "bench_spread": max(bench_speedups) / min(bench_speedups),
-        "median_page_over_bench": statistics.median(ratios),
+        "median_page_over_bench": over.median,
+        "page": page.to_json(),  # the median page Run ± the farthest from it (analysis/readings.Spread)
+        "bench": benched.to_json(),
+        "page_within_goal": page.relative is not None and page.relative <= STEADY_WITHIN,  # issue 51: ≤ 10 %
+        "page_over_bench_within_goal": 0.90 <= over.median <= 1.10,  # issue 51: 0.90–1.10
+        "page_round_spreads": page_round_spreads,
         "other_cores": other_cores,
     }
     print(
-        f"page spread {values['page_spread']:.2f}, bench spread {values['bench_spread']:.2f}, "
-        f"median page ÷ bench {values['median_page_over_bench']:.2f} ({', '.join(values['engines'])})"
+        f"page {page.text()} (farthest Run {100 * (page.relative or 0):.1f} % from the median; goal ≤ 10 %), bench "
+        f"{benched.text()}, median page ÷ bench {over.median:.2f} (goal 0.90–1.10) ({', '.join(values['engines'])})"
     )
     if args.save:
         print(f"wrote {write_results(args.save, values)}")

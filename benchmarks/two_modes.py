@@ -4,7 +4,7 @@ alternating between the processes so that every process sees the same machine st
 across rounds belongs to the process (its threads' placement, its weights' addresses, its OpenMP runtime); one
 that moves every process alike belongs to the machine.
 
-    python benchmarks/two_modes.py --processes 3 --variants default,passive,one-thread --rounds 12 --save two_modes
+    python benchmarks/two_modes.py --processes 2 --variants spin,spin-second-team,passive --rounds 12 --save two_modes
 
 Each slice times, `--slice` times over: one target step (1 row), one verify pass of `--rows` rows straight after
 it, and the same pass after `--rows` draft steps (as a speculative cycle runs it: the draft's weights and cache
@@ -28,13 +28,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.results import write_results  # noqa: E402
 
-VARIANTS = {  # what each process group starts with: environment variables, and torch's thread count (None: torch's)
-    "default": ({}, None),
-    "passive": ({"OMP_WAIT_POLICY": "PASSIVE"}, None),  # OpenMP's idle threads sleep at once instead of spinning
+VARIANTS = {  # what each process group starts with: environment variables (None: unset), and torch's thread count
+    "spin": ({"OMP_WAIT_POLICY": ""}, None),  # libgomp's default ("" is no policy; specviz sets PASSIVE only where unset)
+    "passive": ({"OMP_WAIT_POLICY": "PASSIVE"}, None),  # idle threads sleep at once (specviz's setting: specviz/__init__.py)
     "active": ({"OMP_WAIT_POLICY": "ACTIVE"}, None),  # …or spin until the next parallel region
     "one-thread": ({}, 1),
     "huge-pages": ({"THP_MEM_ALLOC_ENABLE": "1"}, None),  # torch's large tensors on transparent huge pages
+    # libgomp's default, with a second thread that ran one torch operation and stays alive, as a server's worker
+    # threads do: libgomp then manages more threads than there are CPUs and cuts its spin-wait to 100 iterations
+    "spin-second-team": ({"OMP_WAIT_POLICY": "", "TWO_MODES_SECOND_TEAM": "1"}, None),
+    "passive-second-team": ({"OMP_WAIT_POLICY": "PASSIVE", "TWO_MODES_SECOND_TEAM": "1"}, None),
 }
+
+
+def start_second_team() -> None:
+    """A live thread that has run one parallel region: its own OpenMP team, for as long as the process lives."""
+    import threading
+
+    import torch
+
+    ready = threading.Event()
+
+    def other() -> None:
+        torch.ones(1 << 20).add_(1)  # large enough for a parallel region
+        ready.set()
+        threading.Event().wait()
+
+    threading.Thread(target=other, name="second-team", daemon=True).start()
+    ready.wait()
 
 
 def facts() -> dict:
@@ -79,6 +100,8 @@ def worker(conn, pair_name: str, threads: int | None, context: int, rows: int, s
 
     if threads:
         torch.set_num_threads(threads)
+    if os.environ.get("TWO_MODES_SECOND_TEAM"):
+        start_second_team()
     from specviz.cli.options import compile_before_timing
     from specviz.engine.compiled import decoder_for, pair_engine
     from specviz.models.catalogue import load_catalogue
@@ -143,7 +166,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pair", default="pycode-distilled")
     parser.add_argument("--processes", type=int, default=3, help="processes per variant")
-    parser.add_argument("--variants", default="default", help=f"a comma list of {', '.join(VARIANTS)}")
+    parser.add_argument("--variants", default="spin,spin-second-team,passive", help=f"a comma list of {', '.join(VARIANTS)}")
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--slice", type=int, default=8, help="steps and passes per slice")
     parser.add_argument("--rows", type=int, default=5)
@@ -162,7 +185,8 @@ def main() -> int:
         environment, threads = VARIANTS[variant]
         for number in range(args.processes):
             saved = {key: os.environ.get(key) for key in environment}
-            os.environ.update(environment)
+            for key, value in environment.items():
+                os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
             ours, theirs = spawn.Pipe()
             child = spawn.Process(target=worker, args=(theirs, args.pair, threads, args.context, args.rows, number))
             child.start()
