@@ -1,8 +1,9 @@
 """The held-out chat prompts share no topic and no phrasing with the prompts the smollm2 draft was distilled on."""
 
 import hashlib
+import json
 
-from specviz.prompts.sets import CHAT_HELDOUT, load_prompt_set
+from specviz.prompts.sets import CHAT_HELDOUT, CHAT_REWRITE, CODE_QUESTIONS, PROMPTS, load_prompt_set
 from specviz.training.chat_prompts import TOPICS, copies_a_held_out_phrase, topic_prompts, training_prompts
 from specviz.training.everyday_prompts import everyday_prompts
 
@@ -40,4 +41,14 @@ def test_the_training_prompts_are_the_ones_the_committed_answers_were_collected_
     assert (len(topic_prompts()), len(everyday_prompts()), len(prompts)) == (2196, 3711, 7020)
     assert digest == "09c6dbfba1dd986b6e16993b6743b4d644a8d4718e5e4930b402c2532ae72341", (
         f"the training prompts changed (sha256 {digest}): answers collected for the old list no longer line up"
+    )
+
+
+def test_the_built_in_prompt_sets_are_the_ones_the_docs_measured_on():
+    """The held-out questions and the presets are data (specviz/prompts/builtin.json); every α and speedup the docs
+    quote was measured on them, so they are pinned: a changed one must come with those numbers measured again."""
+    assert (len(CHAT_HELDOUT), len(CODE_QUESTIONS), [len(PROMPTS[name]) for name in PROMPTS]) == (24, 16, [8, 4, 6, 4, 4])
+    digest = hashlib.sha256(json.dumps([CHAT_HELDOUT, CODE_QUESTIONS, CHAT_REWRITE, PROMPTS]).encode()).hexdigest()
+    assert digest == "aca3ccecad16975e8a32746c93b73a5bea1f5ddcaf8d36d00be65d5b2c8dfa08", (
+        f"the built-in prompts changed ({digest})"
     )
