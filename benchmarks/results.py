@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "benchmarks" / "results"
-ENVIRONMENT = ("SPECVIZ_COMPILE", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS", "SPECVIZ_CACHE")
+ENVIRONMENT = ("SPECVIZ_COMPILE", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "SPECVIZ_CACHE")
 
 
 def machine(in_this_process: bool = True) -> dict:
