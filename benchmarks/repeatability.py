@@ -36,7 +36,7 @@ def bench_processes(pair: str, prompts: str, tokens: int, processes: int, repeat
     command = [sys.executable, "-m", "specviz", "bench", "--pair", pair, "--prompts", prompts, "--max-new-tokens", str(tokens)]
     command += ["--repeats", str(repeats), "--no-hf", "--no-dynamic", "--processes", str(processes), "--json"]
     command += ["--threads", str(threads)] if threads else []
-    print(f"$ {shlex.join(command[1:])}", flush=True)
+    print(f"$ python {shlex.join(command[1:])}", flush=True)
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)  # its stderr: the terminal's
     if done.returncode != 0:
         return f"exit {done.returncode}: its last lines on stderr, above, say why"

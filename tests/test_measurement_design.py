@@ -173,3 +173,23 @@ def test_a_run_says_it_waits_for_the_background_load(quick_polls):
     release.set()
     assert list(updates) == [], "once the load is done the wait ends without another word"
     loader.join(10)
+
+
+def test_every_specviz_process_sets_openmps_idle_threads_to_sleep_unless_told_otherwise():
+    """The two modes' fix (docs/performance.md): the policy is set as specviz is imported, before torch loads it."""
+    import os
+    import subprocess
+    import sys
+
+    said = "import os, specviz; print(os.environ['OMP_WAIT_POLICY'])"
+    environment = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
+    unset = subprocess.run([sys.executable, "-c", said], env=environment, capture_output=True, text=True, check=True)
+    assert unset.stdout.strip() == "PASSIVE", "with no policy set, specviz's processes sleep between parallel regions"
+    chosen = subprocess.run(
+        [sys.executable, "-c", said], env={**environment, "OMP_WAIT_POLICY": "ACTIVE"}, capture_output=True, text=True, check=True
+    )
+    assert chosen.stdout.strip() == "ACTIVE", "a policy the environment sets is kept"
+    light = "import sys, specviz; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", light], capture_output=True, text=True, check=True).stdout.strip() == "False", (
+        "specviz sets the policy before torch loads: importing specviz must not load torch"
+    )
