@@ -193,3 +193,37 @@ def test_every_specviz_process_sets_openmps_idle_threads_to_sleep_unless_told_ot
     assert subprocess.run([sys.executable, "-c", light], capture_output=True, text=True, check=True).stdout.strip() == "False", (
         "specviz sets the policy before torch loads: importing specviz must not load torch"
     )
+
+
+def test_a_background_load_steps_aside_at_its_next_stage_for_a_waiting_run(quick_polls):
+    """A Run waits for one stage of a load at most: at the load's next pause point it no longer counts as running."""
+    stage_started, finish_stage, measured, load_done = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def load() -> None:
+        with measuring_slot.background_work("loading a big pair"):
+            order.append("stage 1")
+            stage_started.set()
+            finish_stage.wait(10)
+            if measuring_slot.pause_point():  # returns once the Run is done
+                order.append("resumed after stepping aside")
+            order.append("stage 2")
+        load_done.set()
+
+    def measure() -> None:
+        with measuring_slot.measuring():
+            order.append("measured")
+            measured.set()
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    assert stage_started.wait(10)
+    measurer = threading.Thread(target=measure)
+    measurer.start()
+    assert not measured.wait(0.1), "the Run waits while the stage under way runs"
+    finish_stage.set()
+    assert measured.wait(10) and load_done.wait(10)
+    assert order == ["stage 1", "measured", "resumed after stepping aside", "stage 2"], f"the load stepped aside: {order}"
+    assert not measuring_slot.pause_point(), "outside background work a pause point does nothing"
+    loader.join(10)
+    measurer.join(10)

@@ -5,8 +5,9 @@ no Run switches engines halfway. Its own module, so both can import it without i
 
 Work this server does in the background on the same cores (loading a pair: converting, packing and warming its
 weights) is declared with `background_work`. The two exclude each other: a measurement (`measuring`) waits until
-the background work under way has finished, and background work waits while a measurement runs or waits for its
-turn, so a Run is never timed beside it, and a stream of loads can never keep a Run waiting for ever.
+the background work under way has finished or stepped aside at its next `pause_point` (between a load's stages), and
+background work waits while a measurement runs or waits for its turn, so a Run is never timed beside it, waits for
+one stage of it at most, and a stream of loads can never keep a Run waiting for ever.
 """
 
 from __future__ import annotations
@@ -39,19 +40,50 @@ def background_now() -> str:
 @contextmanager
 def background_work(what: str) -> Iterator[None]:
     """Declare work on the processor beside the Runs (`what`: "loading NAME"): it starts once no measurement runs or
-    waits, and measurements wait for it to finish."""
+    waits, and measurements wait for it to finish, or for its next `pause_point`."""
     with _state:
-        while MEASURING_SLOT.locked() or _measurements_waiting:
-            _state.wait(POLL_S)
+        _wait_for_measurements()
         _background[what] += 1
+    _held.__dict__.setdefault("work", []).append(what)
     try:
         yield
     finally:
+        _held.work.pop()
         with _state:
-            _background[what] -= 1
-            if _background[what] <= 0:
-                del _background[what]
-            _state.notify_all()
+            _leave(what)
+
+
+def pause_point() -> bool:
+    """Called by background work between its stages (a pair loaded, each warm-up run): where a measurement runs or
+    waits, the work of this thread steps aside (it no longer counts as running) until the measurement is done, so a
+    Run waits for one stage at most. Whether it paused."""
+    mine = list(getattr(_held, "work", []))
+    with _state:
+        if not mine or not (MEASURING_SLOT.locked() or _measurements_waiting):
+            return False
+        for what in mine:
+            _leave(what)
+        _wait_for_measurements()
+        for what in mine:
+            _background[what] += 1
+    return True
+
+
+_held = threading.local()  # the background work this thread declared, innermost last
+
+
+def _wait_for_measurements() -> None:
+    """Under _state: until no measurement runs or waits."""
+    while MEASURING_SLOT.locked() or _measurements_waiting:
+        _state.wait(POLL_S)
+
+
+def _leave(what: str) -> None:
+    """Under _state: one piece of `what` no longer runs."""
+    _background[what] -= 1
+    if _background[what] <= 0:
+        del _background[what]
+    _state.notify_all()
 
 
 @contextmanager

@@ -24,7 +24,7 @@ from specviz.engine.settings import DecodeSettings
 from specviz.models.catalogue import Catalogue, load_catalogue
 from specviz.run.pair_info import PairInfo
 from specviz.run.runner import run
-from specviz.serving.measuring_slot import MEASURING_SLOT, background_work
+from specviz.serving.measuring_slot import MEASURING_SLOT, background_work, pause_point
 
 if TYPE_CHECKING:  # loading imports transformers: kept off the path to the app's first page
     from specviz.models.loading import LoadedPair
@@ -81,6 +81,7 @@ def get_pair(name: str) -> LoadedPair:
                         progress=lambda m: _set_status(name, m),
                         shelf=_shelf,
                     )
+                    pause_point()  # a Run that waits goes first: the load steps aside between its stages
                     compile_in_background(name, pair)
                     _set_status(name, f"Warming up {name}…")
                     warm_up(pair)
@@ -360,6 +361,7 @@ def warm_up(pair: LoadedPair) -> None:
     for max_new_tokens in (8, 24):
         settings = DecodeSettings(max_new_tokens=max_new_tokens, gamma=4)
         for mode in ("speculative", "autoregressive"):
+            pause_point()  # in a background load: a Run that waits is timed first
             for _ in run(pair, "def main():\n    return", settings, mode=mode):
                 pass
 
