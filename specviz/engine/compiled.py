@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import threading
 import time
 import weakref
@@ -31,6 +30,7 @@ from specviz.engine.aot_step import CompiledModule, load_or_compile_module, pack
 from specviz.engine.kv_cache import Decoder
 from specviz.engine.static_cache import Rows, StaticLlama, is_supported
 from specviz.engine.tree_rows import TreeRows
+from specviz.kernels.build import INSTALL_HINT, cxx_compiler
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +79,9 @@ def compiler_missing(device: torch.device) -> str | None:
     """Why compiling cannot work here, in one sentence; None when it can. (With torch.compile of one layer, AVX2
     kernels once gave NaN logits; the AOTInductor package matched eager under ATEN_CPU_CAPABILITY=avx2 in float32,
     int8 and int4, so AVX2 compiles too.)"""
-    if device.type != "cpu":
+    if device.type != "cpu" or cxx_compiler() is not None:
         return None
-    compiler = os.environ.get("CXX") or next((name for name in ("g++", "c++", "clang++") if shutil.which(name)), None)
-    if compiler is None or shutil.which(compiler) is None:
-        return "no C++ compiler (g++ or clang++) on this machine, so the fast path runs uncompiled (eager)"
-    return None
+    return f"no C++ compiler on this machine, so the fast path runs uncompiled (eager): {INSTALL_HINT}"
 
 
 def compile_wanted(model: PreTrainedModel) -> tuple[bool, str | None]:

@@ -15,6 +15,7 @@ import torch
 
 from specviz.cache import cache_root
 from specviz.kernels import cpu
+from specviz.process import pause_gate
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +64,15 @@ def load_library(library: str, source: Path, flags: list[str], what: str, expect
     if fresh:
         log.warning("building %s for this CPU, once: ~%d s", what, expected_s)
     started = time.perf_counter()
-    load(
-        library,
-        [str(source)],
-        extra_cflags=flags,
-        build_directory=str(folder),
-        is_python_module=False,
-        verbose=os.environ.get("SPECVIZ_VERBOSE_BUILD") == "1",
-    )
+    with pause_gate.critical_section():  # the build's lock file: never stopped while holding it (process/pause_gate.py)
+        load(
+            library,
+            [str(source)],
+            extra_cflags=flags,
+            build_directory=str(folder),
+            is_python_module=False,
+            verbose=os.environ.get("SPECVIZ_VERBOSE_BUILD") == "1",
+        )
     if fresh:
         log.warning("built %s in %.0f s (kept in %s)", what, time.perf_counter() - started, folder)
 

