@@ -7,7 +7,9 @@ measured within 10 % of the prediction, and within 5 % of the best chain or tree
 
 The pair loads and compiles as `bench` does; γ auto measures its choice afresh (deployment/gamma_auto.choose_setting,
 the cache left alone); then `bench` times the grid (chains of `--gammas` and the trees of `--trees`, the choice among
-them) over the pair's prompts, every method request by request in alternating order, `--repeats` times.
+them), every method request by request in alternating order, `--repeats` times, by default on the prompts γ auto
+calibrates on (the pair's own presets), so that the prediction and the grid see the same α; `--prompts code` (or any
+set) asks how the choice carries to other prompts.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.repeatability import PAIRS  # noqa: E402
 from benchmarks.results import write_results  # noqa: E402
 
 PREDICTED_WITHIN = 0.10
@@ -30,6 +31,13 @@ def main() -> int:
     parser.add_argument("--pair", default="pycode-distilled")
     parser.add_argument("--gammas", default="1,2,3,4,5,6")
     parser.add_argument("--trees", default="2x1:1,2x1x1x1:1,3x1x1:1", help="a comma list of tree shapes ('' for none)")
+    parser.add_argument(
+        "--prompts",
+        default="calibration",
+        help="the grid's prompts: 'calibration' (the pair's own presets γ auto calibrates on, so α is the same in the "
+        "prediction and the grid) or any prompt set `bench --prompts` takes",
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int)
     parser.add_argument("--save", help="write benchmarks/results/NAME.json")
@@ -53,8 +61,8 @@ def main() -> int:
     pair = load_pair(args.pair, entry, catalogue.offline_pairs(), progress=lambda message: print(message, file=sys.stderr))
     compile_before_timing(pair)
     drafter = entry.drafter or "model"
-    prompts_name, tokens = PAIRS.get(args.pair, ("code", 64))
-    prompts = load_prompt_set(prompts_name)
+    prompts_name, tokens = args.prompts, args.max_new_tokens
+    prompts = gamma_auto.calibration_prompts(pair) if prompts_name == "calibration" else load_prompt_set(prompts_name)
     sampling = SamplingSettings()
     choice = gamma_auto.choose_setting(
         pair, gamma_auto.calibration_prompts(pair), gamma_auto.calibration_settings(sampling), drafter

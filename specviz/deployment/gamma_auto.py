@@ -5,15 +5,16 @@ Choosing (`choose_setting`), all measured in this process, with the threads, eng
   1. α by depth and rank: one calibration run of the pair's own drafter over the calibration prompts, drafting a tree
      that offers the target three first choices and a chain of three below the first (a drafter that drafts chains
      only drafts a chain of four: its acceptance by position);
-  2. the target alone over the same prompts: its step as the baseline run times it, the loop's own work included;
+  2. the target alone over the same prompts, prompt by prompt in alternating order with the calibration run: its step
+     as the baseline run times it, the loop's own work included;
   3. ν(k), a verify pass over k rows in those steps, k = 1 … MAX_ROWS: the shape of the curve timed pass by pass on
      the engine the runs use (analysis/timing.measure_pass_seconds, after as many cached tokens as the calibration's
      passes followed), its level set by what the calibration's own cycles cost inside the run (a pass after the
      draft's steps, with the cycle's bookkeeping): a pass timed back to back cost 1.23 steps where the same pass inside
      a run cost 2.13 (docs/performance.md);
   4. τ: the calibration run's draft time per draft forward, over that step;
-  5. the check: the chosen shape runs once over the calibration prompts, and where its own cycles cost another ν than
-     predicted, the curve is set by them and the choice made again.
+  5. the check: the chosen shape runs once over the calibration prompts (the target alone beside it again), and where
+     its own cycles cost another ν than predicted, the curve is set by them and the choice made again.
 The choice is analysis/tree_theory.choose_tree's: the shape that maximises E ÷ (ν(rows) + depth·τ). When no shape is
 predicted to beat the target alone, one sentence says so and why, in measured terms (the verify pass's cost and where
 the target's weights sit against this CPU's cache, or the draft's α against its τ), and what was asked still runs.
@@ -61,6 +62,7 @@ from specviz.models.loading import LoadedPair
 from specviz.run.chosen_setting import ChosenSetting
 from specviz.run.machine_load import LoadMeter
 from specviz.run.runner import run
+from specviz.run.timing_conditions import slice_order
 
 log = logging.getLogger("specviz")
 
@@ -180,6 +182,7 @@ class Calibration:
     rows: tuple[int, ...]  # each cycle's verify pass: its rows…
     pass_s: tuple[float, ...]  # …and its seconds inside the run
     fixed_s_per_cycle: float  # each cycle's time besides drafting and verifying: the test, rollback, the loop's own work
+    step_s: float  # the target alone's seconds per new token over the same prompts, timed alternately with the cycles
 
 
 def choose_setting(pair: LoadedPair, prompts: list[str], settings: DecodeSettings, drafter: str) -> AutoChoice:
@@ -189,14 +192,13 @@ def choose_setting(pair: LoadedPair, prompts: list[str], settings: DecodeSetting
     calibration = calibrate(pair, prompts, settings, drafter)
     if calibration.acceptance is None or calibration.draft_s_per_forward <= 0:
         raise ValueError("the calibration run drafted nothing to test: give a longer prompt or more new tokens")
-    step_s = target_step_s(pair, prompts, settings)
     passes = measure_pass_seconds(pair.target.model, pair.shared_vocab_size, MAX_ROWS, context=calibration.context, repeats=5)
-    choice = choice_from(calibration.acceptance, calibration, step_s, passes, pair)
+    choice = choice_from(calibration.acceptance, calibration, calibration.step_s, passes, pair)
     drafts_trees = strategy(drafter).grows_trees
     shape = choice.tree if drafts_trees and choice.tree else TreeShape.chain(choice.gamma)
     checked = calibrate(pair, prompts, settings, drafter, shape=shape)
     if checked.pass_s and checked.draft_s_per_forward > 0:  # the choice's own cycles set the curve's level
-        choice = choice_from(calibration.acceptance, checked, step_s, passes, pair)
+        choice = choice_from(calibration.acceptance, checked, checked.step_s, passes, pair)
     return choice
 
 
@@ -209,17 +211,6 @@ def choice_from(
     tau = tau_in_run(cycles.draft_s_per_forward, step_s)
     cache = last_level_cache_bytes() if pair.device.type == "cpu" else None
     return AutoChoice(choose_tree(acceptance, tau, costs, MAX_ROWS), costs, pair.target.weight_bytes, cache)
-
-
-def target_step_s(pair: LoadedPair, prompts: list[str], settings: DecodeSettings) -> float:
-    """The target alone's seconds per new token, decoding (its prefill left out), over the calibration prompts: the
-    step a measured speedup divides by, the loop's own work included."""
-    decode_s = tokens = 0
-    for prompt in prompts:
-        summary = list(run(pair, prompt, calibration_run(settings), mode="autoregressive"))[-1]
-        decode_s += summary.wall_s - summary.prefill_s
-        tokens += max(0, summary.new_tokens - 1)  # the first new token comes from the prefill
-    return decode_s / max(1, tokens)
 
 
 def calibration_run(settings: DecodeSettings, shape: TreeShape | None = None) -> DecodeSettings:
@@ -235,24 +226,33 @@ def calibrate(
     pair: LoadedPair, prompts: list[str], settings: DecodeSettings, drafter: str, shape: TreeShape | None = None
 ) -> Calibration:
     """One short run of the drafter over the prompts, drafting `shape` (default: the calibration tree, or a chain of
-    CALIBRATION_CHAIN for a drafter of chains), every cycle's parts kept."""
+    CALIBRATION_CHAIN for a drafter of chains), every cycle's parts kept; and the target alone over each prompt, in
+    alternating order with it (run/timing_conditions.slice_order), for the step a measured speedup divides by: its
+    decoding seconds per new token (the prefill left out), the loop's own work included."""
     drafts_trees = strategy(drafter).grows_trees
     if shape is None:
         shape = CALIBRATION_TREE if drafts_trees else TreeShape.chain(CALIBRATION_CHAIN)
     calibration = calibration_run(settings, shape)
     cycles: list[Cycle] = []
     contexts: list[int] = []  # each verify pass's cached tokens: the prompt's, then every token written before it
-    decode_s = 0.0
-    for prompt in prompts:
-        written = 0
-        for event in run(pair, prompt, calibration, mode="speculative", drafter=drafter):
-            if isinstance(event, RunStarted):
-                prompt_tokens = len(event.prompt_token_ids)
-            elif isinstance(event, Cycle):
-                cycles.append(event)
-                contexts.append(prompt_tokens + written)
-                written += len(event.emitted_token_ids)
-        decode_s += event.wall_s - event.prefill_s  # the last event: the run's Summary
+    decode_s = alone_s = 0.0
+    alone_tokens = 0
+    for index, prompt in enumerate(prompts):
+        for mode in slice_order(("speculative", "autoregressive"), index):
+            if mode == "autoregressive":
+                alone = list(run(pair, prompt, calibration_run(settings), mode="autoregressive"))[-1]
+                alone_s += alone.wall_s - alone.prefill_s
+                alone_tokens += max(0, alone.new_tokens - 1)  # the first new token comes from the prefill
+                continue
+            written = 0
+            for event in run(pair, prompt, calibration, mode="speculative", drafter=drafter):
+                if isinstance(event, RunStarted):
+                    prompt_tokens = len(event.prompt_token_ids)
+                elif isinstance(event, Cycle):
+                    cycles.append(event)
+                    contexts.append(prompt_tokens + written)
+                    written += len(event.emitted_token_ids)
+            decode_s += event.wall_s - event.prefill_s  # the last event: the run's Summary
     forwards = sum(cycle.n_draft_forwards for cycle in cycles)
     if drafts_trees and calibration.tree is not None:
         acceptance = measured_rank_acceptance((cycle.parents, cycle.accepted_nodes) for cycle in cycles if cycle.is_tree)
@@ -266,6 +266,7 @@ def calibrate(
         rows=tuple(cycle.n_rows for cycle in cycles),
         pass_s=tuple(cycle.verify_s for cycle in cycles),
         fixed_s_per_cycle=max(0.0, decode_s - parts) / len(cycles) if cycles else 0.0,
+        step_s=alone_s / max(1, alone_tokens),
     )
 
 
