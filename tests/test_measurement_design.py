@@ -227,3 +227,30 @@ def test_a_background_load_steps_aside_at_its_next_stage_for_a_waiting_run(quick
     assert not measuring_slot.pause_point(), "outside background work a pause point does nothing"
     loader.join(10)
     measurer.join(10)
+
+
+def test_a_run_measures_alternating_rounds_and_keeps_the_median_one(bundled_pair, monkeypatch):
+    """The recorder's rounds, with the runs faked: five fit the budget, each numbered for slice_order, and the trace is
+    the median round's, carrying every round's speedup (its spread)."""
+    from types import SimpleNamespace
+
+    from specviz.engine import DecodeSettings
+    from specviz.serving import recorder
+
+    speedups = iter([1.30, 1.60, 1.45, 1.10, 1.50])
+    numbered: list[int] = []
+
+    def fake_round(pair, prompt, settings, drafter, should_stop, index, peaks=None):
+        numbered.append(index)
+        summary = SimpleNamespace(new_tokens=8, index=index)
+        return SimpleNamespace(
+            started=None, cycles=[], summary=summary, baseline_steps=[], baseline=summary, seconds=0.5, speedup=next(speedups)
+        )
+
+    monkeypatch.setattr(recorder, "_round", fake_round)
+    monkeypatch.setattr(recorder, "warm_up", lambda *args, **kwargs: False)
+    trace = recorder.measure_run(bundled_pair, "def main():\n", DecodeSettings(max_new_tokens=8, gamma=2))
+    assert numbered == [0, 1, 2, 3, 4], "rounds numbered in order: slice_order alternates S A and A S by the number"
+    assert trace.round_speedups == (1.30, 1.60, 1.45, 1.10, 1.50)
+    assert trace.summary.index == 2, "the trace played back is the median round's (1.45×)"
+    assert spread_of(trace.round_speedups).text() == "1.45× ± 0.35"
