@@ -254,3 +254,14 @@ def test_a_run_measures_alternating_rounds_and_keeps_the_median_one(bundled_pair
     assert trace.round_speedups == (1.30, 1.60, 1.45, 1.10, 1.50)
     assert trace.summary.index == 2, "the trace played back is the median round's (1.45×)"
     assert spread_of(trace.round_speedups).text() == "1.45× ± 0.35"
+
+
+def test_bench_says_each_rows_spread_and_warns_past_ten_percent():
+    from specviz.cli.bench import spread_lines
+
+    steady = {"method": "speculative", "gamma": 4, "tree": None, "speedup_by_repeat": [1.45, 1.48, 1.50]}
+    moved = {"method": "speculative-tree", "gamma": None, "tree": "2x1:1", "speedup_by_repeat": [1.0, 1.5, 1.6]}
+    lines = spread_lines([{"method": "autoregressive", "gamma": None}, steady], repeats=3)
+    assert lines == ["speculative (γ 4): 1.48× ± 0.03 over 3 repeats"], lines
+    warned = spread_lines([steady, moved], repeats=3)
+    assert warned[-1].startswith("⚠ unsteady") and "speculative-tree (tree 2x1:1) 33 %" in warned[-1], warned

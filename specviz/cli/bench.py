@@ -10,7 +10,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from specviz.analysis.readings import spread_of
+from specviz.analysis.readings import STEADY_WITHIN, spread_of
 from specviz.cli import options
 from specviz.deployment.benchmark import bench, merge_processes
 from specviz.deployment.report import acceptance_lines
@@ -166,6 +166,8 @@ def command(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     else:
         print(format_table(result["rows"]))
+        for line in spread_lines(result["rows"], args.repeats):
+            print(line)
         for row in result["rows"]:
             if row.get("acceptance_histogram"):
                 print(f"{row['method']} (γ {row['gamma']}, {row.get('verification', 'exact')}):")
@@ -193,6 +195,26 @@ def command(args: argparse.Namespace) -> int:
             warning = " (busy: these timings are slowed; run again on a quiet machine)" if others.result.busy else ""
             print(f"other programs used {others.result.other_cores:.2f} cores while this ran{warning}")
     return 0
+
+
+def spread_lines(rows: list[dict], repeats: int) -> list[str]:
+    """Each row's speedup over its repeats (the median ± the farthest repeat), and a warning where a repeat lies more
+    than STEADY_WITHIN from the median, as pyperf warns (docs/performance.md)."""
+    lines, unsteady = [], []
+    for row in rows:
+        repeated = spread_of(row.get("speedup_by_repeat") or [])
+        if repeated is None or repeated.spread is None:
+            continue
+        label = f"tree {row['tree']}" if row.get("tree") else f"γ {row['gamma']}"
+        lines.append(f"{row['method']} ({label}): {repeated.text()} over {repeats} repeats")
+        if not repeated.steady:
+            unsteady.append(f"{row['method']} ({label}) {100 * repeated.relative:.0f} %")
+    if unsteady:
+        lines.append(
+            f"⚠ unsteady: a repeat lies more than {100 * STEADY_WITHIN:.0f} % from the median ({', '.join(unsteady)}): "
+            "the machine's speed moved; run again when it is quiet, or with --processes"
+        )
+    return lines
 
 
 def measured_speedup_of(rows: list[dict], chosen) -> float | None:
