@@ -79,7 +79,7 @@ class Pair:
     draft: str
     description: str
     chat_template: bool = False
-    gamma: Annotated[int, Field(ge=1, le=16)] | Literal["auto"] = "auto"  # "auto": measured here (deployment/machine_setting.py)
+    gamma: Annotated[int, Field(ge=1, le=16)] | Literal["auto"] = "auto"  # "auto": measured here (deployment/gamma_auto.py)
     temperature: float = Field(default=0.0, ge=0.0)
     domain: Literal["code", "prose", "chat"] = "prose"
     dtype: Literal["float32", "bfloat16", "float16"] | None = None  # overrides the per-device default
@@ -99,7 +99,7 @@ class Pair:
     def start_gamma(self) -> int:
         """The γ where nothing is measured first (the page's slider before a Run, `score` and `hardware`, which evaluate
         one γ): the pair's, or for `gamma: auto` a chain of one, the cheapest. The page's Run, `run`, `bench`, `report`
-        and `export` draft `gamma: auto` as measured on this machine (deployment/machine_setting.py)."""
+        and `export` draft `gamma: auto` as measured on this machine (deployment/gamma_auto.py)."""
         return 1 if self.gamma == "auto" else self.gamma
 
     @property
