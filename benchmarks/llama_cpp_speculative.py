@@ -257,12 +257,14 @@ def load_specviz(pair_name: str, prompts: list[str], max_new_tokens: int) -> tup
 
 
 def weights_streamed(pair) -> dict:
-    """What a step of the target reads: its form, the kernel that ran it and why, and its weights' bytes (the LM head
-    included; a step reads every one of them once, so bytes × tokens/s is the memory traffic the rate implies)."""
+    """What a step of the target reads: its form, the kernel that ran it and why, and the bytes of its weights but the
+    embedding (a step looks up one row of that table, and reads every other weight once, the LM head included), so
+    bytes × tokens/s is the memory traffic the rate implies."""
+    embedding = pair.target.model.get_input_embeddings().weight
     return {
         "weight_form": pair.target.form,
         "weight_kernel": getattr(pair.target.model, "weight_kernel", None),
-        "target_weight_bytes": pair.target.weight_bytes,
+        "target_weight_bytes": pair.target.weight_bytes - embedding.numel() * embedding.element_size(),
     }
 
 

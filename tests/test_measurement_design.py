@@ -8,6 +8,7 @@ Nothing here reads a clock's real time: the waits are driven by events, so the t
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -175,24 +176,28 @@ def test_a_run_says_it_waits_for_the_background_load(quick_polls):
     loader.join(10)
 
 
-def test_every_specviz_process_sets_openmps_idle_threads_to_sleep_unless_told_otherwise():
-    """The two modes' fix (docs/performance.md): the policy is set as specviz is imported, before torch loads it."""
+def test_the_server_sets_openmps_idle_threads_to_sleep_and_the_commands_keep_the_default():
+    """The two modes' fix (specviz/process/openmp.py): the app's server, which runs torch on several threads, asks for
+    the sleeping mode before torch loads; a command (one thread) keeps libgomp's default; a policy the environment sets
+    is kept."""
     import os
     import subprocess
     import sys
 
-    said = "import os, specviz; print(os.environ['OMP_WAIT_POLICY'])"
+    root = Path(__file__).resolve().parent.parent
     environment = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
-    unset = subprocess.run([sys.executable, "-c", said], env=environment, capture_output=True, text=True, check=True)
-    assert unset.stdout.strip() == "PASSIVE", "with no policy set, specviz's processes sleep between parallel regions"
-    chosen = subprocess.run(
-        [sys.executable, "-c", said], env={**environment, "OMP_WAIT_POLICY": "ACTIVE"}, capture_output=True, text=True, check=True
-    )
-    assert chosen.stdout.strip() == "ACTIVE", "a policy the environment sets is kept"
-    light = "import sys, specviz; print('torch' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", light], capture_output=True, text=True, check=True).stdout.strip() == "False", (
-        "specviz sets the policy before torch loads: importing specviz must not load torch"
-    )
+
+    def policy(code: str, **extra: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code], env={**environment, **extra}, cwd=root, capture_output=True, text=True, check=True
+        )
+        return done.stdout.strip()
+
+    server = "import os, sys, app; print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)"
+    assert policy(server) == "PASSIVE False", "the server sleeps between regions, set before torch loads"
+    assert policy(server, OMP_WAIT_POLICY="ACTIVE") == "ACTIVE False", "a policy the environment sets is kept"
+    command = "import os, specviz.cli; print(os.environ.get('OMP_WAIT_POLICY'))"
+    assert policy(command) == "None", "a command keeps libgomp's default (it spins: faster on one thread)"
 
 
 def test_a_background_load_steps_aside_at_its_next_stage_for_a_waiting_run(quick_polls):
