@@ -135,7 +135,6 @@ UNMEASURED: dict[str, dict[str, str]] = {
         "16 MB": "the sizes benchmarks/verify_cost_by_size.py sweeps (settings)",
         "2 GB": "the sizes benchmarks/verify_cost_by_size.py sweeps (settings)",
         "128 new tokens": "the run's setting",
-        "--max-new-tokens 128": "the run's setting",
         "q(x) < 0.4": "transformers' default threshold",
     },
     "docs/performance.md": {
@@ -146,6 +145,8 @@ UNMEASURED: dict[str, dict[str, str]] = {
         "1 GB": "the sizes benchmarks/verify_cost_by_size.py sweeps (settings)",
         "--sizes 16,256,1024": "the sizes benchmarks/verify_cost_by_size.py was asked for (settings)",
         "0.59 bytes a weight": "the w4a8 form's definition: 19 bytes for 32 weights (kernels/forms.py)",
+        "over 512 MB": "the buffer analysis/cache_fit.measure_read_bandwidth sums (its default)",
+        "with VNNI, 32 MiB L3": "the machine's specification (lscpu), not a measurement",
         "once: ~25 s": "the build's announced estimate, a string in specviz/kernels/build.py",
         "128 new tokens": "the run's setting",
         "--max-new-tokens 128": "the run's setting",

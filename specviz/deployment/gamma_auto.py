@@ -318,7 +318,11 @@ def conditions(pair: LoadedPair, drafter: str, sampling: SamplingSettings) -> di
         "cpu": cpu_description(),
         "last_level_cache_bytes": last_level_cache_bytes(),
         "kernels": torch.backends.cpu.get_cpu_capability(),
-        "isa_limits": {name: os.environ.get(name, "") for name in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")},
+        # the kernels' instruction sets, and OpenMP's idle threads (the app's server sleeps them, a command spins them)
+        "isa_limits": {
+            name: os.environ.get(name, "")
+            for name in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "SPECVIZ_KERNEL_ISA", "OMP_WAIT_POLICY")
+        },
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else device.type,
