@@ -50,9 +50,9 @@ def test_ships_the_change_alone_and_loads_back_to_the_same_matrices(tmp_path):
 def test_the_fuse_drafts_as_its_factors_and_stays_unquantised_in_every_form(tmp_path):
     """The fuse's base passes the last feature through ([0 | I]): loaded for drafting it runs as s·f + B·A x, which
     equals the merged matrix, and a weight-only form (int8, int4) leaves it as it is while it packs the other matrices."""
+    from specviz.kernels.weight_only import Int8WeightOnly
     from specviz.models.feature_head import head_in_form
     from specviz.models.low_rank import PassThroughLowRank
-    from specviz.kernels.weight_only import Int8WeightOnly
 
     target = tiny_llama(VOCAB, seed=0)
     save_head(scrambled_low_rank_head(target), tmp_path)
