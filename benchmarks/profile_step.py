@@ -22,22 +22,12 @@ os.environ.setdefault("SPECVIZ_COMPILE", "1")  # compile whatever the model's si
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
+from specviz.analysis.cache_fit import measure_read_bandwidth  # noqa: E402
 from specviz.cli.options import compile_before_timing  # noqa: E402
 from specviz.engine.compiled import decoder_for, fast_model  # noqa: E402
 from specviz.models.loading import load_pair  # noqa: E402
 from specviz.models.weight_forms import weight_bytes  # noqa: E402
 from specviz.serving.pair_cache import catalogue  # noqa: E402
-
-
-def read_bandwidth(megabytes: int = 512, repeats: int = 5) -> float:
-    """Bytes per second of a sum over a tensor far larger than the caches (the best of `repeats`)."""
-    data = torch.ones(megabytes * 2**20 // 4)
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        data.sum()
-        best = min(best, time.perf_counter() - started)
-    return data.numel() * 4 / best
 
 
 @torch.inference_mode()
@@ -77,7 +67,7 @@ def main() -> None:
     cache_row = 2 * fast.forward.n_layers * fast.forward.n_kv_heads * fast.forward.head_dim * fast.dtype.itemsize
     cache_bytes = cache_row * (args.context + 1)
     total = layer_bytes + head_bytes + cache_bytes
-    bandwidth = read_bandwidth()
+    bandwidth = measure_read_bandwidth(repeats=5)
     print(
         f"one decode step after {args.context} tokens: {1000 * step_s:.2f} ms ({1 / step_s:.0f} tokens/s), "
         f"{'compiled' if fast.report.compiled else 'eager'}, form {pair.target.form}"
