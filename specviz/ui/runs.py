@@ -288,6 +288,8 @@ def run_lesson(lesson: Lesson, playback_choice: str, ticket: Ticket, sessions: S
         chosen = yield from choosing_updates(pair, request.drafter, request.settings(), ticket, sessions)
         if not sessions.is_current(ticket):
             return
+        # the numbers bar said "choosing" meanwhile: it shows the lesson's measured run again
+        yield Update(numbers=texts.run_numbers_html(readings_of_trace(trace), "done", ticket.number, trace))
     advice = chosen.sentence if lesson.advises and chosen is not None and not request.auto else None  # γ auto: said once
     curve = dict(chosen.verify_costs) if lesson.advises and chosen is not None else None
     main = Measured("this run", request, trace, readings_of_trace(trace), advice, curve)
