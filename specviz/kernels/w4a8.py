@@ -21,6 +21,7 @@ sentence and `auto` takes another form.
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 
@@ -106,7 +107,9 @@ def register_fake(name: str) -> None:
         return x.new_empty((*x.shape[:-1], weight.size(0) * BLOCK_N))
 
 
+@functools.cache
 def ops():
+    """The op library of this process's path, looked up once (a layer calls it on every forward)."""
     return getattr(torch.ops, library(path()))
 
 
