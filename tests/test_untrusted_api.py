@@ -5,6 +5,7 @@ the server's log holds each refusal as one line (`refused: …`) and no tracebac
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -73,7 +74,9 @@ def client():
     said = log.read_text(errors="replace")
     assert "a handler failed" not in said, f"an unexpected error reached the last-resort handler: see {log}"
     assert "Traceback" not in said, f"every refusal is one line in the server's log, never a traceback: see {log}"
-    assert "\nrefused: " in said, f"a refused input is logged as one line ('refused: …'): see {log}"
+    assert re.search(r"^\S+ WARNING specviz\.ui\.guard: refused: ", said, re.MULTILINE), (
+        f"a refused input is logged as one line ('… WARNING specviz.ui.guard: refused: …'): see {log}"
+    )
 
 
 @pytest.fixture(scope="module")
