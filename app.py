@@ -13,7 +13,6 @@ import os
 import gradio as gr
 
 from specviz.process.logs import configure as configure_logging
-from specviz.process.openmp import sleep_between_regions
 from specviz.run.trace_schema import MAX_TRACE_BYTES
 from specviz.serving import pair_cache
 from specviz.ui.choices import background_pairs, catalogue_lessons
@@ -35,8 +34,6 @@ from specviz.ui.parts import (
 from specviz.ui.parts.screen import Recorded, Screen
 from specviz.ui.score_panel import SCORE_CSS
 from specviz.ui.sessions import Sessions
-
-sleep_between_regions()  # before torch loads (nothing above loads it): the server's one OpenMP mode (specviz/process/openmp.py)
 
 
 def build_page() -> gr.Blocks:

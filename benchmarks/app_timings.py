@@ -41,6 +41,9 @@ def wait(page, state: str, after: str | None = None, timeout: int = 300_000) -> 
     return wait_state(page, state, after, timeout, polling=20)
 
 
+MEASURING_POLL_MS = 250  # the first coloured token's time is then known to within this (it follows the measurement)
+
+
 def timed_run(page, playback: str) -> dict:
     """Press Run; seconds to the first coloured token and to done, and the page's numbers."""
     choose(page, "playback", playback)
@@ -49,6 +52,13 @@ def timed_run(page, playback: str) -> dict:
     pressed = time.perf_counter()
     page.click("#run")
     wait(page, "measuring", before, timeout=60_000)
+    page.wait_for_function(  # while the clock runs, look seldom: a 20 ms poll wakes the browser 50 times a second
+        "(after) => { const el = document.querySelector('#run-numbers');"
+        " return el.dataset.runId !== after && el.dataset.state !== 'measuring'; }",
+        arg=before,
+        timeout=300_000,
+        polling=MEASURING_POLL_MS,
+    )
     page.wait_for_function(
         f"(after) => document.querySelector('#run-numbers').dataset.runId !== after && document.querySelector('{COLOURED}') !== null",
         arg=before,
@@ -58,6 +68,23 @@ def timed_run(page, playback: str) -> dict:
     first = time.perf_counter() - pressed
     done = wait(page, "done", before)
     return {"first_colour_s": first, "done_s": time.perf_counter() - pressed, **done}
+
+
+RUN_NUMBERS = (  # what each Run's numbers bar says (data-* attributes, ui/texts.run_numbers_html)
+    "speedup", "speedupSpread", "alpha", "tau", "verifyCost", "tokensPerS", "baselineTokensPerS", "engine", "otherLoad"
+)  # fmt: skip
+
+
+def run_record(run: dict) -> dict:
+    """A Run's timings and numbers, the numbers as numbers ("—" and the engine's name stay text)."""
+
+    def value(text):
+        try:
+            return float(text)
+        except (TypeError, ValueError):
+            return text
+
+    return {key: value(run.get(key)) for key in ("first_colour_s", "done_s", *RUN_NUMBERS)}
 
 
 def bench_speedup(prompt: str, gamma: int, max_new_tokens: int, repeats: int) -> dict:
@@ -104,11 +131,9 @@ def main() -> None:
             page.wait_for_function("document.querySelector('#status').innerText.includes('Ready')", timeout=300_000)
             report["pair_ready_s"] = time.perf_counter() - started  # from `python app.py` to "Ready" on the page
             first = timed_run(page, DEFAULT_PLAYBACK)  # the very first run of the process
-            report["first_run"] = {k: first.get(k) for k in ("first_colour_s", "done_s", "speedup", "otherLoad")}
+            report["first_run"] = run_record(first)
             warm = [timed_run(page, "real pace") for _ in range(args.runs)]
-            report["warm_runs"] = [
-                {k: run.get(k) for k in ("first_colour_s", "done_s", "speedup", "alpha", "tau", "otherLoad")} for run in warm
-            ]
+            report["warm_runs"] = [run_record(run) for run in warm]
             default = timed_run(page, DEFAULT_PLAYBACK)
             report["default_run_done_s"] = default["done_s"]
             speedups = [float(run["speedup"]) for run in warm]
@@ -116,6 +141,7 @@ def main() -> None:
 
             bench = bench_speedup(CODE_PROMPT, gamma=4, max_new_tokens=64, repeats=args.bench_repeats)  # page still open
             report["bench_speedup"] = bench["speedup"]
+            report["bench_row"] = {k: bench.get(k) for k in ("engine", "tokens_per_s", "verify_cost", "tau", "speedup_spread")}
             report["app_over_bench"] = statistics.median(speedups) / bench["speedup"]
 
             choose(page, "playback", "50× slower")
@@ -156,7 +182,7 @@ def main() -> None:
             pressed = time.perf_counter()
             for each in pages:
                 each.click("#run")
-            finished = [wait(each, "done") for each in pages]
+            finished = [wait_state(each, "done", polling=MEASURING_POLL_MS) for each in pages]
             report["sessions"] = {
                 "n": args.sessions,
                 "all_done_s": time.perf_counter() - pressed,

@@ -29,14 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.results import write_results  # noqa: E402
 
 VARIANTS = {  # what each process group starts with: environment variables (None: unset), and torch's thread count
-    "spin": ({"OMP_WAIT_POLICY": ""}, None),  # libgomp's default ("" is no policy; specviz sets PASSIVE only where unset)
-    "passive": ({"OMP_WAIT_POLICY": "PASSIVE"}, None),  # idle threads sleep at once (specviz's setting: specviz/__init__.py)
+    "spin": ({"OMP_WAIT_POLICY": None}, None),  # libgomp's default (no policy set), as specviz runs
+    "passive": ({"OMP_WAIT_POLICY": "PASSIVE"}, None),  # idle threads sleep at once (specviz's server before serving/torch_threads.py)
     "active": ({"OMP_WAIT_POLICY": "ACTIVE"}, None),  # …or spin until the next parallel region
     "one-thread": ({}, 1),
     "huge-pages": ({"THP_MEM_ALLOC_ENABLE": "1"}, None),  # torch's large tensors on transparent huge pages
     # libgomp's default, with a second thread that ran one torch operation and stays alive, as a server's worker
     # threads do: libgomp then manages more threads than there are CPUs and cuts its spin-wait to 100 iterations
-    "spin-second-team": ({"OMP_WAIT_POLICY": "", "TWO_MODES_SECOND_TEAM": "1"}, None),
+    "spin-second-team": ({"OMP_WAIT_POLICY": None, "TWO_MODES_SECOND_TEAM": "1"}, None),
     "passive-second-team": ({"OMP_WAIT_POLICY": "PASSIVE", "TWO_MODES_SECOND_TEAM": "1"}, None),
 }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -176,28 +177,71 @@ def test_a_run_says_it_waits_for_the_background_load(quick_polls):
     loader.join(10)
 
 
-def test_the_server_sets_openmps_idle_threads_to_sleep_and_the_commands_keep_the_default():
-    """The two modes' fix (specviz/process/openmp.py): the app's server, which runs torch on several threads, asks for
-    the sleeping mode before torch loads; a command (one thread) keeps libgomp's default; a policy the environment sets
-    is kept."""
+def test_every_timed_section_runs_on_the_servers_one_timed_thread(bundled_pair, monkeypatch):
+    """The two modes' fix (serving/torch_threads.py): Runs asked for by different request threads, and γ auto's
+    calibration, all run on the same long-lived thread, so one OpenMP team is alive while the clock runs; a bad prompt
+    is refused in the asking thread, without queueing for that thread."""
+    from specviz.engine.settings import DecodeSettings
+    from specviz.serving import recorder, torch_threads
+
+    ran_on: list[threading.Thread] = []
+    monkeypatch.setattr(recorder, "_record", lambda *args: ran_on.append(threading.current_thread()))
+    askers = [threading.Thread(target=recorder.measure_run, args=(bundled_pair, "def f():", DecodeSettings())) for _ in range(2)]
+    for asker in askers:
+        asker.start()
+        asker.join(30)
+    ran_on.append(recorder.timed_quietly(threading.current_thread))  # γ auto's calibration and the score panel's timing
+    assert len(ran_on) == 3 and len(set(ran_on)) == 1, f"every timed section on one thread, got {ran_on}"
+    assert ran_on[0].name.startswith(torch_threads.TIMED_THREAD_NAME) and ran_on[0] not in askers
+    with pytest.raises(ValueError):
+        recorder.measure_run(bundled_pair, "x" * 30_000, DecodeSettings())
+    assert len(ran_on) == 3, "a refused prompt never reaches the timed thread"
+
+
+def test_a_loads_torch_work_runs_on_threads_that_end_with_each_stage(bundled_pair, monkeypatch):
+    """A pair's load (converting, compiled packages, warm-up runs) runs each stage on a thread of its own that has
+    ended when the stage returns: a load that steps aside for a Run leaves no OpenMP team alive beside the timed one."""
+    from specviz.models import loading
+    from specviz.serving import pair_cache
+
+    stages: list[tuple[str, threading.Thread]] = []
+
+    def stage(name, result=None):
+        def run(*args, **kwargs):
+            stages.append((name, threading.current_thread()))
+            return result
+
+        return run
+
+    monkeypatch.setattr(pair_cache, "fetch_in_subprocess", lambda name: None)
+    monkeypatch.setattr(loading, "load_pair", stage("load", bundled_pair))
+    monkeypatch.setattr(pair_cache, "compile_in_background", stage("compile"))
+    monkeypatch.setattr(pair_cache, "_run_through", stage("warm-up"))
+    monkeypatch.setattr(pair_cache, "pair_load_times", lambda pair: {})
+    monkeypatch.setattr(pair_cache, "_admit", lambda name, pair: pair_cache._loaded.__setitem__(name, pair))
+    name = "a-pair-loaded-in-stages"
+    monkeypatch.setitem(pair_cache._loaded, name, None)
+    del pair_cache._loaded[name]  # monkeypatch removes what the load adds
+    monkeypatch.setattr(pair_cache, "catalogue", lambda: SimpleNamespace(get=lambda _name: None, offline_pairs=dict))
+    assert pair_cache.get_pair(name) is bundled_pair
+    assert [what for what, _ in stages] == ["load", "compile"] + ["warm-up"] * 4
+    threads = [thread for _, thread in stages]
+    assert len(set(threads)) == len(threads), "each stage on a thread of its own"
+    assert threading.current_thread() not in threads and not any(thread.is_alive() for thread in threads)
+
+
+def test_the_server_and_the_commands_keep_openmps_default_wait_policy():
+    """No OpenMP setting of ours: the server's one timed thread spins between regions as a command's main thread does
+    (the sleeping mode cost the coder target a quarter of its pace, docs/performance.md "Two modes")."""
     import os
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parent.parent
     environment = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
-
-    def policy(code: str, **extra: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-c", code], env={**environment, **extra}, cwd=root, capture_output=True, text=True, check=True
-        )
-        return done.stdout.strip()
-
-    server = "import os, sys, app; print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)"
-    assert policy(server) == "PASSIVE False", "the server sleeps between regions, set before torch loads"
-    assert policy(server, OMP_WAIT_POLICY="ACTIVE") == "ACTIVE False", "a policy the environment sets is kept"
-    command = "import os, specviz.cli; print(os.environ.get('OMP_WAIT_POLICY'))"
-    assert policy(command) == "None", "a command keeps libgomp's default (it spins: faster on one thread)"
+    code = "import os, sys, app, specviz.cli; print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], env=environment, cwd=root, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "None False", f"no wait policy set and torch not loaded by the page, got {done.stdout!r}"
 
 
 def test_a_background_load_steps_aside_at_its_next_stage_for_a_waiting_run(quick_polls):

@@ -159,7 +159,7 @@ def command(args: argparse.Namespace) -> int:
             verifications=options.verifications_from(args)[1:],
         )
     result["other_load_cores"] = others.result.other_cores
-    result["openmp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY", "")  # "" in a command: libgomp's default (process/openmp.py)
+    result["openmp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY", "")  # "": libgomp's default, the server's too
     if chosen is not None:
         result["auto"] = {**chosen.to_json(), "measured_speedup": measured_speedup_of(result["rows"], chosen)}
     if args.json:

@@ -28,9 +28,9 @@ processor is kept for ten minutes only. The calibration runs on the pair's own p
 never on the prompt of the run that asked, so every entry point chooses alike. The entries live in one JSON file,
 `$SPECVIZ_CACHE/settings.json` (else ~/.cache/specviz); deleting it measures everything again.
 
-For the page (`known`, `prepare`, `result`): measured once per process in a background thread, inside the quiet
-section the server hands it (serving/recorder.quietly: the measuring slot once no background work runs, our compile
-worker stopped), so nothing of ours runs beside it; the choice a run drafted travels in its trace as
+For the page (`known`, `prepare`, `result`): measured once per process in the background, timed as the server times
+a Run (serving/recorder.timed_quietly: on its timed thread, in the measuring slot once no background work runs, our
+compile worker stopped), so nothing of ours runs beside it and its ν is the Run's; the choice a run drafted travels in its trace as
 run/chosen_setting.ChosenSetting.
 """
 
@@ -44,7 +44,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -318,7 +317,7 @@ def conditions(pair: LoadedPair, drafter: str, sampling: SamplingSettings) -> di
         "cpu": cpu_description(),
         "last_level_cache_bytes": last_level_cache_bytes(),
         "kernels": torch.backends.cpu.get_cpu_capability(),
-        # the kernels' instruction sets, and OpenMP's idle threads (the app's server sleeps them, a command spins them)
+        # the kernels' instruction sets, and OpenMP's wait policy where the environment sets one
         "isa_limits": {
             name: os.environ.get(name, "")
             for name in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "SPECVIZ_KERNEL_ISA", "OMP_WAIT_POLICY")
@@ -431,7 +430,7 @@ def remembered_setting(
 
 # For the page: measured once per process, in the background, inside the server's quiet section
 
-Quiet = Callable[[], AbstractContextManager]  # the server's: nothing else of ours runs inside it (serving/recorder.quietly)
+Timed = Callable[[Callable[[], ChosenSetting]], ChosenSetting]  # the server's way to time work (serving/recorder.timed_quietly)
 
 _chosen: dict[str, tuple[ChosenSetting, float]] = {}  # key → (the choice this process measured, when)
 _measuring: dict[str, threading.Thread] = {}
@@ -453,11 +452,11 @@ def prepare(
     pair: LoadedPair,
     drafter: str,
     sampling: SamplingSettings,
-    quiet: Quiet = nullcontext,
+    timed: Timed = lambda work: work(),
     own_work: Callable[[], str] = lambda: "",
 ) -> threading.Thread | None:
-    """Measure the choice in the background, inside `quiet`, unless it is known or already being measured: the thread
-    that measures it (join it, then `result`), or None where it is known."""
+    """Measure the choice in the background through `timed` (the server's: quietly, on its timed thread), unless it is
+    known or already being measured: the thread that waits for it (join it, then `result`), or None where it is known."""
     if known(pair, drafter, sampling) is not None:
         return None
     key = key_of(conditions(pair, drafter, sampling))
@@ -467,16 +466,15 @@ def prepare(
             return running
         _errors.pop(key, None)
         thread = _measuring[key] = threading.Thread(
-            target=_measure, args=(key, pair, drafter, sampling, quiet, own_work), name=f"gamma-auto-{pair.name}", daemon=True
+            target=_measure, args=(key, pair, drafter, sampling, timed, own_work), name=f"gamma-auto-{pair.name}", daemon=True
         )
         thread.start()
     return thread
 
 
-def _measure(key: str, pair: LoadedPair, drafter: str, sampling: SamplingSettings, quiet: Quiet, own_work) -> None:
+def _measure(key: str, pair: LoadedPair, drafter: str, sampling: SamplingSettings, timed: Timed, own_work) -> None:
     try:
-        with quiet():
-            chosen = remembered_setting(pair, drafter, sampling, own_work=own_work)
+        chosen = timed(lambda: remembered_setting(pair, drafter, sampling, own_work=own_work))
         _chosen[key] = (chosen, time.monotonic())
         log.info("%s, %s drafter: %s", pair.name, drafter, chosen.sentence)
     except Exception as error:  # the Run that waits says so and runs the γ on the page

@@ -24,6 +24,7 @@ from specviz.engine.settings import DecodeSettings
 from specviz.models.catalogue import Catalogue, load_catalogue
 from specviz.run.pair_info import PairInfo
 from specviz.run.runner import run
+from specviz.serving import torch_threads
 from specviz.serving.measuring_slot import MEASURING_SLOT, background_work, pause_point
 
 if TYPE_CHECKING:  # loading imports transformers: kept off the path to the app's first page
@@ -73,8 +74,11 @@ def get_pair(name: str) -> LoadedPair:
             try:
                 fetch_in_subprocess(name)  # outside the one-load lock: other pairs load meanwhile
                 # background work on the Runs' cores: it waits while a Run is timed, and a Run waits for it
+                # each stage's torch work on a thread that ends with it: a paused load leaves no OpenMP team behind
+                # to change how the Run that goes first is timed (serving/torch_threads.py)
                 with _one_load_at_a_time, background_work(f"loading {name}"):
-                    pair = load_pair(
+                    pair = torch_threads.passing(
+                        load_pair,
                         name,
                         catalogue().get(name),
                         catalogue().offline_pairs(),
@@ -82,7 +86,7 @@ def get_pair(name: str) -> LoadedPair:
                         shelf=_shelf,
                     )
                     pause_point()  # a Run that waits goes first: the load steps aside between its stages
-                    compile_in_background(name, pair)
+                    torch_threads.passing(compile_in_background, name, pair)
                     _set_status(name, f"Warming up {name}…")
                     warm_up(pair)
                     _load_s[name] = pair_load_times(pair)
@@ -271,7 +275,7 @@ def _adopt_packages(name: str, pair: LoadedPair, reports: dict | None, failure: 
 
     if failure is None:
         with MEASURING_SLOT:  # between requests: a run never switches engines halfway
-            still_missing = load_cached_packages(pair)
+            still_missing = torch_threads.passing(load_cached_packages, pair)  # no OpenMP team left on this thread
         if still_missing:
             failure = f"the compile worker left no package for {name}'s {', '.join(still_missing)}, so it keeps running eager"
     models = fast_models(pair)
@@ -362,8 +366,12 @@ def warm_up(pair: LoadedPair) -> None:
         settings = DecodeSettings(max_new_tokens=max_new_tokens, gamma=4)
         for mode in ("speculative", "autoregressive"):
             pause_point()  # in a background load: a Run that waits is timed first
-            for _ in run(pair, "def main():\n    return", settings, mode=mode):
-                pass
+            torch_threads.passing(_run_through, pair, "def main():\n    return", settings, mode)
+
+
+def _run_through(pair: LoadedPair, prompt: str, settings: DecodeSettings, mode: str) -> None:
+    for _ in run(pair, prompt, settings, mode=mode):
+        pass
 
 
 def pair_load_times(pair: LoadedPair) -> dict:

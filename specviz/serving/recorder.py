@@ -2,7 +2,8 @@
 
 One process-wide slot (serving/measuring_slot.py): runs share the processor, so two measurements at
 once would slow each other down. A session holds the slot only while its models run; rendering and
-playback happen after it is released, from the recorded trace.
+playback happen after it is released, from the recorded trace. Every timed section runs on the server's one timed
+thread (serving/torch_threads.py), so a Run is timed in the same OpenMP mode whichever request thread asked for it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from specviz.analysis.readings import median_index, readings_of
 from specviz.engine.events import Cycle, RunStarted, Step, Summary
@@ -21,7 +22,7 @@ from specviz.run.machine_load import LoadMeter, settle
 from specviz.run.runner import encode_prompt, run
 from specviz.run.timing_conditions import collector_paused, rounds_that_fit, slice_order, warm_up
 from specviz.run.trace import Trace
-from specviz.serving import compile_worker, pair_cache
+from specviz.serving import compile_worker, pair_cache, torch_threads
 from specviz.serving.measuring_slot import background_now, measuring
 from specviz.serving.pair_cache import pair_info
 
@@ -29,10 +30,12 @@ if TYPE_CHECKING:
     from specviz.deployment.peaks import PeakTracker
     from specviz.models.loading import LoadedPair
 
-ROUNDS_BUDGET_S = 4.0  # rounds are measured while they fit in this (a Run: measure, then 8 s of playback, ≤ 15 s)
+ROUNDS_BUDGET_S = 6.0  # rounds are measured while they fit in this (a Run: measure, then 8 s of playback, ≤ 15 s)
 MOST_ROUNDS = 5  # …and at most this many; one round where a single one takes longer than half the budget
 SETTLE_S = 0.25  # in the app: inside the slot, let the pages (ours and others', now frozen) finish drawing before timing…
 SETTLE_MAX_S = 8.0  # …and then wait for the other programs to be quiet, at most this long
+
+Result = TypeVar("Result")
 
 
 @dataclass
@@ -76,13 +79,32 @@ def measure_run(
     Timed as `bench` times (run/timing_conditions.py): both methods warmed first, untimed, and the garbage collector
     held off while the clock runs. Nothing else of ours runs meanwhile: the slot waits for a pair this server loads
     in the background (`waiting` is told so), and our compile worker is stopped. Input is checked before the slot is
-    taken, so a bad prompt never waits for another session. `setting`: the `gamma: auto` choice the run drafts (or
-    the one known for the pair here), carried in the trace.
+    taken, so a bad prompt never waits for another session; the rest runs on the server's timed thread
+    (serving/torch_threads.py), the same OpenMP mode for every Run. `setting`: the `gamma: auto` choice the run
+    drafts (or the one known for the pair here), carried in the trace.
     """
     settings.validate()
+    prompt_tokens = len(encode_prompt(pair, prompt, settings.max_new_tokens, settings.drafted_per_cycle))
+    return torch_threads.timed(
+        _record, pair, prompt, prompt_tokens, settings, drafter, should_stop, repeat_budget_s, settle_s, setting, waiting
+    )
+
+
+def _record(
+    pair: LoadedPair,
+    prompt: str,
+    prompt_tokens: int,
+    settings: DecodeSettings,
+    drafter: str,
+    should_stop: StopCheck,
+    repeat_budget_s: float,
+    settle_s: float,
+    setting: ChosenSetting | None,
+    waiting: Callable[[str], None],
+) -> Trace:
+    """measure_run's measurement, on the timed thread, its input checked."""
     from specviz.deployment import peaks as measured  # torch-side; the pair is loaded, so torch is too
 
-    prompt_tokens = len(encode_prompt(pair, prompt, settings.max_new_tokens, settings.drafted_per_cycle))
     peaks = measured.PeakTracker(pair.device, pair.draft.weight_bytes)  # CUDA's peaks; empty on a CPU
     with measuring(waiting, should_stop) as waited_for_loads:
         # waiting for quiet is no use while our own compile worker runs: it is stopped while the clock runs instead
@@ -130,6 +152,16 @@ def quietly(should_stop: StopCheck = never_stop) -> Iterator[None]:
         settle(SETTLE_S, SETTLE_S if compile_worker.busy() else SETTLE_MAX_S, should_stop)  # no use waiting out our worker
         with compile_worker.paused(), pair_cache.fetches_paused():
             yield
+
+
+def timed_quietly(work: Callable[[], Result]) -> Result:
+    """`work()` timed as a Run is: on the server's timed thread, inside `quietly` (γ auto's calibration)."""
+
+    def quiet_work() -> Result:
+        with quietly():
+            return work()
+
+    return torch_threads.timed(quiet_work)
 
 
 def own_work() -> str:

@@ -22,6 +22,7 @@ from specviz.kernels import forms
 from specviz.numbers import number
 from specviz.prompts.sets import CHAT_HELDOUT, CHAT_REWRITE, CODE_QUESTIONS, PROMPTS
 from specviz.run.trace import Trace
+from specviz.serving import torch_threads
 from specviz.ui import charts
 from specviz.ui.lesson_verifiers import explain_verifiers
 from specviz.ui.request import CHAIN, RunRequest
@@ -422,7 +423,7 @@ def _explain_coder(main: Measured, extra: list[Measured]) -> str:
         curve = ", ".join(f"ν({rows}) {nu:.2f}" for rows, nu in sorted(main.verify_curve.items()) if rows > 1)
         advice += (
             f"<p>The coder target's verify pass here, in target steps by rows: {curve}. This machine reads memory at "
-            f"{read_bandwidth_gb_s():.1f} GB/s (measured just now).</p>"
+            f"{torch_threads.timed(read_bandwidth_gb_s):.1f} GB/s (measured just now).</p>"
         )
     return (
         f"<p>A real coder model, in {html.escape(main.trace.pair.weight_form or 'its own dtype')} on this CPU: the 0.5B sibling drafted γ = {main.request.gamma} tokens a cycle and "

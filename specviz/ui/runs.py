@@ -135,7 +135,7 @@ def choosing_updates(
     chosen = auto.known(pair, drafter, settings.sampling)
     if chosen is not None:
         return chosen
-    measuring = auto.prepare(pair, drafter, settings.sampling, quiet=recorder.quietly, own_work=recorder.own_work)
+    measuring = auto.prepare(pair, drafter, settings.sampling, timed=recorder.timed_quietly, own_work=recorder.own_work)
     said = (
         f"Measuring which γ pays for {pair.name} on this machine: verify passes of 1–8 rows and a short calibration "
         "run (once per machine and pair, then kept in specviz's cache)…"
@@ -157,7 +157,7 @@ def prepare_auto_setting(request: RunRequest) -> None:
             pair_cache.get_pair(request.pair),
             request.drafter,
             request.settings().sampling,
-            quiet=recorder.quietly,
+            timed=recorder.timed_quietly,
             own_work=recorder.own_work,
         )
 

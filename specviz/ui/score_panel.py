@@ -19,6 +19,7 @@ from specviz.engine.settings import MAX_GAMMA, SamplingSettings
 from specviz.models.catalogue import PairError
 from specviz.prompts.sets import load_prompt_set
 from specviz.run.runner import MAX_PROMPT_CHARS
+from specviz.serving import recorder
 from specviz.serving.pair_cache import get_pair
 from specviz.ui.palette import COLOURS
 from specviz.ui.request import RUN_FIELDS, Field, checked
@@ -191,7 +192,9 @@ def score_for_panel(
 
     pair = get_pair(pair_name)
     continue_tokens = CONTINUATION_TOKENS if request["own"] else 0
-    return scorecard(pair, texts, sampling, gamma, pair_step_times(pair, gamma), continue_tokens=continue_tokens)
+    return recorder.timed_quietly(  # steps timed as a Run's are, never beside one
+        lambda: scorecard(pair, texts, sampling, gamma, pair_step_times(pair, gamma), continue_tokens=continue_tokens)
+    )
 
 
 def score_views(
