@@ -184,6 +184,19 @@ def test_playback_stops_within_50_ms(recorded, clock):
     assert clock.now <= 0.1 + 0.05 + 1e-9, f"playback went on until {clock.now:.3f} s after being stopped at 0.1 s"
 
 
+def test_playback_moves_on_where_the_clock_can_only_just_tell_a_moment_from_now(recorded, clock, monkeypatch):
+    """Started at clock S, at clock P the next moment m lies ahead by the reckoning P − S < m but not by the clock's
+    (S + m ≤ P, float rounding): playback shows it instead of waiting for a deadline that has already passed (this
+    hung a Run's playback under the fake clock)."""
+    start, now, moment = 1.3436424411240122, 2.1910761780612447, 0.8474337369372326
+    assert moment > now - start and start + moment <= now, "the numbers no longer make the case"
+    monkeypatch.setattr(playback_module, "timeline", lambda trace, slowdown: [(0.0, 0, "decide"), (moment, 1, "decide")])
+    clock.now = start
+    calls = iter(range(10_000))
+    shown = list(playback(recorded, 1.0, keep_going=lambda: next(calls, None) is not None, frame_interval_s=now - start))
+    assert shown == [(0, "decide"), (1, "decide")], f"playback stalled before the second moment, showed {shown}"
+
+
 def test_a_run_measures_first_then_plays_and_a_newer_run_retires_it(bundled_pair, clock, no_settle):
     sessions = Sessions()
     ticket = sessions.start("s")

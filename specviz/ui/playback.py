@@ -50,12 +50,12 @@ def playback(
                 time.sleep(0.02)
             started += time.perf_counter() - held_at
             continue
-        now = time.perf_counter() - started
+        now = time.perf_counter()  # moments are compared as clock readings, so a wait and its check agree to the bit
         due = shown
-        while due + 1 < len(moments) and moments[due + 1][0] <= now:
+        while due + 1 < len(moments) and started + moments[due + 1][0] <= now:
             due += 1
-        if moments[due][0] > now:
-            pause(moments[due][0] - now, keep_going)
+        if started + moments[due][0] > now:
+            pause_until(started + moments[due][0], keep_going)
             continue
         yield moments[due][1], moments[due][2]
         shown = due + 1
@@ -64,7 +64,11 @@ def playback(
 
 def pause(seconds: float, keep_going=lambda: True) -> None:
     """A wait that ends within 50 ms of keep_going() turning false."""
-    deadline = time.perf_counter() + seconds
+    pause_until(time.perf_counter() + seconds, keep_going)
+
+
+def pause_until(deadline: float, keep_going=lambda: True) -> None:
+    """Wait until the clock reads `deadline`, ending within 50 ms of keep_going() turning false."""
     while keep_going() and (left := deadline - time.perf_counter()) > 0:
         time.sleep(min(left, 0.05))
 
