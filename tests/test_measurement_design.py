@@ -244,6 +244,32 @@ def test_the_server_and_the_commands_keep_openmps_default_wait_policy():
     assert done.stdout.strip() == "None False", f"no wait policy set and torch not loaded by the page, got {done.stdout!r}"
 
 
+def test_a_run_queued_for_the_timed_thread_already_holds_a_load_back(quick_polls):
+    """A Run announced while it waits for the timed thread (behind another measurement) counts as waiting: a load that
+    reaches its next pause point steps aside until the Run is done, instead of starting another stage meanwhile."""
+    entered, at_pause_point, stepped_aside = threading.Event(), threading.Event(), []
+
+    def load() -> None:
+        with measuring_slot.background_work("loading a big pair"):
+            entered.set()
+            at_pause_point.wait(10)
+            stepped_aside.append(measuring_slot.pause_point())
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    assert entered.wait(10)
+    with measuring_slot.announced():
+        at_pause_point.set()
+        for _ in range(1000):  # until the load has left the running work at its pause point
+            if not measuring_slot.background_now():
+                break
+            threading.Event().wait(0.01)
+        assert measuring_slot.background_now() == "", "the load stepped aside for the announced Run"
+        assert loader.is_alive(), "…and waits while the Run is announced"
+    loader.join(10)
+    assert stepped_aside == [True], "the load resumed once the Run was done"
+
+
 def test_a_background_load_steps_aside_at_its_next_stage_for_a_waiting_run(quick_polls):
     """A Run waits for one stage of a load at most: at the load's next pause point it no longer counts as running."""
     stage_started, finish_stage, measured, load_done = threading.Event(), threading.Event(), threading.Event(), threading.Event()

@@ -87,6 +87,21 @@ def _leave(what: str) -> None:
 
 
 @contextmanager
+def announced() -> Iterator[None]:
+    """A measurement on its way to the slot (queued for the server's timed thread, serving/torch_threads.py): background
+    work steps aside from now on, not only once the measurement starts."""
+    global _measurements_waiting
+    with _state:
+        _measurements_waiting += 1
+    try:
+        yield
+    finally:
+        with _state:
+            _measurements_waiting -= 1
+            _state.notify_all()
+
+
+@contextmanager
 def measuring(
     waiting: Callable[[str], None] = lambda what: None, should_stop: Callable[[], bool] = lambda: False
 ) -> Iterator[float]:

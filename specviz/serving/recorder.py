@@ -23,7 +23,7 @@ from specviz.run.runner import encode_prompt, run
 from specviz.run.timing_conditions import collector_paused, rounds_that_fit, slice_order, warm_up
 from specviz.run.trace import Trace
 from specviz.serving import compile_worker, pair_cache, torch_threads
-from specviz.serving.measuring_slot import background_now, measuring
+from specviz.serving.measuring_slot import announced, background_now, measuring
 from specviz.serving.pair_cache import pair_info
 
 if TYPE_CHECKING:
@@ -85,9 +85,10 @@ def measure_run(
     """
     settings.validate()
     prompt_tokens = len(encode_prompt(pair, prompt, settings.max_new_tokens, settings.drafted_per_cycle))
-    return torch_threads.timed(
-        _record, pair, prompt, prompt_tokens, settings, drafter, should_stop, repeat_budget_s, settle_s, setting, waiting
-    )
+    with announced():  # a load steps aside for this Run from now, while it waits for the timed thread too
+        return torch_threads.timed(
+            _record, pair, prompt, prompt_tokens, settings, drafter, should_stop, repeat_budget_s, settle_s, setting, waiting
+        )
 
 
 def _record(
@@ -110,7 +111,8 @@ def _record(
         # waiting for quiet is no use while our own compile worker runs: it is stopped while the clock runs instead
         wait_at_most = settle_s if compile_worker.busy() else max(settle_s, SETTLE_MAX_S)
         waited = waited_for_loads + (settle(settle_s, wait_at_most, should_stop) if settle_s else 0.0)
-        warm_up(pair, prompt, settings, drafter, every_time=True)  # untimed: a package's first calls, idle caches
+        if not should_stop():  # a Run stopped while it waited for its turn ends at once
+            warm_up(pair, prompt, settings, drafter, every_time=True)  # untimed: a package's first calls, idle caches
         with (
             collector_paused(),
             compile_worker.paused(),
@@ -161,7 +163,8 @@ def timed_quietly(work: Callable[[], Result]) -> Result:
         with quietly():
             return work()
 
-    return torch_threads.timed(quiet_work)
+    with announced():
+        return torch_threads.timed(quiet_work)
 
 
 def own_work() -> str:
