@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks.browser import CHROMIUM, COLOURED, FLAGS, choose, free_port, numbers, start_app, stop_app, wait_state  # noqa: E402
+from benchmarks.first_start import as_number  # noqa: E402
 from benchmarks.results import write_results  # noqa: E402
 
 
@@ -77,14 +78,7 @@ RUN_NUMBERS = (  # what each Run's numbers bar says (data-* attributes, ui/texts
 
 def run_record(run: dict) -> dict:
     """A Run's timings and numbers, the numbers as numbers ("—" and the engine's name stay text)."""
-
-    def value(text):
-        try:
-            return float(text)
-        except (TypeError, ValueError):
-            return text
-
-    return {key: value(run.get(key)) for key in ("first_colour_s", "done_s", *RUN_NUMBERS)}
+    return {key: as_number(run.get(key)) for key in ("first_colour_s", "done_s", *RUN_NUMBERS)}
 
 
 def bench_speedup(prompt: str, gamma: int, max_new_tokens: int, repeats: int) -> dict:
