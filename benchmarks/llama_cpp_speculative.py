@@ -28,7 +28,8 @@ Steps, in order (everything that compiles, loads or chooses runs before the firs
      -t T -tb T -td T -tbd T -c 2048 --seed 0` (--no-escape: llama.cpp would otherwise turn a prompt's backslash
      sequences such as \\n into characters; draft-simple drafts greedily, p_min 0 by default: K drafts a pass);
      drafted, accepted, accept % and decoding tokens/s as it prints them; the best K by pooled decoding rate;
-  6. specviz plain (mode autoregressive) and speculative at the pair's setting, greedy, the same prompts and N.
+  6. specviz plain (mode autoregressive) and speculative at the pair's setting, greedy, the same prompts and N, prompt
+     by prompt in alternating order (as `bench` interleaves its methods).
 On an AMX CPU llama.cpp's weight repacking is turned off (`--repack 0` for llama-bench, `-nr` for
 llama-speculative-simple); --repack on/off overrides; the results say which ran.
 Decoding rates on both engines leave the prompt's prefill out (llama-bench's -p 0; specviz's wall minus prefill;
@@ -268,29 +269,39 @@ def weights_streamed(pair) -> dict:
     }
 
 
-def specviz_over(pair, prompts: list[str], settings, mode: str, drafter: str) -> dict:
-    """specviz over every prompt in one mode: the pooled decoding rate (prefill left out), the tally, the tokens."""
+MODES = ("autoregressive", "speculative")
+
+
+def specviz_over(pair, prompts: list[str], settings, drafter: str) -> dict[str, dict]:
+    """specviz over every prompt in both modes, prompt by prompt in alternating order (A S, S A, …: each mode first as
+    often as last, as `bench` interleaves, run/timing_conditions.slice_order), the garbage collector held off while a
+    prompt runs: per mode, the pooled decoding rate (prefill left out), the tally, the tokens."""
     from specviz.engine import Tally
     from specviz.run.runner import run
+    from specviz.run.timing_conditions import collector_paused, slice_order
 
-    tokens, decode_s, tally, ids, texts = 0, 0.0, Tally(), [], []
-    for prompt in prompts:
-        summary = list(run(pair, prompt, settings, mode=mode, drafter=drafter))[-1]
-        tokens += summary.new_tokens
-        decode_s += summary.wall_s - summary.prefill_s
-        tally = tally + summary.tally
-        ids.append(summary.new_token_ids)
-        texts.append(summary.text)
-    return {"tokens": tokens, "decode_s": decode_s, "tokens_per_s": tokens / decode_s, "tally": tally, "ids": ids, "texts": texts}
+    pooled = {mode: {"tokens": 0, "decode_s": 0.0, "tally": Tally(), "ids": [], "texts": []} for mode in MODES}
+    for index, prompt in enumerate(prompts):
+        with collector_paused():  # collected between prompts, never while a clock runs
+            summaries = {mode: list(run(pair, prompt, settings, mode=mode, drafter=drafter))[-1] for mode in slice_order(MODES, index)}
+        for mode, summary in summaries.items():
+            kept = pooled[mode]
+            kept["tokens"] += summary.new_tokens
+            kept["decode_s"] += summary.wall_s - summary.prefill_s
+            kept["tally"] = kept["tally"] + summary.tally
+            kept["ids"].append(summary.new_token_ids)
+            kept["texts"].append(summary.text)
+    for kept in pooled.values():
+        kept["tokens_per_s"] = kept["tokens"] / kept["decode_s"] if kept["decode_s"] else 0.0
+    return pooled
 
 
 def specviz_runs(pair, prompts: list[str], settings, drafter: str) -> dict:
-    """specviz plain, then speculative at the pair's setting, greedy; α and whether the outputs are the same."""
+    """specviz plain and speculative at the pair's setting, greedy, interleaved; α and whether the outputs are the same."""
     warm = dataclasses.replace(settings, max_new_tokens=min(16, settings.max_new_tokens))
-    for mode in ("autoregressive", "speculative"):  # allocators, kernels, the first calls: never timed
-        specviz_over(pair, prompts[:1], warm, mode, drafter)
-    plain = specviz_over(pair, prompts, settings, "autoregressive", drafter)
-    spec = specviz_over(pair, prompts, settings, "speculative", drafter)
+    specviz_over(pair, prompts[:1], warm, drafter)  # allocators, kernels, the first calls: never timed
+    both = specviz_over(pair, prompts, settings, drafter)
+    plain, spec = both["autoregressive"], both["speculative"]
     tally = spec["tally"]
     same = [a == b for a, b in zip(plain["ids"], spec["ids"])]
     return {

@@ -15,7 +15,7 @@ import pytest
 
 from specviz.analysis.prompt_set import TimedRequest
 from specviz.analysis.readings import Spread, median_index, spread_of
-from specviz.cli.bench import child_argv
+from specviz.cli.bench import auto_line, child_argv, measured_of
 from specviz.deployment.benchmark import MethodResult, merge_processes, repeat_speedups
 from specviz.run.timing_conditions import rounds_that_fit, slice_order
 from specviz.serving import measuring_slot
@@ -85,14 +85,30 @@ def test_bench_processes_merge_to_the_median_process_per_row():
             {"method": "autoregressive", "gamma": None, "speedup": 1.0},
             {"method": "speculative", "gamma": 4, "tree": None, "verification": "exact", "speedup": speedup},
         ]
+        rows[1]["decode_speedup"] = speedup * 1.1
         return {"rows": rows, "greedy_identical": identical, "transformers_identical": None, "engine": "compiled"}
 
     merged = merge_processes([result(1.5), result(1.2), result(1.45, identical=False)])
     row = merged["rows"][1]
     assert row["speedup"] == 1.45 and row["speedup_spread_processes"] == pytest.approx(0.25)
     assert row["speedup_by_process"] == [1.5, 1.2, 1.45] and merged["processes"] == 3
+    assert row["decode_speedup"] == pytest.approx(1.45 * 1.1), "the speedup while decoding: the median process's too"
+    assert row["decode_speedup_by_process"] == pytest.approx([1.65, 1.32, 1.595])
     assert merged["greedy_identical"] is False, "identical only if every process wrote the target's own output"
     assert merged["transformers_identical"] is None
+
+
+def test_gamma_auto_is_set_beside_the_speedup_it_predicts_while_decoding():
+    rows = [
+        {"method": "autoregressive", "gamma": None, "speedup": 1.0, "decode_speedup": 1.0},
+        {"method": "speculative", "gamma": 2, "tree": None, "speedup": 1.14, "decode_speedup": 1.30},
+        {"method": "speculative", "gamma": 3, "tree": None, "speedup": 1.10, "decode_speedup": 1.25},
+    ]
+    measured = measured_of(rows, SimpleNamespace(gamma=2, tree=None))
+    assert measured == {"measured_speedup": 1.14, "measured_decode_speedup": 1.30}, "γ 2's row, not γ 3's"
+    line = auto_line("γ 2", 1.32, measured)
+    assert "predicted 1.32× while decoding, measured 1.30× (0.98 of it); 1.14× with the prompt's prefill" in line
+    assert "measured n/a" in auto_line("γ 4", 1.32, measured_of(rows, SimpleNamespace(gamma=4, tree=None)))
 
 
 def test_each_bench_process_runs_the_same_command_without_processes_and_with_json():

@@ -102,7 +102,7 @@ def in_processes(args: argparse.Namespace) -> int:
     merged = merge_processes(results)
     if merged.get("auto"):  # the choice every process read from specviz's cache, measured as the merged row reads
         chosen = merged["auto"]
-        merged["auto"] = {**chosen, "measured_speedup": measured_speedup_of(merged["rows"], argparse.Namespace(**chosen))}
+        merged["auto"] = {**chosen, **measured_of(merged["rows"], argparse.Namespace(**chosen))}
     if args.json:
         print(json.dumps(merged))
         return 0
@@ -161,7 +161,7 @@ def command(args: argparse.Namespace) -> int:
     result["other_load_cores"] = others.result.other_cores
     result["openmp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY", "")  # "": libgomp's default, the server's too
     if chosen is not None:
-        result["auto"] = {**chosen.to_json(), "measured_speedup": measured_speedup_of(result["rows"], chosen)}
+        result["auto"] = {**chosen.to_json(), **measured_of(result["rows"], chosen)}
     if args.json:
         print(json.dumps(result))
     else:
@@ -184,12 +184,7 @@ def command(args: argparse.Namespace) -> int:
                 )
             )
         if chosen is not None:
-            measured = result["auto"]["measured_speedup"]
-            print(
-                f"--gamma auto chose {chosen.label}: predicted {chosen.predicted_speedup:.2f}×, measured "
-                + (f"{measured:.2f}×" if measured is not None else "n/a")
-                + ("" if chosen.pays else f". {chosen.sentence[0].upper()}{chosen.sentence[1:]}.")
-            )
+            print(auto_line(chosen.label, chosen.predicted_speedup, result["auto"]) + ("" if chosen.pays else f". {chosen.sentence[0].upper()}{chosen.sentence[1:]}."))
         print(f"timed on the {result['engine']} step, {result['threads']} torch threads")
         if others.result.other_cores is not None:
             warning = " (busy: these timings are slowed; run again on a quiet machine)" if others.result.busy else ""
@@ -217,12 +212,28 @@ def spread_lines(rows: list[dict], repeats: int) -> list[str]:
     return lines
 
 
-def measured_speedup_of(rows: list[dict], chosen) -> float | None:
-    """The measured speedup of the row that ran the automatic choice (its tree's where a tree row ran, else its chain's)."""
+def auto_line(label: str, predicted: float, measured: dict) -> str:
+    """γ auto's prediction beside what its row measured, like for like: while decoding (the prefill left out, as the
+    calibration leaves it out), then with the prefill (the row's headline speedup)."""
+    decode, whole = measured.get("measured_decode_speedup"), measured.get("measured_speedup")
+    line = f"--gamma auto chose {label}: predicted {predicted:.2f}× while decoding, measured "
+    line += f"{decode:.2f}× ({decode / predicted:.2f} of it)" if decode and predicted else "n/a"
+    return line + (f"; {whole:.2f}× with the prompt's prefill" if whole is not None else "")
+
+
+def auto_row(rows: list[dict], chosen) -> dict | None:
+    """The row that ran the automatic choice (its tree's where a tree row ran, else its chain's)."""
     ran_tree = any(row["method"] == "speculative-tree" and row.get("tree") == chosen.tree for row in rows) and chosen.tree
     for row in rows:
         is_tree_row = row["method"] == "speculative-tree" and ran_tree and row.get("tree") == chosen.tree
         is_chain_row = row["method"] == "speculative" and not ran_tree and row.get("gamma") == chosen.gamma
         if is_tree_row or is_chain_row:
-            return row.get("speedup")
+            return row
     return None
+
+
+def measured_of(rows: list[dict], chosen) -> dict:
+    """What the automatic choice's row measured: its speedup with the prompt's prefill (the headline), and while
+    decoding, which is what γ auto predicts (its calibration leaves the prefill out)."""
+    row = auto_row(rows, chosen) or {}
+    return {"measured_speedup": row.get("speedup"), "measured_decode_speedup": row.get("decode_speedup")}

@@ -422,18 +422,22 @@ def row_key(row: dict) -> tuple:
 
 
 def merge_processes(results: list[dict]) -> dict:
-    """Several `bench` processes' results as one (`bench --processes N`): each row's speedup the median process's, ±
-    the farthest process from it (analysis/readings.Spread), every process's kept; the other fields the first's."""
+    """Several `bench` processes' results as one (`bench --processes N`): each row's speedup (and its speedup while
+    decoding) the median process's, ± the farthest process from it (analysis/readings.Spread), every process's kept;
+    the other fields the first's."""
     merged = {**results[0], "rows": [], "processes": len(results)}
     for row in results[0]["rows"]:
         same = [next((r for r in result["rows"] if row_key(r) == row_key(row)), None) for result in results]
         processes = spread_of([r.get("speedup") if r is not None else None for r in same])
+        decoding = spread_of([r.get("decode_speedup") if r is not None else None for r in same])
         merged["rows"].append(
             {
                 **row,
                 "speedup": processes.median if processes is not None else row.get("speedup"),
                 "speedup_spread_processes": processes.spread if processes is not None else None,
                 "speedup_by_process": list(processes.values) if processes is not None else [],
+                "decode_speedup": decoding.median if decoding is not None else row.get("decode_speedup"),
+                "decode_speedup_by_process": list(decoding.values) if decoding is not None else [],
             }
         )
     for key in ("greedy_identical", "transformers_identical"):  # identical in every process, or not

@@ -22,10 +22,11 @@ the target's weights sit against this CPU's cache, or the draft's α against its
 Keeping (`remembered_setting`): the page, `run`, `bench`, `report` and `export` read the same entry, so they draft the
 same chain or tree. Its key is everything the measurement depends on: the CPU (its model name, its flags, its
 last-level cache), torch's version, kernel capability and thread count, the device, the pair (its models, dtype and
-weight forms), the engine its step runs on (compiled or eager), the drafter and the sampling (greedy, or the
-temperature). Change any of them and the next run measures again; a measurement that ran while other programs used the
-processor is kept for ten minutes only. The calibration runs on the pair's own prompts (its domain's first presets),
-never on the prompt of the run that asked, so every entry point chooses alike. The entries live in one JSON file,
+weight forms, and the build of our own kernel where a form runs it), the engine its step runs on (compiled or eager),
+the drafter and the sampling (greedy, or the temperature). Change any of them and the next run measures again; a
+measurement that ran while other programs used the processor is kept for ten minutes only. The calibration runs on the
+pair's own prompts (its domain's first presets), never on the prompt of the run that asked, so every entry point
+chooses alike. The entries live in one JSON file,
 `$SPECVIZ_CACHE/settings.json` (else ~/.cache/specviz); deleting it measures everything again.
 
 For the page (`known`, `prepare`, `result`): measured once per process in the background, timed as the server times
@@ -310,6 +311,7 @@ def cpu_description(cpu_info: Path = CPU_INFO) -> dict:
 def conditions(pair: LoadedPair, drafter: str, sampling: SamplingSettings) -> dict:
     """Everything the choice depends on (module docstring), as plain JSON."""
     from specviz.engine.compiled import pair_engine
+    from specviz.kernels import forms
 
     device = pair.device
     return {
@@ -334,6 +336,16 @@ def conditions(pair: LoadedPair, drafter: str, sampling: SamplingSettings) -> di
             "feature_head": pair.feature_head.head.form if pair.feature_head is not None else None,
         },
         "engine": pair_engine(pair),
+        # our own kernels' builds (kernels/forms.native_kernels: the library and its C++ source): a new kernel prices
+        # the verify pass anew
+        "native_kernels": sorted(
+            {
+                hashlib.sha256(text.encode()).hexdigest()[:16]
+                for part in (pair.target, pair.draft)
+                if part is not None
+                for text in forms.native_kernels(part.model)
+            }
+        ),
         "drafter": drafter,
         "sampling": "greedy"
         if sampling.greedy
