@@ -102,6 +102,7 @@ def main() -> int:
                     f"{measured:.2f}× ({ratio:.2f}); {auto.get('measured_speedup') or 0:.2f}× with the prompt's prefill"
                 )
         values["pairs"][pair] = summary
+    values["in_order"] = [{"pair": name, **summary} for name, summary in values["pairs"].items()]  # keys without dots
     if args.save:
         write_results(args.save, values)
     return 0

@@ -1,13 +1,14 @@
 """The w4a8 kernel alone, by the rows it multiplies: a k-row pass over one step, for two builds of the kernel side by
-side (the tree's source and another, e.g. the previous commit's), on the coder target's real shapes.
+side (the tree's source and a git revision's, by default HEAD's), or the tree's alone, on the coder target's real
+shapes.
 
-    python benchmarks/w4a8_rows.py [--path avx2] [--against OLD.cpp] [--layers 4] [--rows 1,2,3,4,8,45]
+    python benchmarks/w4a8_rows.py [--path avx2] [--against REVISION|none] [--layers 4] [--rows 1,2,3,4,5,8,45]
 
 Each build is loaded as its own op library; both multiply the same random 4-bit weights (`--layers` layers of
 Qwen2.5-Coder-1.5B's four matrices, 1536 → 2048, 1536 → 1536, 1536 → 17,920 and 8960 → 1536: 4 layers stream
-110 MB, more than any L3 here, as a real step does) by the same bf16 rows. The builds alternate call by call, each
-time is the median of `--repeats` (the builds alternate which goes first), and every output is compared bit for bit between the builds. It prints ms per pass,
-ν(k) (a k-row pass over a 1-row one) and GB/s of weights streamed.
+110 MB, more than any L3 here, as a real step does) by the same bf16 rows. The builds alternate pass by pass (each
+first as often as second), each time is the median of `--repeats`, and every output is compared bit for bit between
+the builds. It prints ms per pass, ν(k) (a k-row pass over a 1-row one) and GB/s of weights streamed.
 """
 
 from __future__ import annotations
@@ -48,17 +49,16 @@ def source_at(revision: str) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", default="avx2", choices=["avx2", "avx512"])
-    parser.add_argument("--against", default="HEAD", help="a git revision whose kernel source to compare (default HEAD)")
+    parser.add_argument("--against", default="HEAD", help="a git revision whose kernel source to compare (default HEAD; none: this tree's alone)")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--rows", default="1,2,3,4,5,8,45")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--save", help="write benchmarks/results/NAME.json")
     args = parser.parse_args()
 
-    builds = {
-        "this tree": ops_of(w4a8.SOURCE, args.path, f"w4a8_rows_new_{args.path}"),
-        args.against: ops_of(source_at(args.against), args.path, f"w4a8_rows_old_{args.path}"),
-    }
+    builds = {"this tree": ops_of(w4a8.SOURCE, args.path, f"w4a8_rows_new_{args.path}")}
+    if args.against != "none":
+        builds[args.against] = ops_of(source_at(args.against), args.path, f"w4a8_rows_old_{args.path}")
     torch.manual_seed(0)
     matrices = []
     for _ in range(args.layers):
@@ -77,7 +77,8 @@ def main() -> int:
     for k in [int(r) for r in args.rows.split(",")]:
         rows = {n_in: torch.randn(k, n_in, dtype=torch.bfloat16) for n_in, _ in SHAPES}
         outs = {name: one_pass(name, rows) for name in builds}
-        same = all(torch.equal(a, b) for a, b in zip(*outs.values()))
+        first = next(iter(outs.values()))
+        same = all(torch.equal(a, b) for out in outs.values() for a, b in zip(first, out))
         times = {name: [] for name in builds}
         for repeat in range(args.repeats):
             for name in slice_order(list(builds), repeat):  # each build first as often as second
@@ -93,7 +94,17 @@ def main() -> int:
             cells.append(f"{ms:14.2f} {ms / results[1][name]:6.2f} {weight_bytes / ms / 1e6:6.1f}")
         print(f"{k:5d} " + " ".join(cells) + f"  {row['same_bits']}")
     if args.save:
-        write_results(args.save, {"path": args.path, "against": args.against, "weight_bytes": weight_bytes, "rows": results})
+        saved = {  # by rows: this tree's ms, ν and GB/s; the other build's ms; whether every output had the same bits
+            str(k): {
+                "ms": row["this tree"],
+                "nu": row["this tree"] / results[1]["this tree"],
+                "gb_s": weight_bytes / row["this tree"] / 1e6,
+                "against_ms": row.get(args.against),
+                "same_bits": row["same_bits"],
+            }
+            for k, row in results.items()
+        }
+        write_results(args.save, {"path": args.path, "against": args.against, "weight_bytes": weight_bytes, "rows": saved})
     return 0
 
 
