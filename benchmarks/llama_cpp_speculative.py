@@ -283,7 +283,9 @@ def specviz_over(pair, prompts: list[str], settings, drafter: str) -> dict[str, 
     pooled = {mode: {"tokens": 0, "decode_s": 0.0, "tally": Tally(), "ids": [], "texts": []} for mode in MODES}
     for index, prompt in enumerate(prompts):
         with collector_paused():  # collected between prompts, never while a clock runs
-            summaries = {mode: list(run(pair, prompt, settings, mode=mode, drafter=drafter))[-1] for mode in slice_order(MODES, index)}
+            summaries = {
+                mode: list(run(pair, prompt, settings, mode=mode, drafter=drafter))[-1] for mode in slice_order(MODES, index)
+            }
         for mode, summary in summaries.items():
             kept = pooled[mode]
             kept["tokens"] += summary.new_tokens

@@ -40,7 +40,9 @@ def ops_of(source: Path, path: str, name: str):
 
 def source_at(revision: str) -> Path:
     """The kernel's source as committed at `revision` (git show), in a temporary file."""
-    text = subprocess.run(["git", "show", f"{revision}:specviz/kernels/csrc/w4a8.cpp"], capture_output=True, text=True, check=True).stdout
+    text = subprocess.run(
+        ["git", "show", f"{revision}:specviz/kernels/csrc/w4a8.cpp"], capture_output=True, text=True, check=True
+    ).stdout
     target = Path(tempfile.mkdtemp()) / "w4a8.cpp"
     target.write_text(text)
     return target
@@ -49,7 +51,9 @@ def source_at(revision: str) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", default="avx2", choices=["avx2", "avx512"])
-    parser.add_argument("--against", default="HEAD", help="a git revision whose kernel source to compare (default HEAD; none: this tree's alone)")
+    parser.add_argument(
+        "--against", default="HEAD", help="a git revision whose kernel source to compare (default HEAD; none: this tree's alone)"
+    )
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--rows", default="1,2,3,4,5,8,45")
     parser.add_argument("--repeats", type=int, default=15)
@@ -67,7 +71,9 @@ def main() -> int:
             matrices.append((n_in, w4a8.quantise(weight)))
     packed = {name: [(n_in, ops.w4a8_prepack(*parts)) for n_in, parts in matrices] for name, ops in builds.items()}
     weight_bytes = sum(sum(t.numel() * t.element_size() for t in parts) for _, parts in packed["this tree"])
-    print(f"{args.path} path, {args.layers} layers, {weight_bytes / 1e6:.0f} MB of packed weights, {torch.get_num_threads()} threads")
+    print(
+        f"{args.path} path, {args.layers} layers, {weight_bytes / 1e6:.0f} MB of packed weights, {torch.get_num_threads()} threads"
+    )
 
     def one_pass(name: str, rows: dict[int, torch.Tensor]) -> list[torch.Tensor]:
         ops = builds[name]

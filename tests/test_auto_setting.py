@@ -111,7 +111,9 @@ def test_the_choice_is_measured_once_per_machine_and_pair_then_reused(bundled_pa
     entries = json.loads((tmp_path / "settings.json").read_text())
     (entry,) = entries.values()
     assert entry["conditions"]["pair"] == "pycode-distilled" and entry["conditions"]["drafter"] == "model"
-    assert {"cpu", "last_level_cache_bytes", "kernels", "threads", "engine", "weights", "native_kernels", "torch"} <= entry["conditions"].keys()
+    assert {"cpu", "last_level_cache_bytes", "kernels", "threads", "engine", "weights", "native_kernels", "torch"} <= entry[
+        "conditions"
+    ].keys()
 
     again = gamma_auto.remembered_setting(bundled_pair, "model", greedy, on_measure=lambda: measured.append(2))
     assert measured == [1], "the second run reads the kept choice instead of measuring"

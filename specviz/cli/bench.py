@@ -184,7 +184,10 @@ def command(args: argparse.Namespace) -> int:
                 )
             )
         if chosen is not None:
-            print(auto_line(chosen.label, chosen.predicted_speedup, result["auto"]) + ("" if chosen.pays else f". {chosen.sentence[0].upper()}{chosen.sentence[1:]}."))
+            print(
+                auto_line(chosen.label, chosen.predicted_speedup, result["auto"])
+                + ("" if chosen.pays else f". {chosen.sentence[0].upper()}{chosen.sentence[1:]}.")
+            )
         print(f"timed on the {result['engine']} step, {result['threads']} torch threads")
         if others.result.other_cores is not None:
             warning = " (busy: these timings are slowed; run again on a quiet machine)" if others.result.busy else ""

@@ -26,8 +26,8 @@ weight forms, and the build of our own kernel where a form runs it), the engine 
 the drafter and the sampling (greedy, or the temperature). Change any of them and the next run measures again; a
 measurement that ran while other programs used the processor is kept for ten minutes only. The calibration runs on the
 pair's own prompts (its domain's first presets), never on the prompt of the run that asked, so every entry point
-chooses alike. The entries live in one JSON file,
-`$SPECVIZ_CACHE/settings.json` (else ~/.cache/specviz); deleting it measures everything again.
+chooses alike. The entries live in one JSON file, `$SPECVIZ_CACHE/settings.json` (else ~/.cache/specviz); deleting it
+measures everything again.
 
 For the page (`known`, `prepare`, `result`): measured once per process in the background, timed as the server times
 a Run (serving/recorder.timed_quietly: on its timed thread, in the measuring slot once no background work runs, our
