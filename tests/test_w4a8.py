@@ -5,6 +5,8 @@ CPU of the last decade, AVX-512 machines included), compared bit for bit against
 reference of the form's arithmetic, then run through the fused projections, the fast path eager and compiled, and
 greedy speculation against plain decoding. `auto` takes the form by timing it (kernels/choice.py), tested too."""
 
+import time
+
 import pytest
 import torch
 from torch import nn
@@ -141,6 +143,33 @@ def test_auto_times_the_exact_forms_on_the_models_shapes_once_per_machine(tmp_pa
     assert choice.fastest_exact(model) == first
     formed = apply_form(tiny_llama(VOCAB, seed=0, hidden=64), "auto")
     assert formed.weight_form == first.form and first.reason in formed.weight_kernel
+
+
+def test_a_form_timed_beside_other_work_is_timed_again_later(tmp_path, monkeypatch):
+    from specviz.run.machine_load import OtherLoad
+
+    class Busy:  # run/machine_load.LoadMeter as it reads a machine where another program took a core
+        result = OtherLoad(other_cores=1.0)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+    monkeypatch.setattr(choice, "choices_file", lambda: tmp_path / "form_choices.json")
+    monkeypatch.setattr(choice, "LoadMeter", Busy)
+    model = tiny_llama(VOCAB, seed=0, hidden=64)
+    timed = []
+    monkeypatch.setattr(choice, "measure", lambda *args: timed.append(1) or choice.FormChoice("int8", "int8 was fastest", {}, {}))
+    if len(choice.candidates(model)) < 2:
+        pytest.skip("one exact form only: nothing is timed")
+    first = choice.fastest_exact(model)
+    assert choice.fastest_exact(model) == first and len(timed) == 1, "the loads soon after reuse it"
+    later = time.time() + choice.BUSY_KEPT_S + 1
+    monkeypatch.setattr(choice.time, "time", lambda: later)
+    choice.fastest_exact(model)
+    assert len(timed) == 2, "then it is timed again"
 
 
 @pytest.mark.slow

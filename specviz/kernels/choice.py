@@ -1,7 +1,11 @@
 """`auto`'s weight form, chosen by measurement: on first use per machine and model shape, each exact form this CPU runs
 is timed on the model's own layer shapes (a one-token step and a 4-row verify pass, over enough copies of a layer that
 its weights stream from memory as the whole model's do), and the fastest is kept in specviz's cache with the timings
-that chose it. Nothing else of ours runs meanwhile: it happens while the model loads, before anything is timed."""
+that chose it. Nothing else of this process runs meanwhile: it happens while the model loads, before anything is timed.
+Other programs may (in the app, the compile worker compiling another pair): a choice timed while they used the
+processor is kept for BUSY_KEPT_S only, as γ auto's is, and then timed again, so one noisy minute does not pick a
+machine's form for good (on an empty cache the app once timed SmolLM2's forms beside the worker and kept int8, its
+w4a8 step read 392 ms against a 4-row pass of 71 ms)."""
 
 from __future__ import annotations
 
@@ -18,9 +22,11 @@ from torch import nn
 
 from specviz.cache import cache_root
 from specviz.kernels import cpu, forms, w4a8
+from specviz.run.machine_load import LoadMeter
 
 log = logging.getLogger(__name__)
 
+BUSY_KEPT_S = 600.0  # a choice timed beside other programs' work serves this long, then the next load times it again
 VERIFY_ROWS = 4  # the pass a chain of γ = 3 verifies: what speculation asks of the target besides its steps
 ROUNDS = 7  # timed rounds per form, interleaved form by form; the median is kept
 FALLBACK = "int4"  # what auto takes where nothing can be measured: torch's own kernel runs on every CPU
@@ -73,8 +79,17 @@ def fastest_exact(model: nn.Module) -> FormChoice:
     if kept is not None:
         return kept
     log.warning("timing the weight forms %s on this model's shapes, once per machine (a few seconds)", ", ".join(names))
-    choice = measure(usable, layers, names)
-    keep(key, choice)
+    with LoadMeter() as others:
+        choice = measure(usable, layers, names)
+    busy = others.result is not None and others.result.busy
+    if busy:
+        log.warning(
+            "other programs used %.2f cores while the weight forms were timed: this choice (%s) is kept %.0f minutes only",
+            others.result.other_cores or 0.0,
+            choice.form,
+            BUSY_KEPT_S / 60,
+        )
+    keep(key, choice, busy=busy)
     return choice
 
 
@@ -88,20 +103,27 @@ def choices_file():
 
 
 def read_kept(key: str) -> FormChoice | None:
+    """The choice kept for `key`; None where there is none, or where it was timed beside other work over BUSY_KEPT_S ago."""
     try:
         found = json.loads(choices_file().read_text()).get(key)
     except (OSError, ValueError):
         return None
-    return FormChoice(**found) if found else None
+    if not found:
+        return None
+    busy, kept_at = found.pop("busy", False), found.pop("kept_at", 0.0)
+    if busy and not 0 <= time.time() - float(kept_at) < BUSY_KEPT_S:
+        return None
+    return FormChoice(**found)
 
 
-def keep(key: str, choice: FormChoice) -> None:
+def keep(key: str, choice: FormChoice, busy: bool = False) -> None:
+    """Keep the choice (written whole, by rename); `busy`: timed beside other work, so kept for BUSY_KEPT_S only."""
     path = choices_file()
     try:
         kept = json.loads(path.read_text()) if path.exists() else {}
     except ValueError:
         kept = {}
-    kept[key] = asdict(choice)
+    kept[key] = {**asdict(choice), "busy": busy, "kept_at": time.time()}
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(kept, indent=1))

@@ -5,8 +5,8 @@ lock that the server may wait on (the lock file of a native kernel's build, a fi
 would make the server wait for as long as the Run lasts, or for ever if that Run itself waited on the lock. So the two
 share a lock file, the gate (`flock`, released by the kernel whatever happens to its holder):
 
-- the worker holds the gate for each stretch in which it may hold such a lock (`critical_section`; it loads its pair
-  inside one), and waits for the gate before it enters one;
+- the worker holds the gate for each stretch in which it may hold such a lock (`critical_section`: a native kernel's
+  build, kernels/build.load_library), and waits for the gate before it enters one;
 - the server stops the worker only after taking the gate without waiting (`try_hold`), and gives it back once the
   worker runs again (`release`); a worker inside a critical section is not stopped: it runs on, and the timed Run is
   flagged like any other load on the machine (run/machine_load.py).

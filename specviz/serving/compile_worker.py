@@ -11,9 +11,11 @@ In the app, workers run one at a time and at the lowest priority, in a session (
 without `preexec_fn` (unsafe in a threaded server), and a measured run stops the worker's group while its clock runs
 (`paused`: SIGSTOP, then SIGCONT): on 2 cores the lowest priority still took a core from the run's two threads (three
 identical compiled Runs read 1.61–2.03× while the server compiled its other pairs, benchmarks/results/first_start.json).
-A worker is never stopped while it may hold a lock the server waits on: it loads its pair (a kernel's build lock, a
-fetch into the cache) inside a critical section of specviz/process/pause_gate.py, and `paused` leaves it running then (the run
-is flagged, as it is whenever anything else took the processor: run/machine_load.py). Inductor's own cache locks are
+A worker is never stopped while it may hold a lock the server waits on: a native kernel's build takes its lock inside
+a critical section of specviz/process/pause_gate.py (kernels/build.load_library), and `paused` leaves it running then
+(the run is flagged, as it is whenever anything else took the processor: run/machine_load.py). The rest of its pair's
+load is stopped like its compiling: it once ran whole inside a critical section, and a Run timed beside it on an
+empty cache read its pair at 6 tokens/s instead of about 200 (benchmarks/results/first_start.json, before this change). Inductor's own cache locks are
 taken only while compiling, and the server never compiles, so a worker stopped there blocks nobody. The app loads the
 packages between requests once the worker has finished (serving/pair_cache.py).
 """
@@ -271,8 +273,10 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     catalogue = load_catalogue()
-    with pause_gate.critical_section():  # loading may build a kernel or fetch a file: lock files the server waits on
-        pair = load_pair(args.pair, catalogue.get(args.pair), catalogue.offline_pairs(), progress=log.info)
+    # Loading may be stopped like compiling: the one lock it can take that the server waits on, a native kernel's build
+    # lock, is taken inside the build's own critical section (kernels/build.load_library); the server loaded this pair
+    # before it asked for its packages, so its files are fetched already.
+    pair = load_pair(args.pair, catalogue.get(args.pair), catalogue.offline_pairs(), progress=log.info)
     remove_abandoned_scratch(package_folder())  # the pair loaded: Inductor's cache folder is specviz's now
     wanted = {role: fast for role, fast in fast_models(pair).items() if fast.report.compiled}
     reports = {role: vars(fast.warm_up()) for role, fast in wanted.items()}
