@@ -163,7 +163,7 @@ UNMEASURED: dict[str, dict[str, str]] = {
         "on 80,000 floats": "the probe's size (benchmarks/openmp_regions.py), a setting",
         "Issue 51's goals (spread ≤ 10 %,": "issue 51's goal, quoted beside the measured spread",
         "within 0.90–1.10) are not met": "issue 51's goal, quoted beside the measured page ÷ bench",
-        "1.61×–2.03×, 23 % apart": "the run before compile_worker.paused, whose results file that run replaced; its commit message quotes it",
+        "read 2.21×, 1.88× and 2.31×": "the first_start run before the worker's load was made stoppable; the commit that replaced its results file quotes it",
         "(goal 0.85–1.15)": "issue 43's goal, quoted beside the measured ratio",
         "1.9 GB of the coder pair's 2.9 GB": "the huge-page check's /proc/self/smaps reading, quoted in the commit that tried it (not kept: it changed nothing)",
         "33.9, 30.5 and 40.3 ms": "the huge-page check's bench processes, quoted in the commit that tried it (not kept: it changed nothing)",
