@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
 from benchmarks.browser import CHROMIUM, FLAGS, choose, free_port, numbers, start_app, stop_app, wait_state  # noqa: E402
-from specviz.run.machine_load import process_cpu_s  # noqa: E402
+from specviz.process.machine_load import process_cpu_s  # noqa: E402
 
 
 def cpu_s(pids: list[int]) -> float:

@@ -52,8 +52,8 @@ def main() -> None:
     from specviz.models.catalogue import load_catalogue
     from specviz.models.head_fast_path import enable_fast_head
     from specviz.models.loading import load_feature_head, load_pair
+    from specviz.process.machine_load import LoadMeter
     from specviz.prompts.sets import load_prompt_set
-    from specviz.run.machine_load import LoadMeter
 
     catalogue = load_catalogue()
     entry = catalogue.get(args.pair)

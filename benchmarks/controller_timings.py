@@ -104,7 +104,7 @@ def refusals(pair) -> dict:
 
 
 def machine_load_numbers() -> dict:
-    from specviz.run.machine_load import LoadMeter, quiet_cores, settle
+    from specviz.process.machine_load import LoadMeter, quiet_cores, settle
 
     def spinning(n: int, seconds: float) -> list[subprocess.Popen]:
         processes = [subprocess.Popen([sys.executable, "-c", SPIN.format(seconds=seconds)]) for _ in range(n)]

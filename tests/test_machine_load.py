@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from specviz.analysis.readings import readings_of_trace
-from specviz.run import machine_load
-from specviz.run.machine_load import POLL_S, LoadMeter, OtherLoad, cpu_between, process_cpu_s, settle, snapshot
+from specviz.process import machine_load
+from specviz.process.machine_load import POLL_S, LoadMeter, OtherLoad, cpu_between, process_cpu_s, settle, snapshot
 from specviz.run.trace import Trace
 from specviz.ui.texts import run_numbers_html
 from tests.fake_clock import FakeClock

@@ -146,9 +146,9 @@ def test_auto_times_the_exact_forms_on_the_models_shapes_once_per_machine(tmp_pa
 
 
 def test_a_form_timed_beside_other_work_is_timed_again_later(tmp_path, monkeypatch):
-    from specviz.run.machine_load import OtherLoad
+    from specviz.process.machine_load import OtherLoad
 
-    class Busy:  # run/machine_load.LoadMeter as it reads a machine where another program took a core
+    class Busy:  # process/machine_load.LoadMeter as it reads a machine where another program took a core
         result = OtherLoad(other_cores=1.0)
 
         def __enter__(self):

@@ -18,7 +18,7 @@ from specviz.engine import (
     speculative_decode,
 )
 from specviz.engine.tree_shape import TreeShape
-from specviz.run.machine_load import OtherLoad
+from specviz.process.machine_load import OtherLoad
 from specviz.run.pair_info import PairInfo
 from specviz.run.trace import Trace
 

@@ -14,8 +14,8 @@ from specviz.analysis.readings import STEADY_WITHIN, spread_of
 from specviz.cli import options
 from specviz.deployment.benchmark import bench, merge_processes
 from specviz.deployment.report import acceptance_lines
+from specviz.process.machine_load import LoadMeter
 from specviz.prompts.sets import load_prompt_set
-from specviz.run.machine_load import LoadMeter
 
 
 def format_table(rows: list[dict]) -> str:

@@ -59,8 +59,8 @@ from specviz.drafting.registry import strategy
 from specviz.engine import Cycle, DecodeSettings, RunStarted, SamplingSettings, Tally
 from specviz.engine.tree_shape import TreeShape
 from specviz.models.loading import LoadedPair
+from specviz.process.machine_load import LoadMeter
 from specviz.run.chosen_setting import ChosenSetting
-from specviz.run.machine_load import LoadMeter
 from specviz.run.runner import run
 from specviz.run.timing_conditions import slice_order
 
@@ -426,7 +426,7 @@ def remembered_setting(
 ) -> ChosenSetting:
     """The choice kept for this machine and pair, else measured now (ν(k) over 1–8 rows and one short calibration
     run: seconds on a small pair) and kept. Where other programs (our own compile worker among them) used the
-    processor while it was measured, or this process did (`own_work`, as run/machine_load.LoadMeter asks it), it is
+    processor while it was measured, or this process did (`own_work`, as process/machine_load.LoadMeter asks it), it is
     kept for BUSY_KEPT_S only: the runs soon after reuse it, and a later one measures again."""
     described = conditions(pair, drafter, sampling)
     found = kept_setting(described)

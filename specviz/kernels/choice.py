@@ -22,7 +22,7 @@ from torch import nn
 
 from specviz.cache import cache_root
 from specviz.kernels import cpu, forms, w4a8
-from specviz.run.machine_load import LoadMeter
+from specviz.process.machine_load import LoadMeter
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ share a lock file, the gate (`flock`, released by the kernel whatever happens to
   build, kernels/build.load_library), and waits for the gate before it enters one;
 - the server stops the worker only after taking the gate without waiting (`try_hold`), and gives it back once the
   worker runs again (`release`); a worker inside a critical section is not stopped: it runs on, and the timed Run is
-  flagged like any other load on the machine (run/machine_load.py).
+  flagged like any other load on the machine (process/machine_load.py).
 
 The gate's path reaches the worker in $SPECVIZ_PAUSE_GATE. Anywhere else (the app itself, the CLI, tests) there is
 no gate and `critical_section` does nothing. Posix only; elsewhere nobody is stopped.

@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 from specviz.engine.events import Cycle, DraftPosition, RunStarted, SameDraftsVerdict, Step, Summary
 from specviz.engine.tally import Tally
+from specviz.process.machine_load import OtherLoad
 from specviz.run.chosen_setting import ChosenSetting
-from specviz.run.machine_load import OtherLoad
 from specviz.run.pair_info import PairInfo
 from specviz.run.trace_schema import TRACE_FORMAT, checked_trace, parse_trace_json
 

@@ -15,8 +15,8 @@ from specviz.checked import InputError, choice, fixed, flag, items, number, opti
 from specviz.engine.events import Cycle, DraftPosition, RunStarted, SameDraftsVerdict, Step, Summary
 from specviz.engine.settings import MAX_SEED, VERIFICATIONS
 from specviz.engine.tally import Tally
+from specviz.process.machine_load import OtherLoad
 from specviz.run.chosen_setting import ChosenSetting
-from specviz.run.machine_load import OtherLoad
 from specviz.run.runner import MAX_PROMPT_CHARS
 
 TRACE_FORMAT = "specviz-trace/2"

@@ -13,7 +13,7 @@ without `preexec_fn` (unsafe in a threaded server), and a measured run stops the
 identical compiled Runs read 1.61–2.03× while the server compiled its other pairs, benchmarks/results/first_start.json).
 A worker is never stopped while it may hold a lock the server waits on: a native kernel's build takes its lock inside
 a critical section of specviz/process/pause_gate.py (kernels/build.load_library), and `paused` leaves it running then
-(the run is flagged, as it is whenever anything else took the processor: run/machine_load.py). The rest of its pair's
+(the run is flagged, as it is whenever anything else took the processor: process/machine_load.py). The rest of its pair's
 load is stopped like its compiling: it once ran whole inside a critical section, and a Run timed beside it on an
 empty cache read its pair at 6 tokens/s instead of about 200 (benchmarks/results/first_start.json, before this change). Inductor's own cache locks are
 taken only while compiling, and the server never compiles, so a worker stopped there blocks nobody. The app loads the

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, TypeVar
 from specviz.analysis.readings import median_index, readings_of
 from specviz.engine.events import Cycle, RunStarted, Step, Summary
 from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
+from specviz.process.machine_load import LoadMeter, settle
 from specviz.run.chosen_setting import ChosenSetting
-from specviz.run.machine_load import LoadMeter, settle
 from specviz.run.runner import encode_prompt, run
 from specviz.run.timing_conditions import collector_paused, rounds_that_fit, slice_order, warm_up
 from specviz.run.trace import Trace

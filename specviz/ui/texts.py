@@ -11,8 +11,8 @@ from specviz.engine.events import NOT_ROW_EXACT
 from specviz.engine.tree_shape import TreeShape
 from specviz.kernels import forms
 from specviz.numbers import number
+from specviz.process.machine_load import OtherLoad
 from specviz.run.chosen_setting import ChosenSetting, verify_cost_moved
-from specviz.run.machine_load import OtherLoad
 from specviz.run.pair_info import PairInfo
 from specviz.ui.as_text import markdown_text
 
