@@ -59,6 +59,7 @@ from specviz.drafting.registry import strategy
 from specviz.engine import Cycle, DecodeSettings, RunStarted, SamplingSettings, Tally
 from specviz.engine.tree_shape import TreeShape
 from specviz.models.loading import LoadedPair
+from specviz.process import machine_load
 from specviz.process.machine_load import LoadMeter
 from specviz.run.chosen_setting import ChosenSetting
 from specviz.run.runner import run
@@ -281,7 +282,7 @@ def chain_acceptance(cycles: list[Cycle]) -> RankAcceptance | None:
 
 FORMAT = 2  # 2: ν as the run meets it (issue 51). Bump when what the measurement does changes: every kept entry is measured again
 CPU_INFO = Path("/proc/cpuinfo")
-BUSY_KEPT_S = 600.0  # a choice measured beside other work serves this long, then the next run measures it again
+BUSY_KEPT_S = machine_load.BUSY_KEPT_S  # a choice measured beside other work serves this long, then is measured again
 _file_lock = threading.Lock()
 
 
@@ -371,7 +372,7 @@ def kept_setting(described: dict, path: Path | None = None) -> ChosenSetting | N
     entry = _entries(path or settings_path()).get(key_of(described))
     if not isinstance(entry, dict) or entry.get("conditions") != described:
         return None
-    if entry.get("busy") and not 0 <= time.time() - float(entry.get("kept_at", 0)) < BUSY_KEPT_S:
+    if not machine_load.still_kept(entry.get("busy", False), entry.get("kept_at", 0)):
         return None
     try:
         return replace(ChosenSetting.from_json(entry["setting"]), reused=True)

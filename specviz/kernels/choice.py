@@ -22,11 +22,10 @@ from torch import nn
 
 from specviz.cache import cache_root
 from specviz.kernels import cpu, forms, w4a8
-from specviz.process.machine_load import LoadMeter
+from specviz.process.machine_load import BUSY_KEPT_S, LoadMeter, still_kept
 
 log = logging.getLogger(__name__)
 
-BUSY_KEPT_S = 600.0  # a choice timed beside other programs' work serves this long, then the next load times it again
 VERIFY_ROWS = 4  # the pass a chain of γ = 3 verifies: what speculation asks of the target besides its steps
 ROUNDS = 7  # timed rounds per form, interleaved form by form; the median is kept
 FALLBACK = "int4"  # what auto takes where nothing can be measured: torch's own kernel runs on every CPU
@@ -110,8 +109,7 @@ def read_kept(key: str) -> FormChoice | None:
         return None
     if not found:
         return None
-    busy, kept_at = found.pop("busy", False), found.pop("kept_at", 0.0)
-    if busy and not 0 <= time.time() - float(kept_at) < BUSY_KEPT_S:
+    if not still_kept(found.pop("busy", False), found.pop("kept_at", 0.0)):
         return None
     return FormChoice(**found)
 

@@ -19,9 +19,11 @@ in specviz asks this module (tests/test_weight_forms.py holds the rest of the co
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the page imports this registry before torch loads: torch is imported where it is used
@@ -205,13 +207,20 @@ def model_rows_independent(model: nn.Module) -> bool:
     return True
 
 
+@functools.cache
+def source_text(path: Path) -> str:
+    """A native kernel's C++ source, read once per process (the keys of compiled packages and of γ auto's choices
+    include it)."""
+    return path.read_text()
+
+
 def native_kernels(model: nn.Module) -> list[str]:
     """What a compiled package that calls our own ops depends on: each op library's name and its C++ source (the path
     a library was built for is in its name, so a package compiled against one path is not loaded beside the other)."""
     from specviz.kernels import w4a8
 
     found = {
-        w4a8.library(w4a8.path() or "none"): w4a8.SOURCE.read_text()
+        w4a8.library(w4a8.path() or "none"): source_text(w4a8.SOURCE)
         for module in model.modules()
         if isinstance(module, w4a8.W4A8Linear)
     }

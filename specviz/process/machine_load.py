@@ -40,6 +40,14 @@ def quiet_cores(cores: int | None = None) -> float:
     return max(0.25, 0.1 * (cores or os.cpu_count() or 1))
 
 
+BUSY_KEPT_S = 600.0  # a choice measured beside other work (γ auto's, a weight form's) serves this long, then is measured again
+
+
+def still_kept(busy: bool, kept_at: float) -> bool:
+    """Whether a kept measurement still serves: always where the machine was quiet, for BUSY_KEPT_S where it was busy."""
+    return not busy or 0 <= time.time() - float(kept_at) < BUSY_KEPT_S
+
+
 def process_cpu_s(pid: int) -> tuple[int, float] | None:
     """(start time in ticks, user + system CPU seconds so far) of one process, all its threads; None if it is gone."""
     try:
