@@ -212,6 +212,34 @@ def test_a_worker_is_not_stopped_while_it_holds_a_lock_the_server_may_wait_on(mo
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads process states from /proc")
+def test_a_run_waits_for_a_kernel_build_to_end_then_stops_the_worker(monkeypatch, tmp_path):
+    """A Run that arrives while the worker builds a kernel is not timed beside it: the page says what it waits for,
+    `paused(wait_s)` returns once the worker has left its critical section, and the worker is stopped for the clock.
+    A Run stopped meanwhile ends its wait at once."""
+    from specviz.ui import runs
+
+    process, _ = start_building(tmp_path, hold_s=1.5)
+    monkeypatch.setattr(compile_worker, "_worker", compile_worker.RunningWorker(process, gate=tmp_path / "gate"))
+    try:
+        assert compile_worker.building(), "inside its critical section the worker is building"
+        assert "kernel" in runs.building_now(time.monotonic() + 60), "the page's status names what it waits for"
+        assert runs.building_now(time.monotonic() - 1) == "", "and gives up once the longest build's time has passed"
+        started = time.monotonic()
+        with compile_worker.paused(wait_s=0.3, should_stop=lambda: time.monotonic() - started > 0.1):
+            assert time.monotonic() - started < 0.5 and "T" not in group_states(process.pid), "a stopped Run waits no more"
+        with compile_worker.paused(wait_s=60):
+            assert process.stdout.readline().strip() == "built", "the wait ended only once the build had"
+            time.sleep(0.2)
+            assert group_states(process.pid) == {"T"}, "then the worker is stopped while the clock runs"
+            assert not compile_worker.building(), "a stopped worker is not building"
+        time.sleep(0.2)
+        assert "T" not in group_states(process.pid) and not compile_worker.building(), "and goes on after"
+    finally:
+        os.killpg(process.pid, 9)
+        process.wait()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads process states from /proc")
 def test_a_worker_stopped_outside_a_critical_section_waits_at_the_gate_to_enter_one(monkeypatch, tmp_path):
     """The other order: the server holds the gate (the worker stopped); a worker let go on enters its next critical
     section only after the server has given the gate back, so it is never stopped inside one."""

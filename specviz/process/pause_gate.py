@@ -8,8 +8,9 @@ share a lock file, the gate (`flock`, released by the kernel whatever happens to
 - the worker holds the gate for each stretch in which it may hold such a lock (`critical_section`: a native kernel's
   build, kernels/build.load_library), and waits for the gate before it enters one;
 - the server stops the worker only after taking the gate without waiting (`try_hold`), and gives it back once the
-  worker runs again (`release`); a worker inside a critical section is not stopped: it runs on, and the timed Run is
-  flagged like any other load on the machine (process/machine_load.py).
+  worker runs again (`release`); a worker inside a critical section is not stopped: a timed Run waits for it to
+  leave (a kernel's build, about 25 s), and past the longest wait it runs on and the Run is flagged like any other
+  load on the machine (process/machine_load.py).
 
 The gate's path reaches the worker in $SPECVIZ_PAUSE_GATE. Anywhere else (the app itself, the CLI, tests) there is
 no gate and `critical_section` does nothing. Posix only; elsewhere nobody is stopped.

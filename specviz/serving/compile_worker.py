@@ -12,8 +12,9 @@ without `preexec_fn` (unsafe in a threaded server), and a measured run stops the
 (`paused`: SIGSTOP, then SIGCONT): on 2 cores the lowest priority still took a core from the run's two threads (three
 identical compiled Runs read 1.61–2.03× while the server compiled its other pairs, benchmarks/results/first_start.json).
 A worker is never stopped while it may hold a lock the server waits on: a native kernel's build takes its lock inside
-a critical section of specviz/process/pause_gate.py (kernels/build.load_library), and `paused` leaves it running then
-(the run is flagged, as it is whenever anything else took the processor: process/machine_load.py). The rest of its pair's
+a critical section of specviz/process/pause_gate.py (kernels/build.load_library). A timed section waits for it to
+leave the section (`paused(wait_s=...)`, the page saying why: `building`), up to BUILD_WAIT_MAX_S; past that it is
+timed beside the build and flagged, as it is whenever anything else took the processor (process/machine_load.py). The rest of its pair's
 load is stopped like its compiling: it once ran whole inside a critical section, and a Run timed beside it on an
 empty cache read its pair at 6 tokens/s instead of about 200 (benchmarks/results/first_start.json, before this change). Inductor's own cache locks are
 taken only while compiling, and the server never compiles, so a worker stopped there blocks nobody. The app loads the
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,18 +75,22 @@ _worker: RunningWorker | None = None
 _pause_lock = threading.Lock()
 _pauses = 0  # how many timed sections want the worker stopped now
 
+BUILD_WAIT_MAX_S = 120.0  # a timed section waits this long at most for a kernel's build to end (~25 s on 2 cores)
+GATE_POLL_S = 0.1
+
 
 @contextlib.contextmanager
-def paused() -> Iterator[None]:
+def paused(wait_s: float = 0.0, should_stop: Callable[[], bool] = lambda: False) -> Iterator[None]:
     """The running worker, with every process it started, stopped for the duration (a timed run's clock); nothing
-    where no worker runs, or where it is inside a critical section (it may hold a lock this process waits on: it runs
-    on, and the run is flagged like any other load). Nested and concurrent holders are counted: the worker continues
-    when the last one leaves."""
+    where no worker runs. Inside a critical section (it may hold a lock this process waits on) it is not stopped: the
+    first holder waits up to `wait_s` for it to leave (or until `should_stop`), and past that the worker runs on and
+    the run is flagged like any other load. Nested and concurrent holders are counted: the worker continues when the
+    last one leaves."""
     global _pauses
     with _pause_lock:
         _pauses += 1
         if _pauses == 1 and _worker is not None:
-            _stop(_worker)
+            _stop(_worker, time.monotonic() + wait_s, should_stop)
     try:
         yield
     finally:
@@ -94,14 +100,19 @@ def paused() -> Iterator[None]:
                 _resume(_worker)
 
 
-def _stop(worker: RunningWorker) -> None:
-    """SIGSTOP to the worker's process group, once this process holds the gate (never inside a critical section)."""
+def _stop(worker: RunningWorker, deadline: float = 0.0, should_stop: Callable[[], bool] = lambda: False) -> None:
+    """SIGSTOP to the worker's process group, once this process holds the gate (never inside a critical section: it
+    waits for the worker to leave one until `deadline`, a time.monotonic())."""
     if worker.held is not None or worker.process.poll() is not None or os.name != "posix":
         return
-    worker.held = pause_gate.try_hold(worker.gate)
-    if worker.held is None:
-        log.debug("the compile worker is in a critical section: not stopped")
+    while (held := pause_gate.try_hold(worker.gate)) is None and worker.process.poll() is None:
+        if time.monotonic() >= deadline or should_stop():
+            log.info("the compile worker is in a critical section (building a kernel): not stopped, the run is flagged")
+            return
+        time.sleep(GATE_POLL_S)
+    if held is None:  # the worker ended meanwhile
         return
+    worker.held = held
     _signal_group(worker, signal.SIGSTOP)
 
 
@@ -119,6 +130,19 @@ def _signal_group(worker: RunningWorker, number: int) -> None:
         os.killpg(worker.process.pid, number)  # its group: Inductor's C++ compiles run in child processes
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def building() -> bool:
+    """Whether the worker is inside a critical section now (building a native kernel): a Run waits for it to leave."""
+    with _pause_lock:
+        worker = _worker
+        if worker is None or worker.held is not None or worker.process.poll() is not None or os.name != "posix":
+            return False
+        probe = pause_gate.try_hold(worker.gate)
+        if probe is None:
+            return True
+        pause_gate.release(probe)
+        return False
 
 
 def busy() -> bool:

@@ -115,7 +115,7 @@ def _record(
             warm_up(pair, prompt, settings, drafter, every_time=True)  # untimed: a package's first calls, idle caches
         with (
             collector_paused(),
-            compile_worker.paused(),
+            compile_worker.paused(compile_worker.BUILD_WAIT_MAX_S, should_stop),  # waits out a kernel's build
             pair_cache.fetches_paused(),
             LoadMeter(waited, own_work=own_work) as others,
         ):
@@ -152,7 +152,7 @@ def quietly(should_stop: StopCheck = never_stop) -> Iterator[None]:
     stopped."""
     with measuring(should_stop=should_stop):
         settle(SETTLE_S, SETTLE_S if compile_worker.busy() else SETTLE_MAX_S, should_stop)  # no use waiting out our worker
-        with compile_worker.paused(), pair_cache.fetches_paused():
+        with compile_worker.paused(compile_worker.BUILD_WAIT_MAX_S, should_stop), pair_cache.fetches_paused():
             yield
 
 

@@ -15,7 +15,7 @@ from specviz.analysis.readings import readings_of_trace
 from specviz.run.chosen_setting import ChosenSetting
 from specviz.run.runner import check_prompt_text
 from specviz.run.trace import Trace
-from specviz.serving import pair_cache, recorder
+from specviz.serving import compile_worker, pair_cache, recorder
 from specviz.serving.measuring_slot import background_now, slot_is_busy
 from specviz.ui import texts
 from specviz.ui.as_text import markdown_text
@@ -113,10 +113,12 @@ def gamma_auto():
 
 
 def background_updates(ticket: Ticket, sessions: Sessions, poll_s: float = LOADING_POLL_S) -> Iterator[Update]:
-    """While this server works in the background on the cores a Run is timed on (loading a pair), say so and wait: a
-    Run is never timed beside it (serving/measuring_slot.py; the slot waits too, this only tells the user why)."""
+    """While this server works in the background on the cores a Run is timed on (loading a pair, or its compile worker
+    building a native kernel), say so and wait: a Run is never timed beside it (serving/measuring_slot.py and
+    compile_worker.paused wait too; this only tells the user why)."""
     shown = ""
-    while (doing := background_now()) and sessions.is_current(ticket):
+    give_up_on_build = time.monotonic() + compile_worker.BUILD_WAIT_MAX_S
+    while (doing := background_now() or building_now(give_up_on_build)) and sessions.is_current(ticket):
         if doing != shown:
             shown = doing
             yield Update(
@@ -124,6 +126,14 @@ def background_updates(ticket: Ticket, sessions: Sessions, poll_s: float = LOADI
                 numbers=texts.run_numbers_html(None, "waiting", ticket.number),
             )
         time.sleep(poll_s)
+
+
+def building_now(give_up_at: float) -> str:
+    """What the compile worker does that a Run must not be timed beside (a kernel's build, which it may not be stopped
+    in); "" when nothing, or once `give_up_at` (time.monotonic()) has passed (the Run is then timed and flagged)."""
+    if time.monotonic() < give_up_at and compile_worker.building():
+        return "building a 4-bit kernel for this CPU (once, about 25 s)"
+    return ""
 
 
 def choosing_updates(
