@@ -30,6 +30,7 @@ ENVIRONMENT = (
     "ONEDNN_MAX_CPU_ISA",
     "OMP_NUM_THREADS",
     "OMP_WAIT_POLICY",
+    "THP_MEM_ALLOC_ENABLE",  # specviz sets it (specviz/__init__.py): torch's large tensors on huge pages
     "SPECVIZ_CACHE",
 )
 

@@ -191,7 +191,7 @@ def main() -> int:
             child = spawn.Process(target=worker, args=(theirs, args.pair, threads, args.context, args.rows, number))
             child.start()
             for key, value in saved.items():
-                os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+                os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
             processes.append({"variant": variant, "conn": ours, "process": child, "ready": ours.recv(), "slices": []})
             print(f"{variant} #{number}: ready ({processes[-1]['ready']['engine']})", flush=True)
     try:

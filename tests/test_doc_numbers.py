@@ -165,11 +165,10 @@ UNMEASURED: dict[str, dict[str, str]] = {
         "within 0.90–1.10) are not met": "issue 51's goal, quoted beside the measured page ÷ bench",
         "read 2.21×, 1.88× and 2.31×": "the first_start run before the worker's load was made stoppable; the commit that replaced its results file quotes it",
         "(goal 0.85–1.15)": "issue 43's goal, quoted beside the measured ratio",
-        "1.9 GB of the coder pair's 2.9 GB": "the huge-page check's /proc/self/smaps reading, quoted in the commit that tried it (not kept: it changed nothing)",
-        "33.9, 30.5 and 40.3 ms": "the huge-page check's bench processes, quoted in the commit that tried it (not kept: it changed nothing)",
-        "36.4, 39.3 and 38.0 ms": "the huge-page check's bench processes, quoted in the commit that tried it (not kept: it changed nothing)",
         "Within 10 % for SmolLM2": "issue 51's goal, quoted beside the measured ratios",
         "(goal 0.95)": "issue 51's goal, quoted beside the measured ratio",
+        "read 3.19, 3.82 and 3.63 ms": "an earlier run of the same huge-page check this session (its output, quoted in the commit)",
+        "against 4.81, 4.50 and 4.49": "an earlier run of the same huge-page check this session (its output, quoted in the commit)",
         "from ν 1.12 to": "the calibration a bench process printed this session (its sentence on stderr, not kept in a file)",
     },
     "docs/production.md": {

@@ -320,10 +320,17 @@ def conditions(pair: LoadedPair, drafter: str, sampling: SamplingSettings) -> di
         "cpu": cpu_description(),
         "last_level_cache_bytes": last_level_cache_bytes(),
         "kernels": torch.backends.cpu.get_cpu_capability(),
-        # the kernels' instruction sets, and OpenMP's wait policy where the environment sets one
+        # the kernels' instruction sets, OpenMP's wait policy and torch's huge pages (specviz/__init__.py), where the
+        # environment sets them
         "isa_limits": {
             name: os.environ.get(name, "")
-            for name in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "SPECVIZ_KERNEL_ISA", "OMP_WAIT_POLICY")
+            for name in (
+                "ATEN_CPU_CAPABILITY",
+                "ONEDNN_MAX_CPU_ISA",
+                "SPECVIZ_KERNEL_ISA",
+                "OMP_WAIT_POLICY",
+                "THP_MEM_ALLOC_ENABLE",
+            )
         },
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
