@@ -82,7 +82,8 @@ def main() -> int:
                 page.click(f"#{LESSON}")
                 statuses = statuses_until_explained(page, EXPLAINED_S)
                 shown = numbers(page)
-                details = page.locator("#details").inner_text()
+                page.get_by_role("tab", name="Run details & traces", exact=True).click()
+                details = page.locator("#details").inner_text(timeout=60_000)
                 pair = page.locator("#pair input").input_value()
                 browser.close()
         finally:
