@@ -167,7 +167,7 @@ while True:
 
 
 def start_building(tmp_path: Path, hold_s: float) -> tuple[subprocess.Popen, Path]:
-    """A worker process inside a critical section, holding tmp_path/lock for hold_s seconds of its own running time."""
+    """A worker process inside a critical section, holding tmp_path/lock for hold_s seconds (wall clock, spinning)."""
     lock = tmp_path / "lock"
     process = subprocess.Popen(
         [sys.executable, "-c", HOLDS_A_BUILD_LOCK, str(lock), str(hold_s)],
@@ -214,26 +214,32 @@ def test_a_worker_is_not_stopped_while_it_holds_a_lock_the_server_may_wait_on(mo
 @pytest.mark.skipif(sys.platform != "linux", reason="reads process states from /proc")
 def test_a_run_waits_for_a_kernel_build_to_end_then_stops_the_worker(monkeypatch, tmp_path):
     """A Run that arrives while the worker builds a kernel is not timed beside it: the page says what it waits for,
-    `paused(wait_s)` returns once the worker has left its critical section, and the worker is stopped for the clock.
-    A Run stopped meanwhile ends its wait at once."""
+    `wait_for_build` and `paused(wait_s)` return once the worker has left its critical section (bounded, and at once
+    for a Run stopped meanwhile), and the worker is stopped for the clock."""
     from specviz.ui import runs
 
-    process, _ = start_building(tmp_path, hold_s=1.5)
+    process, lock = start_building(tmp_path, hold_s=4.0)
     monkeypatch.setattr(compile_worker, "_worker", compile_worker.RunningWorker(process, gate=tmp_path / "gate"))
     try:
         assert compile_worker.building(), "inside its critical section the worker is building"
         assert "kernel" in runs.building_now(time.monotonic() + 60), "the page's status names what it waits for"
         assert runs.building_now(time.monotonic() - 1) == "", "and gives up once the longest build's time has passed"
         started = time.monotonic()
-        with compile_worker.paused(wait_s=0.3, should_stop=lambda: time.monotonic() - started > 0.1):
-            assert time.monotonic() - started < 0.5 and "T" not in group_states(process.pid), "a stopped Run waits no more"
+        compile_worker.wait_for_build(0.3)
+        assert 0.25 < time.monotonic() - started < 2 and compile_worker.building(), "the wait for a build is bounded"
+        started = time.monotonic()
+        with compile_worker.paused(wait_s=60, should_stop=lambda: time.monotonic() - started > 0.1):
+            assert time.monotonic() - started < 2, "a Run stopped meanwhile waits no more"
+            assert "T" not in group_states(process.pid), "and the worker, still building, was not stopped"
         with compile_worker.paused(wait_s=60):
-            assert process.stdout.readline().strip() == "built", "the wait ended only once the build had"
+            assert not lock.exists(), "the wait ended only once the build had let its lock go"
             time.sleep(0.2)
             assert group_states(process.pid) == {"T"}, "then the worker is stopped while the clock runs"
             assert not compile_worker.building(), "a stopped worker is not building"
+        assert process.stdout.readline().strip() == "built", "let go on, it carries on after its build"
+        compile_worker.wait_for_build(60)  # nothing to wait for now
         time.sleep(0.2)
-        assert "T" not in group_states(process.pid) and not compile_worker.building(), "and goes on after"
+        assert "T" not in group_states(process.pid) and not compile_worker.building(), "and runs on"
     finally:
         os.killpg(process.pid, 9)
         process.wait()

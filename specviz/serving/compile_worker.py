@@ -13,8 +13,8 @@ without `preexec_fn` (unsafe in a threaded server), and a measured run stops the
 identical compiled Runs read 1.61–2.03× while the server compiled its other pairs, benchmarks/results/first_start.json).
 A worker is never stopped while it may hold a lock the server waits on: a native kernel's build takes its lock inside
 a critical section of specviz/process/pause_gate.py (kernels/build.load_library). A timed section waits for it to
-leave the section (`paused(wait_s=...)`, the page saying why: `building`), up to BUILD_WAIT_MAX_S; past that it is
-timed beside the build and flagged, as it is whenever anything else took the processor (process/machine_load.py). The rest of its pair's
+leave the section (`wait_for_build` before its warm-up, `paused(wait_s=...)` for its clock, the page saying why:
+`building`), up to BUILD_WAIT_MAX_S each; past that it is timed beside the build and flagged, as it is whenever anything else took the processor (process/machine_load.py). The rest of its pair's
 load is stopped like its compiling: it once ran whole inside a critical section, and a Run timed beside it on an
 empty cache read its pair at 6 tokens/s instead of about 200 (benchmarks/results/first_start.json, before this change). Inductor's own cache locks are
 taken only while compiling, and the server never compiles, so a worker stopped there blocks nobody. The app loads the
@@ -89,9 +89,10 @@ def paused(wait_s: float = 0.0, should_stop: Callable[[], bool] = lambda: False)
     global _pauses
     with _pause_lock:
         _pauses += 1
-        if _pauses == 1 and _worker is not None:
-            _stop(_worker, time.monotonic() + wait_s, should_stop)
+        first = _pauses == 1
     try:
+        if first:
+            _stop_when_stoppable(time.monotonic() + wait_s, should_stop)
         yield
     finally:
         with _pause_lock:
@@ -100,17 +101,41 @@ def paused(wait_s: float = 0.0, should_stop: Callable[[], bool] = lambda: False)
                 _resume(_worker)
 
 
-def _stop(worker: RunningWorker, deadline: float = 0.0, should_stop: Callable[[], bool] = lambda: False) -> None:
-    """SIGSTOP to the worker's process group, once this process holds the gate (never inside a critical section: it
-    waits for the worker to leave one until `deadline`, a time.monotonic())."""
-    if worker.held is not None or worker.process.poll() is not None or os.name != "posix":
-        return
-    while (held := pause_gate.try_hold(worker.gate)) is None and worker.process.poll() is None:
-        if time.monotonic() >= deadline or should_stop():
-            log.info("the compile worker is in a critical section (building a kernel): not stopped, the run is flagged")
-            return
+def wait_for_build(wait_s: float, should_stop: Callable[[], bool] = lambda: False) -> None:
+    """Return once the worker is outside a critical section (a kernel's build), after `wait_s` at most or once
+    `should_stop`: a Run waits here before it warms up, so that neither its warm-up nor its clock runs beside a build."""
+    deadline = time.monotonic() + wait_s
+    while building() and time.monotonic() < deadline and not should_stop():
         time.sleep(GATE_POLL_S)
-    if held is None:  # the worker ended meanwhile
+
+
+def _stop_when_stoppable(deadline: float, should_stop: Callable[[], bool]) -> None:
+    """SIGSTOP to the running worker's group once this process holds the gate, which the worker holds inside a
+    critical section: polled until `deadline` (a time.monotonic()) or `should_stop`, without `_pause_lock`, so that
+    other sessions' `building` and the worker's own end are not held up meanwhile."""
+    with _pause_lock:
+        worker = _worker
+    if worker is None or os.name != "posix":
+        return
+    held = pause_gate.try_hold(worker.gate)
+    while held is None and worker.process.poll() is None and time.monotonic() < deadline and not should_stop():
+        time.sleep(GATE_POLL_S)
+        held = pause_gate.try_hold(worker.gate)
+    if held is None:
+        if worker.process.poll() is None:
+            log.info("the compile worker is in a critical section (building a kernel): not stopped, the run is flagged")
+        return
+    with _pause_lock:
+        if worker is _worker:
+            _stop_holding(worker, held)
+            return
+    pause_gate.release(held)  # that worker ended meanwhile (a new one started stopped, in _run)
+
+
+def _stop_holding(worker: RunningWorker, held: IO) -> None:
+    """SIGSTOP to the worker's process group, keeping `held` (the gate) until `_resume`; under `_pause_lock`."""
+    if worker.held is not None or worker.process.poll() is not None:
+        pause_gate.release(held)
         return
     worker.held = held
     _signal_group(worker, signal.SIGSTOP)
@@ -218,8 +243,10 @@ def _run(pair: str, command: list[str], environment: dict, gate: Path, log_file_
                     os.setpriority(os.PRIO_PROCESS, process.pid, 19)  # the lowest; what it starts inherits it
             with _pause_lock:
                 _worker = RunningWorker(process, gate)
-                if _pauses:  # started while a run's clock runs: it waits for that run
-                    _stop(_worker)
+                if _pauses and os.name == "posix":  # started while a run's clock runs: it waits for that run
+                    held = pause_gate.try_hold(gate)  # free: a worker just started is in no critical section yet
+                    if held is not None:
+                        _stop_holding(_worker, held)
             return process.wait()
         finally:
             with _pause_lock:

@@ -108,6 +108,7 @@ def _record(
 
     peaks = measured.PeakTracker(pair.device, pair.draft.weight_bytes)  # CUDA's peaks; empty on a CPU
     with measuring(waiting, should_stop) as waited_for_loads:
+        compile_worker.wait_for_build(compile_worker.BUILD_WAIT_MAX_S, should_stop)  # never warmed or timed beside it
         # waiting for quiet is no use while our own compile worker runs: it is stopped while the clock runs instead
         wait_at_most = settle_s if compile_worker.busy() else max(settle_s, SETTLE_MAX_S)
         waited = waited_for_loads + (settle(settle_s, wait_at_most, should_stop) if settle_s else 0.0)
@@ -151,6 +152,7 @@ def quietly(should_stop: StopCheck = never_stop) -> Iterator[None]:
     once no background work of ours runs; the machine quiet, or SETTLE_MAX_S waited; our compile worker and fetches
     stopped."""
     with measuring(should_stop=should_stop):
+        compile_worker.wait_for_build(compile_worker.BUILD_WAIT_MAX_S, should_stop)
         settle(SETTLE_S, SETTLE_S if compile_worker.busy() else SETTLE_MAX_S, should_stop)  # no use waiting out our worker
         with compile_worker.paused(compile_worker.BUILD_WAIT_MAX_S, should_stop), pair_cache.fetches_paused():
             yield
