@@ -1,8 +1,8 @@
 """Where one decode step's time goes on the fast path: operations, their time, bytes read against the machine's bandwidth.
 
-    python benchmarks/profile_step.py [--pair smollm2-135m-distilled] [--threads 2] [--context 200] [--steps 50]
+    python benchmarks/profile_step.py [--pair smollm2-135m-distilled] [--model target|draft] [--context 200] [--steps 50]
 
-Prints torch.profiler's table for `--steps` compiled decode steps of the pair's target (one row after `--context`
+Prints torch.profiler's table for `--steps` compiled decode steps of the pair's target or draft (one row after `--context`
 tokens), the step's wall time, the bytes it must read (weights in their form, plus the KV cache it attends over), and
 the bandwidth a plain 2-thread read of a large tensor reaches here: a step at the hardware's pace takes about
 bytes ÷ bandwidth.
@@ -38,11 +38,13 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=200)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--rows", type=int, default=20, help="rows of the profiler's table")
+    parser.add_argument("--model", choices=("target", "draft"), default="target", help="whose step to profile")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     pair = load_pair(args.pair, catalogue().get(args.pair), catalogue().offline_pairs())
     compile_before_timing(pair)
-    model = pair.target.model
+    loaded = pair.target if args.model == "target" else pair.draft
+    model = loaded.model
     decoder = decoder_for(model, pair.shared_vocab_size)
     decoder.feed(list(range(100, 100 + args.context)))
 
@@ -70,7 +72,7 @@ def main() -> None:
     bandwidth = measure_read_bandwidth(repeats=5)
     print(
         f"one decode step after {args.context} tokens: {1000 * step_s:.2f} ms ({1 / step_s:.0f} tokens/s), "
-        f"{'compiled' if fast.report.compiled else 'eager'}, form {pair.target.form}"
+        f"{'compiled' if fast.report.compiled else 'eager'}, {args.model}'s form {loaded.form}"
     )
     print(
         f"bytes a step must read: layers {layer_bytes / 1e6:.1f} MB + LM head {head_bytes / 1e6:.1f} MB + "

@@ -67,6 +67,26 @@ def test_every_path_computes_the_same_bits_row_by_row_and_the_forms_arithmetic()
         assert all(torch.equal(first, out) for out in outputs.values()), f"the paths {PATHS} differ"
 
 
+@pytest.mark.skipif(not PATHS, reason="this CPU has neither AVX-512 VNNI nor AVX2")
+def test_every_path_quantises_activations_to_the_nearest_even_code():
+    """A group whose largest |x| is 127 has scale 1, so its int8 codes are x rounded, halves to even; an identity
+    weight reads each code back alone: y[n] = (15 · code[n]) · 1 · s_w[n], which pins the quantiser's rounding, clamp,
+    order and sums on every path."""
+    halves = [127.0, 2.5, 3.5, -2.5, -3.5, 0.5, 1.5, -0.5, -1.5, 100.5, -126.5, 0.0]
+    x = torch.zeros(2, 32, dtype=torch.bfloat16)  # row 1 stays zero: scale 0, every product 0
+    x[0, : len(halves)] = torch.tensor(halves)
+    x[0, len(halves) :] = torch.linspace(-60, 60, 32 - len(halves))
+    codes, scales, zeros = w4a8.quantise(torch.eye(32))
+    assert zeros.eq(0).all() and codes.diagonal().eq(15).all()
+    rounded = torch.round(x[0].float())  # torch.round: half to even
+    expected = ((15 * rounded) * 1.0 * scales[:, 0].float()).to(torch.bfloat16)
+    for path in PATHS:
+        ops = path_ops(path)
+        out = ops.w4a8_linear(x, *ops.w4a8_prepack(codes, scales, zeros), None)
+        assert torch.equal(out[0], expected), f"{path}: {out[0][:12].tolist()} against {expected[:12].tolist()}"
+        assert out[1].eq(0).all(), f"{path}: a zero row is not zero"
+
+
 @needs_kernel
 def test_fused_projections_are_the_separate_calls_bit_for_bit():
     torch.manual_seed(1)

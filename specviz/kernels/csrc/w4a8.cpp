@@ -24,7 +24,8 @@
 //     same integer sums as the AVX-512 VNNI one, prefetching the weights four groups ahead as that one does;
 //   - rows go through the micro-kernels in chunks (AVX-512: up to 8, AVX2: up to 2): a row's sums and its epilogue are
 //     the same in any chunk;
-//   - the activation quantiser in C++ and one fused op (w4a8_linear) in front of the kernel;
+//   - the activation quantiser in C++ (AVX2 on both paths, the same IEEE operations as a scalar loop) and one fused op
+//     (w4a8_linear) in front of the kernel;
 //   - no oneDNN brgemm path and no scalar fallback: the library is built for one of the two paths (W4A8_AVX512 or
 //     W4A8_AVX2) by specviz/kernels/w4a8.py, which says where neither can run.
 #include <torch/all.h>
@@ -209,34 +210,64 @@ void group_all_rows(float* C, const int8_t* A, const float* sa, const int32_t* z
 
 #endif
 
-// Each row alone, in groups of 32: scale = max |x| / 127, a = round(x / scale), and Σ a per group. Plain scalar code:
-// the compiler's vectors do the same IEEE operations per element on every path.
+// Each row alone, in groups of 32: scale = max |x| / 127, a = round(x / scale), and Σ a per group. The same IEEE
+// operations per element on every path (a maximum, one product, round-to-nearest-even, two clamps), eight lanes at a
+// time with AVX2, which both paths have; bf16 rows (what the layers pass) convert by a shift, others element by element.
+inline __m256 eight_as_float(const at::BFloat16* x) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+template <typename scalar_t>
+inline __m256 eight_as_float(const scalar_t* x) {
+  alignas(32) float values[8];
+  for (int i = 0; i < 8; ++i) values[i] = static_cast<float>(x[i]);
+  return _mm256_load_ps(values);
+}
+
+template <typename scalar_t>
+void quantise_group(const scalar_t* x, int8_t* out, float* scale_out, int32_t* sum_out) {
+  constexpr int LANES = GROUP / 8;
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  __m256 group[LANES];
+  __m256 largest = _mm256_setzero_ps();
+  for (int v = 0; v < LANES; ++v) {
+    group[v] = eight_as_float(x + 8 * v);
+    largest = _mm256_max_ps(_mm256_andnot_ps(sign, group[v]), largest);  // a NaN lane keeps `largest`, as std::max does
+  }
+  __m128 half = _mm_max_ps(_mm256_castps256_ps128(largest), _mm256_extractf128_ps(largest, 1));
+  half = _mm_max_ps(half, _mm_movehl_ps(half, half));
+  half = _mm_max_ss(half, _mm_shuffle_ps(half, half, 1));
+  const float top = _mm_cvtss_f32(half);
+  const float inverse = top > 0.f ? 127.f / top : 0.f;
+  const __m256 scaled_by = _mm256_set1_ps(inverse), high = _mm256_set1_ps(127.f), low = _mm256_set1_ps(-127.f);
+  __m256i codes[LANES];
+  __m256i total = _mm256_setzero_si256();
+  for (int v = 0; v < LANES; ++v) {
+    __m256 r = _mm256_round_ps(_mm256_mul_ps(group[v], scaled_by), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_min_ps(_mm256_max_ps(r, low), high);  // max(−127, r) then min(127, ·), as the scalar clamp
+    codes[v] = _mm256_cvtps_epi32(r);
+    total = _mm256_add_epi32(total, codes[v]);
+  }
+  // int32 → int8 in order: pack pairs of vectors (lanes interleave by 128 bits), then put the 64-bit quarters back
+  const __m256i low16 = _mm256_packs_epi32(codes[0], codes[1]), high16 = _mm256_packs_epi32(codes[2], codes[3]);
+  const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(low16, high16), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), bytes);
+  __m128i sum4 = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+  sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 0x4e));
+  sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 0xb1));
+  *scale_out = top / 127.f;
+  *sum_out = _mm_cvtsi128_si32(sum4);
+}
+
 void quantise_rows(const at::Tensor& x2, int8_t* q, float* scales, int32_t* sums) {
+  static_assert(GROUP == 32, "quantise_group packs four vectors of eight");
   const int64_t M = x2.size(0), K = x2.size(1), G = K / GROUP;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x2.scalar_type(), "w4a8_quantise", [&] {
     const scalar_t* xp = x2.data_ptr<scalar_t>();
-    for (int64_t m = 0; m < M; ++m) {
-      for (int64_t g = 0; g < G; ++g) {
-        const scalar_t* x = xp + m * K + g * GROUP;
-        float group[GROUP];
-        float largest = 0.f;
-        for (int i = 0; i < GROUP; ++i) {
-          group[i] = static_cast<float>(x[i]);
-          largest = std::max(largest, std::abs(group[i]));
-        }
-        const float scale = largest / 127.f;
-        const float inverse = largest > 0.f ? 127.f / largest : 0.f;
-        int32_t total = 0;
-        int8_t* out = q + m * K + g * GROUP;
-        for (int i = 0; i < GROUP; ++i) {
-          const float v = std::min(127.f, std::max(-127.f, std::nearbyint(group[i] * inverse)));
-          out[i] = static_cast<int8_t>(v);
-          total += static_cast<int32_t>(v);
-        }
-        scales[m * G + g] = scale;
-        sums[m * G + g] = total;
-      }
-    }
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t g = 0; g < G; ++g)
+        quantise_group(xp + m * K + g * GROUP, q + m * K + g * GROUP, scales + m * G + g, sums + m * G + g);
   });
 }
 
