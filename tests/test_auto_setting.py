@@ -94,13 +94,52 @@ def test_the_choice_on_the_bundled_pair_is_the_theorys_best(bundled_pair):
     best = chosen.best
     acceptance = chosen.choice.acceptance
     assert best.tokens_per_pass == pytest.approx(expected_tokens_of_shape(best.branching, best.expanded, acceptance))
-    assert best.speedup == pytest.approx(best.tokens_per_pass / (chosen.verify_costs[best.rows] + best.depth * chosen.choice.tau))
+    assert best.speedup == pytest.approx(
+        best.tokens_per_pass / (chosen.verify_costs[best.rows] + best.depth * chosen.choice.best_tau)
+    )
     assert chosen.choice.chain.speedup <= best.speedup  # the winner is at least as fast as the best chain
     assert set(chosen.verify_costs) == set(range(1, 9))
     assert all(nu > 0 for nu in chosen.verify_costs.values())
     assert (chosen.tree is None) == best.is_chain and chosen.gamma == chosen.choice.chain.depth
     assert chosen.to_json()["sentence"] == chosen.sentence()
     assert chosen.target_weight_bytes == bundled_pair.target.weight_bytes
+
+
+def test_chains_and_trees_are_priced_at_a_tau_timed_on_their_own_kind(monkeypatch):
+    """The calibration drafts a tree; a tree's forwards cost more than a chain's, so a chain chosen at the tree's τ is
+    checked, priced at the τ its own run timed, and the sentence quotes that τ (the bundled pair: 0.14 against 0.08)."""
+    acceptance = RankAcceptance.of([0.8, 0.05])
+    step_s = 0.010
+    per_forward = {"tree": 0.0015, "chain": 0.0008}  # τ 0.15 for a tree's forwards, 0.08 for a chain's
+    ran: list[str] = []
+
+    def calibrate(pair, prompts, settings, drafter, shape=None):
+        shape = shape or gamma_auto.calibration_shape(True)
+        ran.append(shape.text)
+        kind = gamma_auto.shape_kind(shape)
+        rows = (shape.depth + 1,) * 4
+        return gamma_auto.Calibration(acceptance, per_forward[kind], 64, rows, (0.012,) * 4, 0.0, step_s)
+
+    pair = type("Pair", (), {"target": type("T", (), {"model": None, "weight_bytes": 1})(), "shared_vocab_size": 64})()
+    pair.device = type("Device", (), {"type": "meta"})()
+    monkeypatch.setattr(gamma_auto, "calibrate", calibrate)
+    monkeypatch.setattr(
+        gamma_auto, "measure_pass_seconds", lambda *a, **k: {k: 0.010 * (1 + 0.05 * (k - 1)) for k in range(1, 9)}
+    )
+    choice = gamma_auto.choose_setting(pair, ["p"], DecodeSettings(max_new_tokens=32), "model")
+    assert ran[0] == gamma_auto.CALIBRATION_TREE.text and TreeShape.parse(ran[1]).is_chain and len(ran) == 2
+    assert (choice.choice.tau, choice.choice.tree_tau) == (pytest.approx(0.08), pytest.approx(0.15))
+    assert choice.best.is_chain and choice.best.draft_cost == pytest.approx(choice.best.depth * 0.08)
+    assert "τ 0.08" in choice.sentence() and choice.chosen().tau == pytest.approx(0.08)
+
+    per_forward["chain"] = 0.0030  # chains dearer than trees: the tree is checked, then the chain it loses to is not run
+    ran.clear()
+    choice = gamma_auto.choose_setting(pair, ["p"], DecodeSettings(max_new_tokens=32), "model")
+    assert all(gamma_auto.shape_kind(TreeShape.parse(text)) in ("tree", "chain") for text in ran) and len(ran) <= 3
+    kinds_run = {gamma_auto.shape_kind(TreeShape.parse(text)) for text in ran}
+    assert gamma_auto.shape_kind(choice.best.shape) in kinds_run, "the choice's kind of shape was timed"
+    kind = gamma_auto.shape_kind(choice.best.shape)
+    assert choice.best.draft_cost == pytest.approx(choice.best.depth * per_forward[kind] / step_s)
 
 
 def test_the_choice_is_measured_once_per_machine_and_pair_then_reused(bundled_pair, tmp_path, monkeypatch):

@@ -173,6 +173,22 @@ def test_the_real_pair_wants_a_wide_tree_on_a_gpu_and_a_small_one_on_two_cores()
     assert f"{flat.tree.rows} rows" in sentence and "known only to 16 rows" in sentence
 
 
+def test_trees_priced_at_their_own_tau_lose_to_chains_when_their_forwards_cost_more():
+    costs = dict(enumerate(CPU_NU, start=1))
+    alike = choose_tree(REAL_PAIR, 0.05, costs)
+    assert not alike.tree.is_chain, "at one τ the real pair's best shape on two cores is a tree"
+    dear = choose_tree(REAL_PAIR, 0.05, costs, tree_tau=0.5)
+    assert dear.tree.is_chain and dear.tree == dear.chain == alike.chain, "the chains are priced as before"
+    assert dear.best_tau == 0.05 and alike.best_tau == 0.05
+    cheap = choose_tree(REAL_PAIR, 0.5, costs, tree_tau=0.05)
+    assert not cheap.tree.is_chain and cheap.best_tau == 0.05
+    assert cheap.tree.draft_cost == pytest.approx(cheap.tree.depth * 0.05) and cheap.chain.draft_cost == pytest.approx(
+        cheap.chain.depth * 0.5
+    )
+    with pytest.raises(ValueError, match="τ must be ≥ 0"):
+        choose_tree(REAL_PAIR, 0.05, costs, tree_tau=-0.1)
+
+
 @pytest.mark.parametrize(
     "call,complaint",
     [

@@ -289,13 +289,20 @@ def family(acceptance: RankAcceptance, max_rows: int = MAX_ROWS) -> Iterator[tup
 
 @dataclass(frozen=True)
 class TreeChoice:
-    """The hardware-aware choice: the best shape of the family and the best chain, under one τ and one ν(k)."""
+    """The hardware-aware choice: the best shape of the family and the best chain, under one ν(k) and a τ for chains
+    (a draft forward of one row) and one for trees (a forward of a depth's nodes, which may cost more)."""
 
     tree: TreeOption  # the best of every shape (a chain, if no tree beats it)
     chain: TreeOption  # the best chain
     acceptance: RankAcceptance
-    tau: float
+    tau: float  # a chain's draft forward, in target steps
     max_rows: int
+    tree_tau: float | None = None  # a tree's draft forward, where measured apart (else `tau`)
+
+    @property
+    def best_tau(self) -> float:
+        """τ of the best shape's own kind: what its draft cost was priced at."""
+        return self.tau if self.tree.is_chain or self.tree_tau is None else self.tree_tau
 
     def to_json(self) -> dict:
         return {
@@ -304,14 +311,23 @@ class TreeChoice:
             "tree_over_chain": self.tree.speedup / self.chain.speedup,
             "acceptance_by_rank": [list(rates) for rates in self.acceptance.by_depth],
             "tau": self.tau,
+            "tree_tau": self.tau if self.tree_tau is None else self.tree_tau,
             "max_rows": self.max_rows,
         }
 
 
-def choose_tree(acceptance: RankAcceptance, tau: float, verify_cost: Mapping[int, float], max_rows: int = MAX_ROWS) -> TreeChoice:
-    """The shape with rows ≤ max_rows (and ν known) that maximises E ÷ (ν(rows) + depth·τ), and the best chain."""
-    if tau < 0:
-        raise ValueError(f"τ must be ≥ 0, not {tau}")
+def choose_tree(
+    acceptance: RankAcceptance,
+    tau: float,
+    verify_cost: Mapping[int, float],
+    max_rows: int = MAX_ROWS,
+    tree_tau: float | None = None,
+) -> TreeChoice:
+    """The shape with rows ≤ max_rows (and ν known) that maximises E ÷ (ν(rows) + depth·τ), and the best chain; a
+    tree's depths priced at `tree_tau` where given (a drafter's tree forwards, timed apart from its chain's)."""
+    if tau < 0 or (tree_tau is not None and tree_tau < 0):
+        raise ValueError(f"τ must be ≥ 0, not {tau if tau < 0 else tree_tau}")
+    taus = {"chain": tau, "tree": tau if tree_tau is None else tree_tau}
     if verify_cost.get(1) is None:
         raise ValueError("ν(1) must be known: a pass over one row is the step the costs are counted in")
     limit = 1  # the largest pass priced: ν known for every k up to it
@@ -320,15 +336,20 @@ def choose_tree(acceptance: RankAcceptance, tau: float, verify_cost: Mapping[int
     leaders: dict[str, tuple] = {}  # "chain" / "tree" → (rank, shape) of the best so far
     for shape in family(acceptance, limit):
         branching, _, rows, tokens = shape
-        rank = (round(tokens / (verify_cost[rows] + len(branching) * tau), 12), -rows)  # by speedup; tie: fewer rows
         kind = "chain" if branching[0] == 1 else "tree"  # widths never grow with depth: one that starts at 1 is a chain
+        rank = (round(tokens / (verify_cost[rows] + len(branching) * taus[kind]), 12), -rows)  # by speedup; tie: fewer rows
         if kind not in leaders or rank > leaders[kind][0]:
             leaders[kind] = (rank, shape)
     if "chain" not in leaders:
         raise ValueError(f"no shape fits {limit} rows: ν must be known for at least 2 rows")
-    winner = max(leaders.values(), key=lambda leader: leader[0])
+    winner_kind = max(leaders, key=lambda kind: leaders[kind][0])
     return TreeChoice(
-        _priced(*winner[1], tau, verify_cost), _priced(*leaders["chain"][1], tau, verify_cost), acceptance, tau, limit
+        _priced(*leaders[winner_kind][1], taus[winner_kind], verify_cost),
+        _priced(*leaders["chain"][1], tau, verify_cost),
+        acceptance,
+        tau,
+        limit,
+        tree_tau,
     )
 
 

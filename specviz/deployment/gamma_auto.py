@@ -12,9 +12,12 @@ Choosing (`choose_setting`), all measured in this process, with the threads, eng
      passes followed), its level set by what the calibration's own cycles cost inside the run (a pass after the
      draft's steps, with the cycle's bookkeeping): a pass timed back to back cost 1.23 steps where the same pass inside
      a run cost 2.13 (docs/performance.md);
-  4. τ: the calibration run's draft time per draft forward, over that step;
-  5. the check: the chosen shape runs once over the calibration prompts (the target alone beside it again), and where
-     its own cycles cost another ν than predicted, the curve is set by them and the choice made again.
+  4. τ: the calibration run's draft time per draft forward, over that step, for its kind of shape: a tree's forwards
+     (a depth's nodes at once, with the tree's bookkeeping) cost more than a chain's one row, e.g. τ 0.14 against 0.08
+     for the bundled pair, so chains and trees are priced at a τ timed on their own kind;
+  5. the check: the chosen shape runs once over the calibration prompts (the target alone beside it again); where its
+     own cycles cost another ν or τ than predicted, the curve and its kind's τ are set by them and the choice made
+     again, and checked once more where the new choice is of a kind whose τ no run has timed yet.
 The choice is analysis/tree_theory.choose_tree's: the shape that maximises E ÷ (ν(rows) + depth·τ). When no shape is
 predicted to beat the target alone, one sentence says so and why, in measured terms (the verify pass's cost and where
 the target's weights sit against this CPU's cache, or the draft's α against its τ), and what was asked still runs.
@@ -111,7 +114,7 @@ class AutoChoice:
     def sentence(self) -> str:
         """One line: "on this machine: γ 2, predicted 1.40× …", or that nothing pays and why, in measured terms."""
         best = self.best
-        inputs = f"α {self.choice.acceptance.alpha:.2f}, τ {self.choice.tau:.2f}, ν({best.rows}) {best.verify_cost:.2f}"
+        inputs = f"α {self.choice.acceptance.alpha:.2f}, τ {self.choice.best_tau:.2f}, ν({best.rows}) {best.verify_cost:.2f}"
         if not self.pays:
             return (
                 f"on this machine nothing pays for this pair: {self.reason()} (best predicted {best.speedup:.2f}×, "
@@ -125,7 +128,7 @@ class AutoChoice:
         best = self.best
         free_pass = best.tokens_per_pass / (1 + best.draft_cost)  # the same shape if its pass cost one target step
         if speed_verdict(free_pass) != "faster":
-            alpha, tau = self.choice.acceptance.alpha, self.choice.tau
+            alpha, tau = self.choice.acceptance.alpha, self.choice.best_tau
             return (
                 f"the draft is accepted α {alpha:.2f} of the time and a draft step costs τ {tau:.2f} target steps, "
                 f"so even a verify pass as cheap as one step would give {free_pass:.2f}×"
@@ -151,7 +154,7 @@ class AutoChoice:
             pays=self.pays,
             sentence=self.sentence(),
             alpha=self.choice.acceptance.alpha,
-            tau=self.choice.tau,
+            tau=self.choice.best_tau,
             verify_costs=dict(self.verify_costs),
             measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             reused=reused,
@@ -168,7 +171,9 @@ class AutoChoice:
             "sentence": self.sentence(),
             "alpha": self.choice.acceptance.alpha,
             "acceptance_by_rank": [list(rates) for rates in self.choice.acceptance.by_depth],
-            "tau": self.choice.tau,
+            "tau": self.choice.best_tau,
+            "chain_tau": self.choice.tau,
+            "tree_tau": self.choice.tree_tau,
             "verify_curve": {str(rows): nu for rows, nu in self.verify_costs.items()},
         }
 
@@ -190,28 +195,49 @@ def choose_setting(pair: LoadedPair, prompts: list[str], settings: DecodeSetting
     """Measure α by depth and rank, the target's step, ν(k) and τ for this pair here, the way its runs run, then
     choose; run the choice once and choose again on what its own cycles cost (module docstring)."""
     prompts = prompts[:CALIBRATION_PROMPTS]
+    drafts_trees = strategy(drafter).grows_trees
     calibration = calibrate(pair, prompts, settings, drafter)
     if calibration.acceptance is None or calibration.draft_s_per_forward <= 0:
         raise ValueError("the calibration run drafted nothing to test: give a longer prompt or more new tokens")
     passes = measure_pass_seconds(pair.target.model, pair.shared_vocab_size, MAX_ROWS, context=calibration.context, repeats=5)
-    choice = choice_from(calibration.acceptance, calibration, calibration.step_s, passes, pair)
-    drafts_trees = strategy(drafter).grows_trees
-    shape = choice.tree if drafts_trees and choice.tree else TreeShape.chain(choice.gamma)
-    checked = calibrate(pair, prompts, settings, drafter, shape=shape)
-    if checked.pass_s and checked.draft_s_per_forward > 0:  # the choice's own cycles set the curve's level
-        choice = choice_from(calibration.acceptance, checked, checked.step_s, passes, pair)
+    taus = {shape_kind(calibration_shape(drafts_trees)): tau_in_run(calibration.draft_s_per_forward, calibration.step_s)}
+    choice = choice_from(calibration.acceptance, calibration, taus, passes, pair)
+    for _ in range(MAX_CHECKS):
+        shape = choice.tree if drafts_trees and choice.tree else TreeShape.chain(choice.gamma)
+        checked = calibrate(pair, prompts, settings, drafter, shape=shape)
+        if not checked.pass_s or checked.draft_s_per_forward <= 0:
+            break
+        taus[shape_kind(shape)] = tau_in_run(checked.draft_s_per_forward, checked.step_s)  # the shape's own forwards
+        choice = choice_from(calibration.acceptance, checked, taus, passes, pair)  # its own cycles set ν's level
+        if shape_kind(choice.best.shape) in taus:  # the choice's draft cost was timed on its own kind of shape
+            break
     return choice
 
 
+MAX_CHECKS = 2  # the chosen shape, and once more where the choice then moves to a kind whose τ no run has timed
+
+
+def calibration_shape(drafts_trees: bool) -> TreeShape:
+    """What the first calibration run drafts: the calibration tree, or a chain for a drafter of chains."""
+    return CALIBRATION_TREE if drafts_trees else TreeShape.chain(CALIBRATION_CHAIN)
+
+
+def shape_kind(shape: TreeShape) -> str:
+    return "chain" if shape.is_chain else "tree"
+
+
 def choice_from(
-    acceptance: RankAcceptance, cycles: Calibration, step_s: float, passes: dict[int, float], pair: LoadedPair
+    acceptance: RankAcceptance, cycles: Calibration, taus: dict[str, float], passes: dict[int, float], pair: LoadedPair
 ) -> AutoChoice:
     """The choice from measured parts: ν(k) = (a pass over k rows as the run meets it + a cycle's fixed time) ÷ the
-    target's step as its run takes it, τ = a draft forward ÷ that step."""
-    costs = verify_costs_in_run(passes, cycles.rows, cycles.pass_s, cycles.fixed_s_per_cycle, step_s)
-    tau = tau_in_run(cycles.draft_s_per_forward, step_s)
+    target's step as its run takes it; τ by kind of shape (`taus`: "chain", "tree", each a draft forward ÷ the step
+    of the run that timed it), a kind not yet timed priced at the other's."""
+    costs = verify_costs_in_run(passes, cycles.rows, cycles.pass_s, cycles.fixed_s_per_cycle, cycles.step_s)
+    chain_tau = taus.get("chain", taus.get("tree"))
+    tree_tau = taus.get("tree", chain_tau)
     cache = last_level_cache_bytes() if pair.device.type == "cpu" else None
-    return AutoChoice(choose_tree(acceptance, tau, costs, MAX_ROWS), costs, pair.target.weight_bytes, cache)
+    choice = choose_tree(acceptance, chain_tau, costs, MAX_ROWS, tree_tau=tree_tau)
+    return AutoChoice(choice, costs, pair.target.weight_bytes, cache)
 
 
 def calibration_run(settings: DecodeSettings, shape: TreeShape | None = None) -> DecodeSettings:
@@ -232,7 +258,7 @@ def calibrate(
     decoding seconds per new token (the prefill left out), the loop's own work included."""
     drafts_trees = strategy(drafter).grows_trees
     if shape is None:
-        shape = CALIBRATION_TREE if drafts_trees else TreeShape.chain(CALIBRATION_CHAIN)
+        shape = calibration_shape(drafts_trees)
     calibration = calibration_run(settings, shape)
     cycles: list[Cycle] = []
     contexts: list[int] = []  # each verify pass's cached tokens: the prompt's, then every token written before it
@@ -280,7 +306,7 @@ def chain_acceptance(cycles: list[Cycle]) -> RankAcceptance | None:
 
 # Keeping: per machine and pair, in specviz's cache
 
-FORMAT = 2  # 2: ν as the run meets it (issue 51). Bump when what the measurement does changes: every kept entry is measured again
+FORMAT = 3  # 2: ν as the run meets it (issue 51); 3: τ timed on each kind of shape. Bump when what the measurement does changes: every kept entry is measured again
 CPU_INFO = Path("/proc/cpuinfo")
 BUSY_KEPT_S = machine_load.BUSY_KEPT_S  # a choice measured beside other work serves this long, then is measured again
 _file_lock = threading.Lock()
