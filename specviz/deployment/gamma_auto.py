@@ -13,8 +13,8 @@ Choosing (`choose_setting`), all measured in this process, with the threads, eng
      draft's steps, with the cycle's bookkeeping): a pass timed back to back cost 1.23 steps where the same pass inside
      a run cost 2.13 (docs/performance.md);
   4. τ: the calibration run's draft time per draft forward, over that step, for its kind of shape: a tree's forwards
-     (a depth's nodes at once, with the tree's bookkeeping) cost more than a chain's one row, e.g. τ 0.14 against 0.08
-     for the bundled pair, so chains and trees are priced at a τ timed on their own kind;
+     (a depth's nodes at once, with the tree's bookkeeping) cost more than a chain's one row (τ 0.15–0.17 against 0.08
+     for the bundled pair, benchmarks/tau_by_shape.py), so chains and trees are priced at a τ timed on their own kind;
   5. the check: the chosen shape runs once over the calibration prompts (the target alone beside it again); where its
      own cycles cost another ν or τ than predicted, the curve and its kind's τ are set by them and the choice made
      again, and checked once more where the new choice is of a kind whose τ no run has timed yet.
