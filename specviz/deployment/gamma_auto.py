@@ -202,14 +202,18 @@ def choose_setting(pair: LoadedPair, prompts: list[str], settings: DecodeSetting
     passes = measure_pass_seconds(pair.target.model, pair.shared_vocab_size, MAX_ROWS, context=calibration.context, repeats=5)
     taus = {shape_kind(calibration_shape(drafts_trees)): tau_in_run(calibration.draft_s_per_forward, calibration.step_s)}
     choice = choice_from(calibration.acceptance, calibration, taus, passes, pair)
+
+    def drafted(choice: AutoChoice) -> TreeShape:  # what a run drafts: a drafter of chains drafts the best chain
+        return choice.tree if drafts_trees and choice.tree else TreeShape.chain(choice.gamma)
+
     for _ in range(MAX_CHECKS):
-        shape = choice.tree if drafts_trees and choice.tree else TreeShape.chain(choice.gamma)
+        shape = drafted(choice)
         checked = calibrate(pair, prompts, settings, drafter, shape=shape)
         if not checked.pass_s or checked.draft_s_per_forward <= 0:
             break
         taus[shape_kind(shape)] = tau_in_run(checked.draft_s_per_forward, checked.step_s)  # the shape's own forwards
         choice = choice_from(calibration.acceptance, checked, taus, passes, pair)  # its own cycles set ν's level
-        if shape_kind(choice.best.shape) in taus:  # the choice's draft cost was timed on its own kind of shape
+        if shape_kind(drafted(choice)) in taus:  # what it drafts was priced at a τ timed on its own kind of shape
             break
     return choice
 
