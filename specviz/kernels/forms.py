@@ -11,6 +11,8 @@ close a CPU gets depends on the kernel behind each matrix product, and whether g
   row. Row-independent on every CPU; torch's int4 kernel is bound by arithmetic (a k-row pass costs nearly k steps).
 - `w4a8`: 4-bit weights × 8-bit activations, integer dot products (kernels/w4a8.py): row-independent and bit-identical on
   its AVX-512 VNNI and AVX2 paths; it streams its weights at memory speed where the CPU has either.
+- `fp32rows`: the model's own float32 weights, nothing quantised, each output one fixed chain of fused multiply-adds
+  (kernels/fp32rows.py): row-independent and the same bits on every x86 CPU with AVX2; the bundled pair's form.
 
 Not `quantize_dynamic`: it quantises activations with one scale shared by all rows of a forward, so a token's logits
 would depend on which other tokens share the verify pass. Every list of forms, choice, fusion and exactness question
@@ -49,6 +51,18 @@ def _w4a8_kernel() -> str:
     return f"specviz's w4a8 kernel, {w4a8.describe()}"
 
 
+def _fp32rows_why_not() -> str | None:
+    from specviz.kernels import fp32rows
+
+    return fp32rows.why_not()
+
+
+def _fp32rows_kernel() -> str:
+    from specviz.kernels import fp32rows
+
+    return fp32rows.describe()
+
+
 @dataclass(frozen=True)
 class WeightForm:
     """One form: its name, what it does, the layer that packs a linear layer into it ("module:Class"; None: a cast of
@@ -64,6 +78,8 @@ class WeightForm:
     why_not_here: Callable[[], str | None] = lambda: None  # why this process cannot run it (None: it can)
     kernel_here: Callable[[], str] = _torch_kernels
     quantises_activations: bool = False  # w4a8 multiplies 8-bit activations; the others keep them in bf16 or fp32
+    quantised: bool = True  # a packed form's weights are quantised (int8, int4, w4a8); fp32rows keeps them as they are
+    fallback: str | None = None  # the form a pair asking for this one loads in where this one cannot run here
 
     @property
     def packs(self) -> bool:
@@ -73,7 +89,7 @@ class WeightForm:
     @property
     def weight_only(self) -> bool:
         """A packed form whose activations stay in bf16 (int8, int4): only the weights are quantised."""
-        return self.packs and not self.quantises_activations
+        return self.packs and self.quantised and not self.quantises_activations
 
     @property
     def layer(self) -> type[nn.Module] | None:
@@ -133,6 +149,18 @@ FORMS: dict[str, WeightForm] = {
             _w4a8_kernel,
         ),
         WeightForm("fp32", "torch's float32 linear (MKL): exact only up to rounding", None, "float32", False, 4.0),
+        WeightForm(
+            "fp32rows",
+            "float32 weights as they are, one fixed chain of products per output (specviz's kernel: AVX2 and FMA)",
+            "specviz.kernels.fp32rows:Fp32RowsLinear",
+            "float32",
+            True,
+            4.0,
+            _fp32rows_why_not,
+            _fp32rows_kernel,
+            quantised=False,
+            fallback="fp32",
+        ),
     )
 }
 ALIASES = {"vnni4": "w4a8"}  # the form's name before it ran on AVX2 too (models.yaml files and scripts may say it)
@@ -146,7 +174,7 @@ def names() -> tuple[str, ...]:
 
 def packed_names() -> tuple[str, ...]:
     """The forms that quantise linear layers (what a feature head can draft in beside a weight-only target)."""
-    return tuple(name for name, form in FORMS.items() if form.packs)
+    return tuple(name for name, form in FORMS.items() if form.packs and form.quantised)
 
 
 def get(name: str) -> WeightForm:
@@ -217,11 +245,12 @@ def source_text(path: Path) -> str:
 def native_kernels(model: nn.Module) -> list[str]:
     """What a compiled package that calls our own ops depends on: each op library's name and its C++ source (the path
     a library was built for is in its name, so a package compiled against one path is not loaded beside the other)."""
-    from specviz.kernels import w4a8
+    from specviz.kernels import fp32rows, w4a8
 
-    found = {
-        w4a8.library(w4a8.path() or "none"): source_text(w4a8.SOURCE)
-        for module in model.modules()
-        if isinstance(module, w4a8.W4A8Linear)
-    }
+    found = {}
+    for module in model.modules():
+        if isinstance(module, w4a8.W4A8Linear):
+            found[w4a8.library(w4a8.path() or "none")] = source_text(w4a8.SOURCE)
+        elif isinstance(module, fp32rows.Fp32RowsLinear):
+            found[fp32rows.LIBRARY] = source_text(fp32rows.SOURCE)
     return [f"{name}\n{source}" for name, source in sorted(found.items())]

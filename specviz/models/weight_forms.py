@@ -36,7 +36,7 @@ HEAD_FORM = "int8"
 def head_form_beside(target_form: str | None, asked: str = "auto") -> str | None:
     """The form a feature head drafts in beside a target in `target_form`: beside a packed target the pair's
     `head_weights` (`auto`: HEAD_FORM; a form this CPU cannot run: HEAD_FORM); beside plain weights it stays as trained."""
-    if target_form is None or not forms.get(target_form).packs:
+    if target_form is None or not forms.get(target_form).quantised or not forms.get(target_form).packs:
         return None
     if asked == forms.AUTO or forms.get(asked).why_not() is not None:
         return HEAD_FORM
@@ -50,7 +50,12 @@ def choose_form(requested: str | None, device: torch.device, model: nn.Module | 
     if requested is None or device.type != "cpu":
         return None
     if requested != forms.AUTO:
-        return forms.canonical(requested)
+        form = forms.get(requested)
+        why_not = form.why_not() if form.fallback else None
+        if why_not is not None:  # e.g. fp32rows off x86: the pair still loads, exact only up to rounding, and says so
+            log.warning("weight form %s: %s, so %s serves instead", form.name, why_not, form.fallback)
+            return form.fallback
+        return form.name
     if model is not None:
         return measured_choice(model).form
     return "w4a8" if forms.FORMS["w4a8"].why_not() is None else choice.FALLBACK

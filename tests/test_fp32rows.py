@@ -1,0 +1,86 @@
+"""The `fp32rows` weight form (kernels/fp32rows.py): the model's own float32 weights, each output one fixed chain of
+fused multiply-adds, so a token's row is the same bits alone and inside a verify pass (torch's float32 GEMMs pick a
+kernel by the number of rows). The bundled pair runs in it; where its kernel cannot run, the pair loads in plain
+float32 and says so."""
+
+import logging
+
+import pytest
+import torch
+from torch import nn
+
+from specviz.kernels import forms, fp32rows
+from specviz.models.weight_forms import apply_form, choose_form
+from tests.tiny import tiny_llama
+
+needs_kernel = pytest.mark.skipif(fp32rows.why_not() is not None, reason=f"{fp32rows.why_not()}")
+
+
+@needs_kernel
+@pytest.mark.parametrize("n_in,n_out,bias", [(320, 896, False), (896, 320, True), (64, 13, True), (8, 1, False)])
+def test_a_row_is_the_same_bits_alone_and_in_any_pass_and_near_float64(n_in, n_out, bias):
+    torch.manual_seed(n_in + n_out)
+    linear = nn.Linear(n_in, n_out, bias=bias)
+    layer = fp32rows.Fp32RowsLinear(linear)
+    x = torch.randn(9, n_in)
+    alone = torch.cat([layer(x[i : i + 1]) for i in range(len(x))])
+    for rows in range(2, 10):
+        assert torch.equal(layer(x[:rows]), alone[:rows]), f"a row changed beside {rows - 1} others"
+    exact = x.double() @ linear.weight.double().T + (linear.bias.double() if bias else 0.0)
+    scale = exact.abs().max().item() + 1.0
+    assert (alone.double() - exact).abs().max().item() <= 1e-5 * scale, "not the layer's own products"
+    assert layer(x.bfloat16()).dtype == torch.bfloat16 and layer(x[:3].view(1, 3, n_in)).shape == (1, 3, n_out)
+
+
+@needs_kernel
+def test_the_joined_projections_are_the_parts_bit_for_bit():
+    torch.manual_seed(0)
+    parts = [fp32rows.Fp32RowsLinear(nn.Linear(64, width, bias=False)) for width in (64, 16, 16)]
+    x = torch.randn(5, 64)
+    separate = torch.cat([part(x) for part in parts], dim=-1)
+    joined = forms.concatenated(parts)
+    assert isinstance(joined, fp32rows.Fp32RowsLinear) and torch.equal(joined(x), separate)
+
+
+@needs_kernel
+def test_a_model_in_the_form_keeps_its_float32_weights_and_its_rows():
+    model = tiny_llama(64, seed=0, hidden=64)
+    before = {name: p.detach().clone() for name, p in model.named_parameters() if p.dim() == 2 and "embed" not in name}
+    apply_form(model, "fp32rows")
+    assert model.weight_form == "fp32rows" and forms.model_rows_independent(model)
+    kept = {name.removesuffix(".weight"): w for name, w in before.items()}
+    for name, module in model.named_modules():
+        if isinstance(module, fp32rows.Fp32RowsLinear) and name in kept:
+            assert torch.equal(module.weight, kept[name]), f"{name}: the form changed a weight"
+
+
+def test_where_the_kernel_cannot_run_the_pair_loads_in_plain_float32_and_says_so(monkeypatch, caplog):
+    monkeypatch.setattr(fp32rows, "why_not", lambda: "the fp32rows kernel needs a CPU with AVX2 and FMA")
+    with caplog.at_level(logging.WARNING):
+        assert choose_form("fp32rows", torch.device("cpu")) == "fp32"
+    assert "fp32rows kernel needs a CPU with AVX2 and FMA, so fp32 serves instead" in caplog.text
+    assert choose_form("fp32rows", torch.device("cuda")) is None, "a GPU keeps the pair's dtype"
+    assert "fp32rows" not in forms.packed_names(), "auto and the feature heads choose among quantised forms only"
+
+
+@needs_kernel
+@pytest.mark.slow
+def test_a_float32_model_in_the_form_is_row_exact_compiled_and_says_so_eager(monkeypatch):
+    """Its products are row-independent everywhere; its float32 norms and attention sums are too only in the compiled
+    step (Inductor's loops), so only there does a run say it is exact to the bit."""
+    from specviz.engine.compiled import FastDecoder, FastModel
+    from specviz.engine.row_exactness import model_rows_independent
+    from tests.tiny import pass_and_steps
+
+    monkeypatch.setenv("SPECVIZ_COMPILE", "1")
+    model = apply_form(tiny_llama(64, seed=0, hidden=64), "fp32rows")
+    fast = FastModel(model, compile_step=True)
+    if not fast.report.compiled or fast.build() is None:
+        pytest.skip("compiling cannot work here")
+    decoder = FastDecoder(fast, 64)
+    with torch.inference_mode():
+        decoder.feed([3, 14, 15, 9, 26, 5, 35])
+        for tokens in ([11, 12, 13, 14, 15], [7, 8], [1, 2, 3, 4, 5, 6, 7, 8]):
+            together, alone = pass_and_steps(decoder, tokens)
+            assert torch.equal(together, alone), f"{len(tokens)} rows: max |Δ| {(together - alone).abs().max():.3g}"
+    assert model_rows_independent(model, "compiled") and not model_rows_independent(model, "eager")
