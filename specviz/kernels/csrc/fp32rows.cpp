@@ -1,5 +1,5 @@
 // fp32rows: a float32 linear layer on x86 CPUs with AVX2 and FMA, each output the same bits alone and inside a k-row
-// pass, on every such CPU.
+// pass, on every such CPU. Written for specviz (specviz's own code, under the project's licence).
 //
 //   y[m, n] = bias[n] + reduce(Σ_k x[m, k] · w[n, k])
 //
