@@ -46,11 +46,9 @@ def logits_alone_and_together(model, prefix: list[int], tokens: list[int]) -> tu
 
 
 EXACT_FORMS = [name for name, form in FORMS.items() if form.rows_independent]  # w4a8 included: it runs on AVX2 too
-# fp32rows: a float32 model's eager reductions follow the rows' count; it is row-exact compiled (tests/test_fp32rows.py)
-BF16_EXACT_FORMS = [name for name in EXACT_FORMS if FORMS[name].dtype_name == "bfloat16"]
 
 
-@pytest.mark.parametrize("form", BF16_EXACT_FORMS)
+@pytest.mark.parametrize("form", EXACT_FORMS)
 def test_weight_only_rows_are_independent(form):
     alone, together = logits_alone_and_together(formed(form), PROMPT, [11, 12, 13, 14, 15])
     assert torch.equal(alone, together), (
@@ -208,4 +206,4 @@ def test_which_forms_exist_is_answered_by_the_registry_alone():
     would drift from it (the form once called vnni4 was listed in six places)."""
     assert stray_form_lists() == [], "lists of weight forms outside specviz/kernels/forms.py"
     assert forms.packed_names() == ("int8", "int4", "w4a8") and forms.get("vnni4") is FORMS["w4a8"]
-    assert [name for name in FORMS if forms.rows_independent(name)] == ["int8", "int4", "w4a8", "fp32rows"]
+    assert [name for name in FORMS if forms.rows_independent(name)] == ["int8", "int4", "w4a8"]

@@ -10,7 +10,6 @@ only up to rounding (RunStarted.rows_exact, events.NOT_ROW_EXACT).
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
 from specviz.kernels.forms import model_rows_independent as products_row_independent
@@ -20,23 +19,10 @@ ROW_EXACT_ATTENTION = "specviz_row_exact"  # transformers' name for the row-exac
 
 def model_rows_independent(model: nn.Module, engine: str) -> bool:
     """Every matrix product of the model's layers (its LM head included) a row-independent form's, and its attention
-    row-exact: the fast path's own (`engine` "compiled" or "eager"), or transformers' set to it. A float32 model
-    (`fp32rows`) is row-exact on the compiled step only: eager, its norms' and attention's float32 sums are torch's
-    reductions, whose order follows the number of rows (a tiny Llama: |Δ logit| 2.4e-6 between a 5-row pass and its
-    steps on the fast path eager, 0 compiled), where a bf16 model rounds such last bits away."""
+    row-exact: the fast path's own (`engine` "compiled" or "eager"), or transformers' set to it."""
     if not products_row_independent(model):
         return False
-    if engine == "compiled":
-        return True  # Inductor's own reduction loops reduce every row alike
-    if float32_sums(model):
-        return False
-    if engine == "eager":
+    if engine in ("compiled", "eager"):
         return True  # engine/static_cache.py's attention
     config = getattr(model, "config", None)
     return getattr(config, "_attn_implementation", None) == ROW_EXACT_ATTENTION
-
-
-def float32_sums(model: nn.Module) -> bool:
-    """Whether the model computes in float32 (its norms' weights are float32): then torch's eager reductions decide its
-    last bits by the rows' count."""
-    return any(parameter.dtype == torch.float32 for parameter in model.parameters())

@@ -12,7 +12,10 @@ close a CPU gets depends on the kernel behind each matrix product, and whether g
 - `w4a8`: 4-bit weights × 8-bit activations, integer dot products (kernels/w4a8.py): row-independent and bit-identical on
   its AVX-512 VNNI and AVX2 paths; it streams its weights at memory speed where the CPU has either.
 - `fp32rows`: the model's own float32 weights, nothing quantised, each output one fixed chain of fused multiply-adds
-  (kernels/fp32rows.py): row-independent and the same bits on every x86 CPU with AVX2; the bundled pair's form.
+  (kernels/fp32rows.py): its products are row-independent and the same bits on every x86 CPU with AVX2, but a float32
+  model's norms and attention sums are torch's float32 reductions, which may follow the number of rows (6.7e-6 apart
+  under AVX2 kernels, compiled), so a model in it is exact only up to rounding, like `fp32`, and faster: the bundled
+  pairs' form.
 
 Not `quantize_dynamic`: it quantises activations with one scale shared by all rows of a forward, so a token's logits
 would depend on which other tokens share the verify pass. Every list of forms, choice, fusion and exactness question
@@ -151,10 +154,11 @@ FORMS: dict[str, WeightForm] = {
         WeightForm("fp32", "torch's float32 linear (MKL): exact only up to rounding", None, "float32", False, 4.0),
         WeightForm(
             "fp32rows",
-            "float32 weights as they are, one fixed chain of products per output (specviz's kernel: AVX2 and FMA)",
+            "float32 weights as they are, one fixed chain of products per output (specviz's kernel: AVX2 and FMA): "
+            "exact only up to rounding",
             "specviz.kernels.fp32rows:Fp32RowsLinear",
             "float32",
-            True,
+            False,  # its products are row-independent; a float32 model's reductions are not always (see above)
             4.0,
             _fp32rows_why_not,
             _fp32rows_kernel,

@@ -1,14 +1,16 @@
 """The `fp32rows` weight form: the model's own float32 weights, multiplied by specviz's kernel (csrc/fp32rows.cpp),
-in which a token's row is the same bits alone and inside a verify pass on every x86 CPU with AVX2 and FMA.
+in which a layer's row is the same bits alone and inside a verify pass on every x86 CPU with AVX2 and FMA.
 
-torch's float32 linear (MKL, oneDNN) chooses its kernel by the number of rows, so a model left in float32 is exact only
-up to rounding: greedy speculation may part from plain decoding where two logits tie to the last bit. This form keeps
-every weight as it is (nothing is quantised) and computes each output as one fixed chain of fused multiply-adds, so
-the bundled pair is exact to the bit on the compiled step (eager, a float32 model's norms and attention sums still
-follow the rows' count: engine/row_exactness.py). It is also faster: on a 2-core AMD EPYC (Zen 4) the bundled target
-alone decoded 1.83× as many tokens a second as through MKL (benchmarks/fp32rows_step.py). Built once per machine like
-the w4a8 kernel (kernels/build.py); where it cannot run, `why_not()` says why in one sentence and the pair loads in
-plain float32 instead (models/weight_forms.choose_form).
+torch's float32 linear (MKL, oneDNN) chooses its kernel by the number of rows, and on a 2-core AMD EPYC (Zen 4) its
+one-row products of the bundled pair's small matrices ran far below memory speed. This form keeps every weight as it
+is (nothing is quantised) and computes each output as one fixed chain of fused multiply-adds: the bundled target alone
+decoded 1.83× as many tokens a second as through MKL (benchmarks/fp32rows_step.py). A float32 model is still exact
+only up to rounding in it: its norms and attention sum in float32 with torch's reductions, which may follow the
+number of rows (a verify pass's row 6.7e-6 from its step under AVX2 kernels, compiled: tests/test_row_independence.py
+found it), where a bf16 model rounds such bits away; so the form is not one of the row-independent ones
+(kernels/forms.py), and a run in it says "exact up to rounding". Built once per machine like the w4a8 kernel
+(kernels/build.py); where it cannot run, `why_not()` says why in one sentence and the pair loads in plain float32
+instead (models/weight_forms.choose_form).
 """
 
 from __future__ import annotations
@@ -46,8 +48,7 @@ def why_not() -> str | None:
                 _loaded.append(None)
             except Exception as error:  # a missing compiler or a failed build: plain float32 serves instead
                 first = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
-                _loaded.append(f"building the fp32rows kernel failed ({first})")
-                build.log.warning("specviz: %s, so plain float32 serves instead", _loaded[0])
+                _loaded.append(f"building the fp32rows kernel failed ({first})")  # choose_form says it, once
         return _loaded[0]
 
 

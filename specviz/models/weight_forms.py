@@ -53,12 +53,17 @@ def choose_form(requested: str | None, device: torch.device, model: nn.Module | 
         form = forms.get(requested)
         why_not = form.why_not() if form.fallback else None
         if why_not is not None:  # e.g. fp32rows off x86: the pair still loads, exact only up to rounding, and says so
-            log.warning("weight form %s: %s, so %s serves instead", form.name, why_not, form.fallback)
+            if form.name not in _fell_back:  # once a process: a pair loads its target and its draft in it
+                _fell_back.add(form.name)
+                log.warning("weight form %s: %s, so %s serves instead", form.name, why_not, form.fallback)
             return form.fallback
         return form.name
     if model is not None:
         return measured_choice(model).form
     return "w4a8" if forms.FORMS["w4a8"].why_not() is None else choice.FALLBACK
+
+
+_fell_back: set[str] = set()  # forms this process replaced by their fallback, already said in the log
 
 
 def measured_choice(model: nn.Module) -> choice.FormChoice:
