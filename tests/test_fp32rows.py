@@ -52,9 +52,13 @@ def test_a_model_in_the_form_keeps_its_float32_weights_and_its_rows():
     # its products are row-independent, its float32 norms and attention sums not always: a run says "up to rounding"
     assert not forms.model_rows_independent(model) and not forms.rows_independent("fp32rows")
     kept = {name.removesuffix(".weight"): w for name, w in before.items()}
+    compared = 0
     for name, module in model.named_modules():
         if isinstance(module, fp32rows.Fp32RowsLinear) and name in kept:
             assert torch.equal(module.weight, kept[name]), f"{name}: the form changed a weight"
+            compared += 1
+    layers = model.config.num_hidden_layers
+    assert compared >= 7 * layers, f"only {compared} layers were compared: the form did not take the model's layers"
 
 
 def test_where_the_kernel_cannot_run_the_pair_loads_in_plain_float32_and_says_so(monkeypatch, caplog):

@@ -70,8 +70,8 @@ def test_every_path_computes_the_same_bits_row_by_row_and_the_forms_arithmetic()
 @pytest.mark.skipif(not PATHS, reason="this CPU has neither AVX-512 VNNI nor AVX2")
 def test_every_path_quantises_activations_to_the_nearest_even_code():
     """A group whose largest |x| is 127 has scale 1, so its int8 codes are x rounded, halves to even; an identity
-    weight reads each code back alone: y[n] = (15 · code[n]) · 1 · s_w[n], which pins the quantiser's rounding, clamp,
-    order and sums on every path."""
+    weight reads each code back alone: y[n] = (15 · code[n]) · 1 · s_w[n], which pins the quantiser's rounding, clamp
+    and order on every path (its zero points are 0, so the group sums are left to the reference test above)."""
     halves = [127.0, 2.5, 3.5, -2.5, -3.5, 0.5, 1.5, -0.5, -1.5, 100.5, -126.5, 0.0]
     x = torch.zeros(2, 32, dtype=torch.bfloat16)  # row 1 stays zero: scale 0, every product 0
     x[0, : len(halves)] = torch.tensor(halves)

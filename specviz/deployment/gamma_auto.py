@@ -12,9 +12,10 @@ Choosing (`choose_setting`), all measured in this process, with the threads, eng
      passes followed), its level set by what the calibration's own cycles cost inside the run (a pass after the
      draft's steps, with the cycle's bookkeeping): a pass timed back to back cost 1.23 steps where the same pass inside
      a run cost 2.13 (docs/performance.md);
-  4. τ: the calibration run's draft time per draft forward, over that step, for its kind of shape: a tree's forwards
-     (a depth's nodes at once, with the tree's bookkeeping) cost more than a chain's one row (τ 0.15–0.17 against 0.08
-     for the bundled pair, benchmarks/tau_by_shape.py), so chains and trees are priced at a τ timed on their own kind;
+  4. τ: a draft forward's time over that step, for each kind of shape: a tree's forwards (a depth's nodes at once,
+     with the tree's bookkeeping) cost more than a chain's one row (τ 0.15–0.17 against 0.08 for the bundled pair,
+     benchmarks/tau_by_shape.py), so a drafter of trees also runs a short chain (CALIBRATION_CHAIN) over the same
+     prompts, and chains and trees are priced at a τ timed on their own kind;
   5. the check: the chosen shape runs once over the calibration prompts (the target alone beside it again); where its
      own cycles cost another ν or τ than predicted, the curve and its kind's τ are set by them and the choice made
      again, and checked once more where the new choice is of a kind whose τ no run has timed yet.
@@ -201,6 +202,10 @@ def choose_setting(pair: LoadedPair, prompts: list[str], settings: DecodeSetting
         raise ValueError("the calibration run drafted nothing to test: give a longer prompt or more new tokens")
     passes = measure_pass_seconds(pair.target.model, pair.shared_vocab_size, MAX_ROWS, context=calibration.context, repeats=5)
     taus = {shape_kind(calibration_shape(drafts_trees)): tau_in_run(calibration.draft_s_per_forward, calibration.step_s)}
+    if drafts_trees:  # a tree's forwards cost more than a chain's: a chain's own τ, so chains are not priced at a tree's
+        chained = calibrate(pair, prompts, settings, drafter, shape=TreeShape.chain(CALIBRATION_CHAIN))
+        if chained.draft_s_per_forward > 0:
+            taus["chain"] = tau_in_run(chained.draft_s_per_forward, chained.step_s)
     choice = choice_from(calibration.acceptance, calibration, taus, passes, pair)
 
     def drafted(choice: AutoChoice) -> TreeShape:  # what a run drafts: a drafter of chains drafts the best chain

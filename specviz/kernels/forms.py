@@ -81,12 +81,13 @@ class WeightForm:
     why_not_here: Callable[[], str | None] = lambda: None  # why this process cannot run it (None: it can)
     kernel_here: Callable[[], str] = _torch_kernels
     quantises_activations: bool = False  # w4a8 multiplies 8-bit activations; the others keep them in bf16 or fp32
-    quantised: bool = True  # a packed form's weights are quantised (int8, int4, w4a8); fp32rows keeps them as they are
+    quantised: bool = True  # a packed form's weights are quantised (int8, int4, w4a8); fp32rows keeps them (casts: n/a)
     fallback: str | None = None  # the form a pair asking for this one loads in where this one cannot run here
 
     @property
     def packs(self) -> bool:
-        """Whether the form replaces linear layers with a quantised layer (int8, int4, w4a8), not a dtype cast."""
+        """Whether the form replaces linear layers with a layer of its own (int8, int4, w4a8, fp32rows), not a dtype
+        cast; `quantised` says whether that layer quantises the weights."""
         return self.layer_path is not None
 
     @property

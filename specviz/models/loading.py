@@ -15,7 +15,6 @@ from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from specviz.engine import Vocabulary
 from specviz.engine.kv_cache import synchronize
-from specviz.kernels import forms
 from specviz.models.catalogue import Pair, PairError, SplitWheelSpec, load_catalogue
 from specviz.models.feature_head import FeatureHead, head_in_form, load_head, own_weight_bytes
 from specviz.models.footprint import config_before_loading, count_parameters, too_big_sentence
@@ -335,13 +334,10 @@ def load_draft(
 ) -> LoadedModel:
     """The draft beside its loaded target: its embedding borrowed where it shares the target's, an independent draft's
     head cut to the pair's `draft_vocabulary`, and an independent draft in its form (at the draft's pace: the same
-    kernels as the target). A draft that shares the target's embedding keeps its weights as trained, computed by the
-    exact float kernel where its form is that one (`fp32rows`: nothing quantised, its head its own copy)."""
+    kernels as the target)."""
     draft = load_model(reference, device, dtype, target=target.model)
     if not is_independent(draft):
-        asked = form_asked(form_asked_for_draft, device)
-        keeps_weights = asked not in (None, "auto") and forms.get(asked).packs and not forms.get(asked).quantised
-        return in_form(draft, asked) if keeps_weights else draft
+        return draft
     if pair.draft_vocabulary_ref:  # its head cut to the tokens code is written in
         keep_rows(draft.model, read_vocabulary_file(Path(pair.draft_vocabulary_ref)))
     return in_form_if(draft, form_asked(form_asked_for_draft, device))

@@ -67,6 +67,7 @@ at::Tensor fp32rows_linear(const at::Tensor& x, const at::Tensor& weight, const 
   const float* bias_ptr = nullptr;
   if (bias.has_value() && bias->defined()) {
     bias_f = bias->to(at::kFloat).contiguous();
+    TORCH_CHECK(bias_f.numel() == N, "fp32rows: the bias has ", bias_f.numel(), " values for ", N, " outputs");
     bias_ptr = bias_f.data_ptr<float>();
   }
   auto sizes = x.sizes().vec();

@@ -249,7 +249,7 @@ void quantise_group(const scalar_t* x, int8_t* out, float* scale_out, int32_t* s
     codes[v] = _mm256_cvtps_epi32(r);
     total = _mm256_add_epi32(total, codes[v]);
   }
-  // int32 → int8 in order: pack pairs of vectors (lanes interleave by 128 bits), then put the 64-bit quarters back
+  // int32 → int8 in order: pack pairs of vectors (lanes interleave by 128 bits), then put the 32-bit pieces back
   const __m256i low16 = _mm256_packs_epi32(codes[0], codes[1]), high16 = _mm256_packs_epi32(codes[2], codes[3]);
   const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(low16, high16), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), bytes);
