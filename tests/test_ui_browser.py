@@ -116,18 +116,22 @@ RACE_POINTS = """() => { const plot = document.querySelector('#race .js-plotly-p
 def test_the_race_on_the_main_view_fills_in_during_playback(app_url, browser):
     page = open_app(browser, app_url)
     assert page.locator("#race").is_visible(), "the race is on the main view, not behind a tab"
-    # 10× slower, not 50×: on a loaded machine the recorded run is slower too, and 50× its time outlasted the wait for
-    # "done" (a run recorded in 6 s plays for 5 minutes); 10× still leaves seconds of playback to see the race fill in
-    choose(page, "playback", "10× slower")
+    # the default playback, slow motion, fits any run into 8 s: long enough for the charts' redraws every 2 s to show
+    # the race mid-way on a fast machine (10× a bundled run in fp32rows played in under 2 s, with no redraw between the
+    # first and the last), short enough on a slow one (50× a run recorded in 6 s played for 5 minutes)
     page.click("#run")
     wait_state(page, "playing")
     page.wait_for_function(f"({RACE_POINTS})() !== null", timeout=120_000)
     first = page.evaluate(RACE_POINTS)
     assert len(first) == 2, "two arrival curves: speculative and the target alone"
+    # the speculative curve gains tokens as the playback's clock advances, and at that same moment the numbers are cut
+    # at the clock ("so far"): one check in the page, as a fast run's playback may end between two checks from here
     page.wait_for_function(
-        f"(first) => {{ const now = ({RACE_POINTS})(); return now && now[1] > first[1]; }}", arg=first, timeout=180_000
-    )  # the speculative curve gains tokens as the playback's clock advances
-    assert "so far" in page.locator("#race-numbers").inner_text(), "the numbers are cut at the playback's clock too"
+        f"""(first) => {{ const now = ({RACE_POINTS})(); const numbers = document.querySelector('#race-numbers');
+            return now && now[1] > first[1] && numbers !== null && numbers.innerText.includes('so far'); }}""",
+        arg=first,
+        timeout=180_000,
+    )
     wait_state(page, "done")
     page.wait_for_selector("#race-numbers :text('the whole run')", timeout=60_000)
     final = page.evaluate(RACE_POINTS)
