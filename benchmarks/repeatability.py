@@ -63,6 +63,12 @@ def main() -> int:
         auto = merged.get("auto") or {}
         rows = [row for row in merged["rows"] if row["method"] != "autoregressive"]
         summary = {"command": merged["command"], "engine": merged.get("engine"), "threads": merged.get("threads"), "rows": []}
+        read_rates = merged.get("memory_read_gb_s_by_process") or []  # each process's, before each repeat and after
+        summary["memory_read_gb_s_by_process"] = read_rates
+        print(
+            f"{pair} memory read rate around each process's repeats: "
+            + "; ".join(", ".join(f"{rate:.0f}" for rate in rates or ()) + " GB/s" for rates in read_rates)
+        )
         for row in rows:
             processes = spread_of(row["speedup_by_process"])
             label = f"tree {row['tree']}" if row.get("tree") else f"γ {row['gamma']}"

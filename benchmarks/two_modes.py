@@ -12,6 +12,12 @@ between the target's). ν is each slice's median pass over its median step; a pr
 slices, and its spread the slices' range (max − min) ÷ 2. `--profile` also times, in every process, one profiled
 slice (torch.profiler: each operator's own time per call). Variants start their processes with an environment or
 thread count of their own (VARIANTS below), all interleaved in the same rounds.
+
+Every slice also takes the machine's memory read rate before and after it (a sum over READ_MB), and the summary
+sorts the slices by it: on a VM that moves between two states (reads at about 35 or 65 GB/s), each state's step, pass,
+ν and τ per variant (docs/performance.md, "The machine's two states"):
+
+    python benchmarks/two_modes.py --processes 2 --variants spin,glue-one-thread --rows 8 --rounds 30 --save machine_states_bundled
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import multiprocessing
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +37,10 @@ from benchmarks.results import write_results  # noqa: E402
 
 VARIANTS = {  # what each process group starts with: environment variables (None: unset), and torch's thread count
     "spin": ({"OMP_WAIT_POLICY": None}, None),  # libgomp's default (no policy set), as specviz runs
-    "passive": ({"OMP_WAIT_POLICY": "PASSIVE"}, None),  # idle threads sleep at once (specviz's server before serving/torch_threads.py)
+    "passive": (
+        {"OMP_WAIT_POLICY": "PASSIVE"},
+        None,
+    ),  # idle threads sleep at once (specviz's server before serving/torch_threads.py)
     "active": ({"OMP_WAIT_POLICY": "ACTIVE"}, None),  # …or spin until the next parallel region
     "one-thread": ({}, 1),
     "huge-pages": ({"THP_MEM_ALLOC_ENABLE": "1"}, None),  # torch's large tensors on transparent huge pages
@@ -38,7 +48,14 @@ VARIANTS = {  # what each process group starts with: environment variables (None
     # threads do: libgomp then manages more threads than there are CPUs and cuts its spin-wait to 100 iterations
     "spin-second-team": ({"OMP_WAIT_POLICY": None, "TWO_MODES_SECOND_TEAM": "1"}, None),
     "passive-second-team": ({"OMP_WAIT_POLICY": "PASSIVE", "TWO_MODES_SECOND_TEAM": "1"}, None),
+    # Inductor's own loops (the norms, the attention, the activations between the products) on one thread, its
+    # packages in a folder of their own (a package's key does not name this setting); the products keep both threads
+    "glue-one-thread": (
+        {"TWO_MODES_GLUE_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": str(Path(tempfile.gettempdir()) / "specviz-glue-1")},
+        None,
+    ),
 }
+READ_MB = 256  # the buffer a slice's memory read rate is timed on: larger than this machine's cache (32 MiB)
 
 
 def start_second_team() -> None:
@@ -102,6 +119,10 @@ def worker(conn, pair_name: str, threads: int | None, context: int, rows: int, s
         torch.set_num_threads(threads)
     if os.environ.get("TWO_MODES_SECOND_TEAM"):
         start_second_team()
+    if os.environ.get("TWO_MODES_GLUE_THREADS"):
+        import torch._inductor.config
+
+        torch._inductor.config.cpp.threads = int(os.environ["TWO_MODES_GLUE_THREADS"])
     from specviz.cli.options import compile_before_timing
     from specviz.engine.compiled import decoder_for, pair_engine
     from specviz.models.catalogue import load_catalogue
@@ -112,6 +133,16 @@ def worker(conn, pair_name: str, threads: int | None, context: int, rows: int, s
     compile_before_timing(pair)
     vocab = pair.shared_vocab_size
     ids = torch.randint(0, vocab, (context + rows,), generator=torch.Generator().manual_seed(seed)).tolist()
+    memory = torch.ones(READ_MB * 2**20 // 4)
+
+    def read_gb_s() -> float:  # the machine's memory read rate now: the best of two sums over `memory`
+        best = float("inf")
+        for _ in range(2):
+            started = time.perf_counter()
+            memory.sum()
+            best = min(best, time.perf_counter() - started)
+        return memory.numel() * 4 / best / 1e9
+
     with torch.inference_mode():
         target, draft = decoder_for(pair.target.model, vocab), decoder_for(pair.draft.model, vocab)
         target.feed(ids[:context])
@@ -125,6 +156,7 @@ def worker(conn, pair_name: str, threads: int | None, context: int, rows: int, s
 
         def one_slice(count: int) -> dict:
             step, passes, after_draft, draft_step = [], [], [], []
+            read_before = read_gb_s()
             for _ in range(count):
                 step.append(timed(lambda: target.feed(pending[:1], keep_last=1)))
                 target.truncate(context)
@@ -137,7 +169,13 @@ def worker(conn, pair_name: str, threads: int | None, context: int, rows: int, s
                 draft.truncate(context)
                 after_draft.append(timed(lambda: target.feed(pending, keep_last=rows)))
                 target.truncate(context)
-            return {"step": step, "pass": passes, "pass_after_draft": after_draft, "draft_step": draft_step}
+            return {
+                "step": step,
+                "pass": passes,
+                "pass_after_draft": after_draft,
+                "draft_step": draft_step,
+                "read_gb_s": [read_before, read_gb_s()],  # the machine's read rate before and after the slice
+            }
 
         one_slice(3)  # warm
         conn.send({"facts": facts(), "weights": weight_addresses(pair.target.model), "engine": pair_engine(pair)})
@@ -160,6 +198,48 @@ def worker(conn, pair_name: str, threads: int | None, context: int, rows: int, s
 
 def median_ratio(numerators: list[float], denominators: list[float]) -> float:
     return statistics.median(numerators) / statistics.median(denominators)
+
+
+def machine_states(processes: list[dict], rows: int) -> list[dict]:
+    """Every process's slices grouped by the machine's memory read rate around them: where the rates fall in two
+    clusters (the fastest slice's rate over 1.4 × the slowest's), a slice is "low" or "high" by the geometric midpoint,
+    and one whose rate before and after lie on either side of it (the machine changed during the slice) is left out;
+    per variant and state, the medians of each slice's step, pass, draft step, ν and τ."""
+    rates = sorted(rate for each in processes for s in each["slices"] for rate in s["read_gb_s"])
+    low, high = rates[len(rates) // 20], rates[-1 - len(rates) // 20]
+    split = (low * high) ** 0.5 if high > 1.4 * low else None
+    grouped: dict[tuple[str, str], list[dict]] = {}
+    for each in processes:
+        for s in each["slices"]:
+            sides = {"low" if split and rate < split else "high" if split else "one" for rate in s["read_gb_s"]}
+            if len(sides) == 1:
+                grouped.setdefault((each["variant"], sides.pop()), []).append(s)
+    states = []
+    for (variant, state), slices in sorted(grouped.items()):
+
+        def median(key: str, slices: list[dict] = slices) -> float:
+            return statistics.median(statistics.median(s[key]) for s in slices)
+
+        states.append(
+            {
+                "variant": variant,
+                "state": state,
+                "slices": len(slices),
+                "read_gb_s": statistics.median(statistics.mean(s["read_gb_s"]) for s in slices),
+                "step_ms": 1000 * median("step"),
+                "pass_ms": 1000 * median("pass"),
+                "draft_step_ms": 1000 * median("draft_step"),
+                "nu": statistics.median(median_ratio(s["pass"], s["step"]) for s in slices),
+                "tau": statistics.median(median_ratio(s["draft_step"], s["step"]) for s in slices),
+            }
+        )
+        row = states[-1]
+        print(
+            f"{variant:>16}, memory read {row['read_gb_s']:.0f} GB/s ({row['slices']} slices): step {row['step_ms']:.2f} ms, "
+            f"pass of {rows} rows {row['pass_ms']:.2f} ms, ν({rows}) {row['nu']:.2f}, draft step {row['draft_step_ms']:.3f} ms, "
+            f"τ {row['tau']:.3f}"
+        )
+    return states
 
 
 def main() -> int:
@@ -244,7 +324,16 @@ def main() -> int:
         if row["profile"]:
             for name, count, self_us in row["profile"][:6]:
                 print(f"      {name:<44} {count:>5} calls {self_us:9.1f} µs each")
-    values = {"pair": args.pair, "rows": args.rows, "context": args.context, "slice": args.slice, "processes": rows}
+    print("by the machine's memory read rate around each slice:")
+    states = machine_states(processes, args.rows)
+    values = {
+        "pair": args.pair,
+        "rows": args.rows,
+        "context": args.context,
+        "slice": args.slice,
+        "processes": rows,
+        "machine_states": states,
+    }
     if args.save:
         print(f"wrote {write_results(args.save, values)}")
     return 0

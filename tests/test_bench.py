@@ -81,3 +81,55 @@ def test_the_page_and_bench_time_one_path(bundled_pair):
     assert page.summary.new_token_ids == page.baseline.new_token_ids and benched["greedy_identical"]
     ratio = readings_of_trace(page).measured_speedup / row["speedup"]
     assert 0.6 <= ratio <= 1.6, f"page {readings_of_trace(page).measured_speedup:.2f}× against bench {row['speedup']:.2f}×"
+
+
+def test_bench_takes_the_memory_read_rate_between_repeats_never_inside_a_request(bundled_pair, monkeypatch):
+    """The read rate is taken before each repeat and after the last, and never while a request is timed: a request
+    that is running when the probe is called fails the test."""
+    from specviz.deployment import benchmark
+    from specviz.engine import DecodeSettings
+    from specviz.prompts.sets import PROMPTS
+
+    running = []
+    real_run_ours = benchmark.run_ours
+
+    def run_ours(*args, **kwargs):
+        running.append(True)
+        try:
+            return real_run_ours(*args, **kwargs)
+        finally:
+            running.pop()
+
+    monkeypatch.setattr(benchmark, "run_ours", run_ours)
+    taken = []
+
+    def read_rate() -> float:
+        assert not running, "the read rate was taken inside a timed request"
+        taken.append(30.0 + 10 * len(taken))
+        return taken[-1]
+
+    settings = DecodeSettings(max_new_tokens=8, gamma=2)
+    result = benchmark.bench(
+        bundled_pair,
+        [PROMPTS["code"][0]],
+        settings,
+        [2],
+        "model",
+        repeats=3,
+        with_transformers=False,
+        with_dynamic=False,
+        read_rate=read_rate,
+    )
+    assert result["memory_read_gb_s"] == taken == [30.0, 40.0, 50.0, 60.0]
+    merged = benchmark.merge_processes([result, {**result, "memory_read_gb_s": [35.0] * 4}])
+    assert merged["memory_read_gb_s_by_process"] == [taken, [35.0] * 4]
+
+
+def test_the_read_rate_line_warns_only_where_the_rates_lie_at_two_levels():
+    from specviz.cli.bench import read_rate_line
+
+    steady = read_rate_line([35.2, 36.0, 34.8])
+    assert steady == "memory read rate around the repeats: 35, 36, 35 GB/s"
+    moved = read_rate_line([35.0, 64.0, 63.0], "the processes")
+    assert moved.startswith("memory read rate around the processes: 35, 64, 63 GB/s (⚠ it moved between levels")
+    assert read_rate_line([]) == "memory read rate: not measured"

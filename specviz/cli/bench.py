@@ -10,6 +10,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
+from specviz.analysis.cache_fit import measure_read_bandwidth
 from specviz.analysis.readings import STEADY_WITHIN, spread_of
 from specviz.cli import options
 from specviz.deployment.benchmark import bench, merge_processes
@@ -116,6 +117,8 @@ def in_processes(args: argparse.Namespace) -> int:
                 f"({', '.join(f'{v:.2f}' for v in row['speedup_by_process'])}), every process within "
                 f"{100 * spread.relative:.1f} % of the median"
             )
+    rates = [rate for rates in merged["memory_read_gb_s_by_process"] for rate in rates or ()]
+    print(read_rate_line(rates, "the processes"))
     return 0
 
 
@@ -157,6 +160,7 @@ def command(args: argparse.Namespace) -> int:
             trees=trees,
             log=log,
             verifications=options.verifications_from(args)[1:],
+            read_rate=memory_read_gb_s,
         )
     result["other_load_cores"] = others.result.other_cores
     result["openmp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY", "")  # "": libgomp's default, the server's too
@@ -168,6 +172,7 @@ def command(args: argparse.Namespace) -> int:
         print(format_table(result["rows"]))
         for line in spread_lines(result["rows"], args.repeats):
             print(line)
+        print(read_rate_line(result["memory_read_gb_s"]))
         for row in result["rows"]:
             if row.get("acceptance_histogram"):
                 print(f"{row['method']} (γ {row['gamma']}, {row.get('verification', 'exact')}):")
@@ -193,6 +198,28 @@ def command(args: argparse.Namespace) -> int:
             warning = " (busy: these timings are slowed; run again on a quiet machine)" if others.result.busy else ""
             print(f"other programs used {others.result.other_cores:.2f} cores while this ran{warning}")
     return 0
+
+
+def memory_read_gb_s() -> float:
+    """The machine's memory read rate now (GB/s), taken between repeats, never inside a timed request."""
+    return measure_read_bandwidth(repeats=2) / 1e9
+
+
+TWO_LEVELS = 1.4  # read rates further apart than this ratio: the machine moved between its two states (35 and 65 GB/s here)
+
+
+def read_rate_line(rates: list[float], around: str = "the repeats") -> str:
+    """The memory read rates taken around the repeats (or processes), and where they lie far apart, what that means."""
+    if not rates:
+        return "memory read rate: not measured"
+    line = f"memory read rate around {around}: {', '.join(f'{rate:.0f}' for rate in rates)} GB/s"
+    if max(rates) > TWO_LEVELS * min(rates):
+        line += (
+            " (⚠ it moved between levels while this ran: where a machine's memory reads move between two levels, a "
+            "verify pass's cost moves with them, docs/performance.md \"The machine's two states\"; compare speedups "
+            "measured at like rates)"
+        )
+    return line
 
 
 def spread_lines(rows: list[dict], repeats: int) -> list[str]:

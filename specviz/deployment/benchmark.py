@@ -287,8 +287,12 @@ def bench(
     trees: Sequence[TreeShape] = (),
     log: Callable[[str], None] = lambda line: None,
     verifications: Sequence[str] = (),
+    read_rate: Callable[[], float] | None = None,
 ) -> dict:
     """Every method over the same prompts and settings, `repeats` times; rows of pooled rates and tallies.
+    `read_rate` (the machine's memory read rate in GB/s, analysis/cache_fit.py) is taken before each repeat and after
+    the last, outside every timed request: on a VM the rate, and a verify pass's cost with it, can move between two
+    levels while a benchmark runs (docs/performance.md, "The machine's two states").
 
     Rows: autoregressive; per γ our speculative decoding with `drafter` and transformers' twin of it; per tree
     shape our speculative decoding drafting that tree (`speculative-tree`); then (for a model drafter) our dynamic
@@ -347,12 +351,17 @@ def bench(
             methods.append(
                 (theirs_default, lambda p, r: run_transformers(pair, [p], settings, TRANSFORMERS_DEFAULT, theirs_default, r))
             )
+    read_gb_s = []
     for repeat in range(repeats):
+        if read_rate is not None:
+            read_gb_s.append(read_rate())
         with collector_paused():  # as on the page: no collection inside a timed request (run/timing_conditions.py)
             for number, prompt in enumerate(prompts):
                 for _, timed_request in slice_order(methods, repeat * len(prompts) + number):
                     timed_request(prompt, repeat == 0)
         log(f"  repeat {repeat + 1}/{repeats} done")
+    if read_rate is not None:
+        read_gb_s.append(read_rate())
 
     step_s = baseline.pooled.target_step_s
     rows = [
@@ -400,6 +409,7 @@ def bench(
         "engine": engine_of(baseline),  # what the target alone ran on: every row of ours ran the same (each row says)
         "threads": threads_of(baseline),
         "settings": settings_json(settings),
+        "memory_read_gb_s": read_gb_s or None,  # before each repeat and after the last
     }
 
 
@@ -440,6 +450,7 @@ def merge_processes(results: list[dict]) -> dict:
                 "decode_speedup_by_process": list(decoding.values) if decoding is not None else [],
             }
         )
+    merged["memory_read_gb_s_by_process"] = [result.get("memory_read_gb_s") for result in results]
     for key in ("greedy_identical", "transformers_identical"):  # identical in every process, or not
         values = [result.get(key) for result in results]
         merged[key] = None if any(value is None for value in values) else all(values)
