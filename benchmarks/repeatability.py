@@ -101,11 +101,13 @@ def main() -> int:
                 "measured_with_prefill": auto.get("measured_speedup"),
                 "measured_over_predicted": ratio,
                 "within_goal": ratio is not None and abs(ratio - 1) <= STEADY_WITHIN,
+                "chosen_read_gb_s": auto.get("read_gb_s"),  # the memory read rate the choice was measured at
             }
             if ratio is not None:
                 print(
                     f"{pair} γ auto chose {summary['auto']['chosen']}: predicted {predicted:.2f}× while decoding, measured "
                     f"{measured:.2f}× ({ratio:.2f}); {auto.get('measured_speedup') or 0:.2f}× with the prompt's prefill"
+                    + (f"; chosen while memory read {auto['read_gb_s']:.0f} GB/s" if auto.get("read_gb_s") else "")
                 )
         values["pairs"][pair] = summary
     values["in_order"] = [{"pair": name, **summary} for name, summary in values["pairs"].items()]  # keys without dots

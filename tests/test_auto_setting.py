@@ -169,6 +169,19 @@ def test_the_choice_is_measured_once_per_machine_and_pair_then_reused(bundled_pa
     assert gamma_auto.kept_setting(moved) is None, "another thread count is another measurement"
 
 
+def test_the_choice_keeps_the_memory_read_rate_around_its_calibration(bundled_pair, tmp_path, monkeypatch):
+    """The state a prediction was made in travels with it: the mean of the read rates taken before and after the
+    calibration, kept in settings.json and read back with the kept choice."""
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    rates = iter([30.0, 40.0])
+    chosen = gamma_auto.remembered_setting(bundled_pair, "model", SamplingSettings(), read_rate=lambda: next(rates))
+    assert chosen.read_gb_s == 35.0
+    (entry,) = json.loads((tmp_path / "settings.json").read_text()).values()
+    assert entry["setting"]["read_gb_s"] == 35.0
+    again = gamma_auto.remembered_setting(bundled_pair, "model", SamplingSettings(), read_rate=lambda: 1 / 0)
+    assert again.reused and again.read_gb_s == 35.0, "a kept choice is read back, not probed again"
+
+
 def test_a_measurement_beside_other_work_is_kept_ten_minutes_only(bundled_pair, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     greedy = SamplingSettings()

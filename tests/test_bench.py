@@ -133,3 +133,16 @@ def test_the_read_rate_line_warns_only_where_the_rates_lie_at_two_levels():
     moved = read_rate_line([35.0, 64.0, 63.0], "the processes")
     assert moved.startswith("memory read rate around the processes: 35, 64, 63 GB/s (⚠ it moved between levels")
     assert read_rate_line([]) == "memory read rate: not measured"
+
+
+def test_the_auto_line_names_the_state_the_choice_was_made_in_beside_the_runs():
+    from specviz.cli.bench import auto_line
+
+    measured = {"measured_decode_speedup": 1.54, "measured_speedup": 1.48}
+    line = auto_line("γ 7", 1.88, measured, 64.2, [36.3, 35.6, 37.9])
+    assert line == (
+        "--gamma auto chose γ 7: predicted 1.88× while decoding, measured 1.54× (0.82 of it); 1.48× with the prompt's "
+        "prefill; chosen while memory read 64 GB/s, measured at 36–38 GB/s"
+    )
+    assert auto_line("γ 7", 1.88, measured).endswith("1.48× with the prompt's prefill"), "no rates, no clause"
+    assert auto_line("γ 7", 1.88, measured, 36.0, [36.2, 35.9]).endswith("chosen while memory read 36 GB/s, measured at 36 GB/s")

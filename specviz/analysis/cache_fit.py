@@ -27,6 +27,13 @@ def measure_read_bandwidth(megabytes: int = 512, repeats: int = 3) -> float:
     return data.numel() * 4 / best
 
 
+def read_rate_now_gb_s() -> float:
+    """The machine's memory read rate now, in GB/s: taken around measurements (never inside one), because on some
+    machines it sits at one of two levels and a verify pass's cost moves with it (docs/performance.md, "The machine's
+    two states")."""
+    return measure_read_bandwidth(repeats=2) / 1e9
+
+
 @functools.cache
 def read_bandwidth_gb_s() -> float:
     """This machine's memory read bandwidth in GB/s, measured once per process (never inside a timed run)."""

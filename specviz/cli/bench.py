@@ -10,7 +10,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from specviz.analysis.cache_fit import measure_read_bandwidth
+from specviz.analysis.cache_fit import read_rate_now_gb_s
 from specviz.analysis.readings import STEADY_WITHIN, spread_of
 from specviz.cli import options
 from specviz.deployment.benchmark import bench, merge_processes
@@ -160,7 +160,7 @@ def command(args: argparse.Namespace) -> int:
             trees=trees,
             log=log,
             verifications=options.verifications_from(args)[1:],
-            read_rate=memory_read_gb_s,
+            read_rate=read_rate_now_gb_s,
         )
     result["other_load_cores"] = others.result.other_cores
     result["openmp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY", "")  # "": libgomp's default, the server's too
@@ -190,7 +190,7 @@ def command(args: argparse.Namespace) -> int:
             )
         if chosen is not None:
             print(
-                auto_line(chosen.label, chosen.predicted_speedup, result["auto"])
+                auto_line(chosen.label, chosen.predicted_speedup, result["auto"], chosen.read_gb_s, result["memory_read_gb_s"])
                 + ("" if chosen.pays else f". {chosen.sentence[0].upper()}{chosen.sentence[1:]}.")
             )
         print(f"timed on the {result['engine']} step, {result['threads']} torch threads")
@@ -198,11 +198,6 @@ def command(args: argparse.Namespace) -> int:
             warning = " (busy: these timings are slowed; run again on a quiet machine)" if others.result.busy else ""
             print(f"other programs used {others.result.other_cores:.2f} cores while this ran{warning}")
     return 0
-
-
-def memory_read_gb_s() -> float:
-    """The machine's memory read rate now (GB/s), taken between repeats, never inside a timed request."""
-    return measure_read_bandwidth(repeats=2) / 1e9
 
 
 TWO_LEVELS = 1.4  # read rates further apart than this ratio: the machine moved between its two states (35 and 65 GB/s here)
@@ -242,13 +237,22 @@ def spread_lines(rows: list[dict], repeats: int) -> list[str]:
     return lines
 
 
-def auto_line(label: str, predicted: float, measured: dict) -> str:
+def auto_line(
+    label: str, predicted: float, measured: dict, chosen_read_gb_s: float | None = None, read_gb_s: list[float] | None = None
+) -> str:
     """γ auto's prediction beside what its row measured, like for like: while decoding (the prefill left out, as the
-    calibration leaves it out), then with the prefill (the row's headline speedup)."""
+    calibration leaves it out), then with the prefill (the row's headline speedup); and where both were taken, the
+    memory read rate the choice was measured at beside this run's (a prediction holds in the state it was made in)."""
     decode, whole = measured.get("measured_decode_speedup"), measured.get("measured_speedup")
     line = f"--gamma auto chose {label}: predicted {predicted:.2f}× while decoding, measured "
     line += f"{decode:.2f}× ({decode / predicted:.2f} of it)" if decode and predicted else "n/a"
-    return line + (f"; {whole:.2f}× with the prompt's prefill" if whole is not None else "")
+    line += f"; {whole:.2f}× with the prompt's prefill" if whole is not None else ""
+    if chosen_read_gb_s and read_gb_s:
+        low, high = f"{min(read_gb_s):.0f}", f"{max(read_gb_s):.0f}"
+        line += (
+            f"; chosen while memory read {chosen_read_gb_s:.0f} GB/s, measured at {low if low == high else f'{low}–{high}'} GB/s"
+        )
+    return line
 
 
 def auto_row(rows: list[dict], chosen) -> dict | None:

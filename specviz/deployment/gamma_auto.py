@@ -55,7 +55,7 @@ from pathlib import Path
 
 import torch
 
-from specviz.analysis.cache_fit import last_level_cache_bytes, mib
+from specviz.analysis.cache_fit import last_level_cache_bytes, mib, read_rate_now_gb_s
 from specviz.analysis.readings import speed_verdict, tau_in_run, verify_costs_in_run
 from specviz.analysis.timing import measure_pass_seconds
 from specviz.analysis.tree_theory import RankAcceptance, TreeChoice, TreeOption, choose_tree, measured_rank_acceptance
@@ -466,19 +466,23 @@ def remembered_setting(
     sampling: SamplingSettings,
     on_measure: Callable[[], None] = lambda: None,
     own_work: Callable[[], str] = lambda: "",
+    read_rate: Callable[[], float] = read_rate_now_gb_s,
 ) -> ChosenSetting:
     """The choice kept for this machine and pair, else measured now (ν(k) over 1–8 rows and one short calibration
     run: seconds on a small pair) and kept. Where other programs (our own compile worker among them) used the
     processor while it was measured, or this process did (`own_work`, as process/machine_load.LoadMeter asks it), it is
-    kept for BUSY_KEPT_S only: the runs soon after reuse it, and a later one measures again."""
+    kept for BUSY_KEPT_S only: the runs soon after reuse it, and a later one measures again. The memory read rate
+    before and after (`read_rate`) is kept with it: on a machine with two states (docs/performance.md), the state the
+    prediction was made in."""
     described = conditions(pair, drafter, sampling)
     found = kept_setting(described)
     if found is not None:
         return found
     on_measure()
+    before = read_rate()
     with LoadMeter(own_work=own_work) as others:
         choice = choose_setting(pair, calibration_prompts(pair), calibration_settings(sampling), drafter)
-    chosen = choice.chosen()
+    chosen = replace(choice.chosen(), read_gb_s=(before + read_rate()) / 2)  # the state it was measured in
     keep_setting(described, chosen, busy=others.result.busy)
     return chosen
 

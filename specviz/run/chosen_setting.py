@@ -31,6 +31,8 @@ class ChosenSetting:
     measured_at: str = ""  # when (ISO 8601, UTC)
     reused: bool = False  # read from specviz's cache, not measured by this process
     auto: bool = False  # in a trace: the run drafted this choice (γ auto); False: it drafted what was asked
+    read_gb_s: float | None = None  # the machine's memory read rate around the measurement (its state: a prediction
+    # holds in the state it was made in, docs/performance.md "The machine's two states")
 
     @property
     def label(self) -> str:
@@ -75,6 +77,7 @@ class ChosenSetting:
             "measured_at": self.measured_at,
             "reused": self.reused,
             "auto": self.auto,
+            "read_gb_s": self.read_gb_s,
         }
 
     @classmethod

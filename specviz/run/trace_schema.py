@@ -198,6 +198,7 @@ CHOSEN_SETTING = record_of(  # run/chosen_setting.py: what `gamma: auto` chose, 
         "measured_at": NAME,
         "reused": flag,
         "auto": flag,
+        "read_gb_s": optional(number(0, 1e6)),
     },
 )
 TRACE = record(
