@@ -27,7 +27,6 @@ import multiprocessing
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -48,12 +47,11 @@ VARIANTS = {  # what each process group starts with: environment variables (None
     # threads do: libgomp then manages more threads than there are CPUs and cuts its spin-wait to 100 iterations
     "spin-second-team": ({"OMP_WAIT_POLICY": None, "TWO_MODES_SECOND_TEAM": "1"}, None),
     "passive-second-team": ({"OMP_WAIT_POLICY": "PASSIVE", "TWO_MODES_SECOND_TEAM": "1"}, None),
-    # Inductor's own loops (the norms, the attention, the activations between the products) on one thread, its
-    # packages in a folder of their own (a package's key does not name this setting); the products keep both threads
-    "glue-one-thread": (
-        {"TWO_MODES_GLUE_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": str(Path(tempfile.gettempdir()) / "specviz-glue-1")},
-        None,
-    ),
+    # Inductor's own loops (the norms, the attention, the activations between the products) in the decoding package
+    # on one thread for every model, or on torch's threads for every model (engine/compiled.decode_glue_threads: by
+    # default, one thread for a model of hidden size up to 768); the products keep torch's threads either way
+    "glue-one-thread": ({"SPECVIZ_GLUE_THREADS": "1"}, None),
+    "glue-all-threads": ({"SPECVIZ_GLUE_THREADS": "all"}, None),
 }
 READ_MB = 256  # the buffer a slice's memory read rate is timed on: larger than this machine's cache (32 MiB)
 
@@ -119,10 +117,6 @@ def worker(conn, pair_name: str, threads: int | None, context: int, rows: int, s
         torch.set_num_threads(threads)
     if os.environ.get("TWO_MODES_SECOND_TEAM"):
         start_second_team()
-    if os.environ.get("TWO_MODES_GLUE_THREADS"):
-        import torch._inductor.config
-
-        torch._inductor.config.cpp.threads = int(os.environ["TWO_MODES_GLUE_THREADS"])
     from specviz.cli.options import compile_before_timing
     from specviz.engine.compiled import decoder_for, pair_engine
     from specviz.models.catalogue import load_catalogue

@@ -139,6 +139,9 @@ UNMEASURED: dict[str, dict[str, str]] = {
         "q(x) < 0.4": "transformers' default threshold",
     },
     "docs/performance.md": {
+        "hidden size up to 512": "the limit decode_glue_threads sets (engine/compiled.SMALL_HIDDEN), a setting",
+        "hidden size 576": "SmolLM2-135M's width (its config.json)",
+        "the limit of 512": "the limit decode_glue_threads sets (engine/compiled.SMALL_HIDDEN), a setting",
         "8,192-token": "SmolLM2's context length (its config.json)",
         "189 MB": "computed from SmolLM2's config, as the line shows",
         "16 MB": "the sizes benchmarks/verify_cost_by_size.py sweeps (settings)",

@@ -15,7 +15,17 @@ import torch
 
 from specviz.drafting.drafters import ModelDrafter
 from specviz.engine import CachedDecoder, DecodeSettings, autoregressive_decode, speculative_decode, static_cache
-from specviz.engine.compiled import FastDecoder, FastModel, decoder_for, enable, fast_model, load_cached_packages, pair_engine
+from specviz.engine.compiled import (
+    LONG_ROWS,
+    FastDecoder,
+    FastModel,
+    decode_glue_threads,
+    decoder_for,
+    enable,
+    fast_model,
+    load_cached_packages,
+    pair_engine,
+)
 from specviz.engine.static_cache import is_supported
 from specviz.kernels import forms
 from tests import tiny
@@ -283,3 +293,69 @@ def test_qwen2_biases_run_on_the_fast_path_fused_and_rows_independent(form):
     )
     together, alone = pass_and_steps(fast, [1, 2, 3, 4, 5])
     assert torch.equal(together, alone), f"max |Δ logit| {(together - alone).abs().max():.2e} between a pass and single steps"
+
+
+def test_a_narrow_model_decodes_with_inductors_loops_on_one_thread_where_torch_has_several(target, monkeypatch):
+    """engine/compiled.decode_glue_threads: one thread for the glue of a model of hidden size up to 768 when torch runs
+    several threads; torch's count for a wider model, on one thread, or where the user says so."""
+    monkeypatch.delenv("SPECVIZ_GLUE_THREADS", raising=False)
+    wide = SimpleNamespace(config=SimpleNamespace(hidden_size=1536))
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    assert decode_glue_threads(target) == 1 and decode_glue_threads(wide) is None
+    monkeypatch.setenv("SPECVIZ_GLUE_THREADS", "1")
+    assert decode_glue_threads(wide) == 1
+    monkeypatch.setenv("SPECVIZ_GLUE_THREADS", "all")
+    assert decode_glue_threads(target) is None
+    monkeypatch.delenv("SPECVIZ_GLUE_THREADS")
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert decode_glue_threads(target) is None
+
+
+def test_a_prompt_takes_the_long_prompt_package_and_decoding_the_other(target):
+    """A forward of more than LONG_ROWS rows goes through the long-prompt package; steps and verify passes through the
+    decoding one (here both are the eager stack behind a recorder, so the logits are checked too)."""
+    fast = FastModel(target, compile_step=False)
+    calls = []
+
+    def package(name):
+        def run(x, *tensors):
+            calls.append((name, x.shape[0]))
+            return fast.forward.layers_forward(x, static_cache.Rows(*tensors[:5]), list(tensors[5:]))
+
+        return run
+
+    fast.package = package("decoding")
+    fast.long_prompts = SimpleNamespace(package=package("long prompts"))
+    decoder = FastDecoder(fast, VOCAB)
+    prompt = (PROMPT * 20)[: LONG_ROWS + 1]
+    logits = decoder.feed(prompt)
+    decoder.feed([1])
+    decoder.feed([2, 3, 4], keep_last=3)
+    assert calls == [("long prompts", LONG_ROWS + 1), ("decoding", 1), ("decoding", 3)]
+    torch.testing.assert_close(logits, CachedDecoder(target, VOCAB).feed(prompt), rtol=0, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_the_long_prompt_package_gives_the_decoding_packages_bits(target, tmp_path, monkeypatch):
+    """On two threads a narrow model gets two packages: Inductor's loops on one thread (decoding) and on both (long
+    prompts). They split the same work differently and must reduce in the same order: the same bits for every row, so
+    which of them fed a prompt changes no decision."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("SPECVIZ_GLUE_THREADS", raising=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        fast = FastModel(weight_only(target, "int8"), compile_step=True)
+        if not fast.report.compiled:
+            pytest.skip(fast.report.reason)
+        assert fast.glue_threads == 1 and fast.long_prompts is not None
+        assert set(fast.warm_up().seconds) == {"compile"}
+        assert fast.package is not None and fast.long_prompts.package is not None
+        prompt = torch.tensor((PROMPT * 20)[: LONG_ROWS + 9])
+        x = fast.forward.embed_tokens(prompt)
+        rows = fast.rows(len(prompt), 0, None)
+        decoding, long = (package(x, *rows, *fast.new_cache(256)) for package in (fast.package, fast.long_prompts.package))
+        assert all(torch.equal(a, b) for a, b in zip(decoding, long, strict=True))
+        assert fast.is_cached() and fast.load_cached()
+    finally:
+        torch.set_num_threads(threads)

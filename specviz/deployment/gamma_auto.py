@@ -346,7 +346,7 @@ def cpu_description(cpu_info: Path = CPU_INFO) -> dict:
 
 def conditions(pair: LoadedPair, drafter: str, sampling: SamplingSettings) -> dict:
     """Everything the choice depends on (module docstring), as plain JSON."""
-    from specviz.engine.compiled import pair_engine
+    from specviz.engine.compiled import fast_models, pair_engine
     from specviz.kernels import forms
 
     device = pair.device
@@ -365,6 +365,7 @@ def conditions(pair: LoadedPair, drafter: str, sampling: SamplingSettings) -> di
                 "SPECVIZ_KERNEL_ISA",
                 "OMP_WAIT_POLICY",
                 "THP_MEM_ALLOC_ENABLE",
+                "SPECVIZ_GLUE_THREADS",
             )
         },
         "torch": torch.__version__,
@@ -379,6 +380,9 @@ def conditions(pair: LoadedPair, drafter: str, sampling: SamplingSettings) -> di
             "feature_head": pair.feature_head.head.form if pair.feature_head is not None else None,
         },
         "engine": pair_engine(pair),
+        # Inductor's loops on one thread or on torch's in each compiled model's decoding package (a narrow model's pass
+        # costs differently in each: engine/compiled.decode_glue_threads)
+        "glue_threads": {role: fast.glue_threads for role, fast in fast_models(pair).items()},
         # our own kernels' builds (kernels/forms.native_kernels: the library and its C++ source): a new kernel prices
         # the verify pass anew
         "native_kernels": sorted(

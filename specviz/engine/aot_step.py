@@ -91,7 +91,7 @@ def load_or_compile_module(module: nn.Module, example: tuple, shapes: tuple, des
     path = package_path(module, described, sources)
     how = "loaded"
     if not path.is_file():
-        compile_package(module, example, shapes, path)
+        compile_package(module, example, shapes, path, described.get("glue_threads"))
         how = "compiled"
     return load(module, path), how
 
@@ -124,16 +124,20 @@ def package_folder() -> Path:
     return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()) / FOLDER_NAME
 
 
-def compile_package(module: nn.Module, example: tuple, shapes: tuple, path: Path) -> None:
+def compile_package(module: nn.Module, example: tuple, shapes: tuple, path: Path, glue_threads: int | None = None) -> None:
     """Export the module with its sizes symbolic, compile it to C++ and save the package, without the weights: they
     are the model's own tensors, handed over at load time. The few scalars the compiler makes itself (each int4
-    product's group size) are recorded beside the package (`scalars_path`)."""
+    product's group size) are recorded beside the package (`scalars_path`). `glue_threads` is the thread count of
+    Inductor's own loops (the norms, the attention, the activations between the products), torch's by default; the
+    products' kernels keep torch's threads either way."""
     path.parent.mkdir(parents=True, exist_ok=True)
     configs = {
         "emulate_precision_casts": True,  # round to bf16 between fused operations where eager rounds
         # no copy of the weights in the package: a copy kept resident cost 1.95 GB beside Qwen2.5-Coder-1.5B's int4 weights
         "aot_inductor.package_constants_in_so": False,
     }
+    if glue_threads is not None:
+        configs["cpp.threads"] = glue_threads  # written into every parallel loop of the generated C++
     with tempfile.TemporaryDirectory(dir=path.parent) as scratch, torch.inference_mode():  # the caches' mode
         exported = torch.export.export(module, example, dynamic_shapes=shapes, strict=False)
         made = torch._inductor.aoti_compile_and_package(

@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 ATTRIBUTE = "_specviz_fast_path"  # where a model keeps its FastModel
 CACHE_CHUNK = 512  # the static cache grows in steps of this many positions (a request rarely needs more than one)
+SMALL_HIDDEN = 512  # a model this narrow or narrower decodes with Inductor's own loops on one thread (decode_glue_threads)
+LONG_ROWS = 64  # a forward of more rows than this (a prompt) takes the long-prompt package where there is one
 
 
 @dataclass
@@ -95,6 +97,24 @@ def compile_wanted(model: PreTrainedModel) -> tuple[bool, str | None]:
     if chosen in ("0", "false", "no"):
         return False, "compiling is off ($SPECVIZ_COMPILE=0)"
     return True, None
+
+
+def decode_glue_threads(model: PreTrainedModel) -> int | None:
+    """The thread count of Inductor's own loops (norms, attention, activations: the glue between the products) in the
+    package that decodes: 1 for a narrow model on a machine where torch runs several threads, None (torch's count)
+    otherwise. A narrow model's glue is a few microseconds of work per loop, and a two-thread loop's start and join
+    cost more than that: on 2 AMD EPYC cores the bundled target's 8-row verify pass took 4.8 or 7.2 ms with the loops
+    on both threads, as the virtual machine switched between its two states, and 5.2 or 5.4 ms with them on one; for
+    Qwen2.5-Coder-1.5B (hidden size 1536) one thread gained nothing (docs/performance.md, "The machine's two states").
+    The products keep torch's threads, and a long prompt goes through a package with the loops on every thread
+    (`LongPromptPackage`): the same arithmetic in the same order, so the same bits. $SPECVIZ_GLUE_THREADS=1 puts every
+    model's loops on one thread, =all on torch's."""
+    chosen = os.environ.get("SPECVIZ_GLUE_THREADS", "").strip().lower()
+    if torch.get_num_threads() == 1 or chosen == "all":
+        return None
+    if chosen == "1":
+        return 1
+    return 1 if getattr(model.config, "hidden_size", SMALL_HIDDEN + 1) <= SMALL_HIDDEN else None
 
 
 class CompiledPart:
@@ -166,9 +186,36 @@ class FastModel(CompiledPart):
         self.no_tail = torch.full((self.context, 1), -1, device=self.device)  # plain rows attend over the context only
         self._free: list[list[torch.Tensor]] = []
         self._lock = threading.Lock()
+        self.glue_threads = decode_glue_threads(model) if self.report.compiled else None
+        self.long_prompts = LongPromptPackage(self) if self.glue_threads is not None else None
 
     def export(self) -> tuple:
-        return stack_export(self.forward, lambda length: self.forward.new_cache(length, self.dtype))
+        module, example, shapes, described, sources = stack_export(self.forward, self.throwaway_cache)
+        if self.glue_threads is not None:
+            described = {**described, "glue_threads": self.glue_threads}
+        return module, example, shapes, described, sources
+
+    def throwaway_cache(self, length: int) -> list[torch.Tensor]:
+        return self.forward.new_cache(length, self.dtype)
+
+    def warm_up(self) -> CompileReport:
+        """The decoding package, then the long-prompt one where there is one: its seconds count into the report."""
+        self.build()
+        if self.long_prompts is not None and self.package is not None:
+            self.long_prompts.build()
+            for name, seconds in self.long_prompts.report.seconds.items():
+                self.report.seconds[name] = self.report.seconds.get(name, 0.0) + seconds
+        return self.report
+
+    def is_cached(self) -> bool:
+        return super().is_cached() and (self.long_prompts is None or self.long_prompts.is_cached())
+
+    def load_cached(self) -> bool:
+        """Load the cached packages (never compiles): whether requests run compiled and nothing is left to compile."""
+        loaded = super().load_cached()
+        if self.long_prompts is None or not loaded:
+            return loaded
+        return self.long_prompts.load_cached() or not self.long_prompts.report.compiled
 
     def new_cache(self, length: int) -> list[torch.Tensor]:
         """A cache for `length` positions (one tensor per layer): a pooled one if long enough, else a new one."""
@@ -193,13 +240,16 @@ class FastModel(CompiledPart):
         depth's position seeing only its keys): the same package (or eager forward) with other rows (static_cache.Rows),
         and returns the hidden states of every layer (transformers' order)."""
         package = self.package  # None: the same stack eager
+        long_package = self.long_prompts.package if self.long_prompts is not None else None
 
         def step(token_ids: torch.Tensor, start: int, cache: list[torch.Tensor], tree: TreeRows | None = None):
-            rows = self.rows(token_ids.shape[0], start, tree)
+            n = token_ids.shape[0]
+            rows = self.rows(n, start, tree)
             if package is None:
                 return self.forward(token_ids, rows, cache)
             x = self.forward.embed_tokens(token_ids)  # one eager lookup: the package carries no embedding table
-            return [x, *package(x, *rows, *cache)]
+            chosen = long_package if long_package is not None and n > LONG_ROWS else package
+            return [x, *chosen(x, *rows, *cache)]
 
         return step
 
@@ -213,6 +263,23 @@ class FastModel(CompiledPart):
             return Rows(tree.positions.to(self.device), slots, visible, prefix, tail)
         visible = self.positions[: max(2, start + n)]
         return Rows(slots, slots, visible, self.counts[start : start + n], self.no_tail[:n])
+
+
+class LongPromptPackage(CompiledPart):
+    """A narrow model's second package: the same stack with Inductor's loops on torch's threads, for forwards of more
+    than `LONG_ROWS` rows (a prompt). With them on one thread a 900-token prompt took 1.75x as long on the bundled
+    target (benchmarks/results/glue_threads_prefill_bundled.json). Its loops split the same work over more threads
+    and reduce nothing across them, so a row's bits are the decoding package's (tests/test_fast_path.py checks it):
+    which package fed a prompt changes no decision. Until it is built, a long prompt takes the decoding package."""
+
+    what = "the long-prompt step"
+
+    def __init__(self, fast: FastModel) -> None:
+        super().__init__(fast.report.compiled, fast.device)
+        self.fast = fast
+
+    def export(self) -> tuple:
+        return stack_export(self.fast.forward, self.fast.throwaway_cache)
 
 
 def fast_model(model: PreTrainedModel) -> FastModel | None:
