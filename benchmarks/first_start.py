@@ -53,6 +53,7 @@ KEPT = (
     "tokensPerS",
     "baselineTokensPerS",
     "otherLoad",
+    "readGbS",  # the memory read rate before and after the Run's rounds, "35.2/36.0" (the machine's state)
 )
 
 

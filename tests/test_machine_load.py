@@ -119,3 +119,27 @@ def test_a_pair_loading_in_this_process_is_flagged_though_no_other_program_ran()
     with LoadMeter(own_work=lambda: "loading a pair") as meter:
         pass
     assert meter.result.own_work == "loading a pair" and meter.result.busy
+
+
+def test_the_page_names_the_memory_read_rate_around_a_run_and_says_when_it_lay_at_two_levels():
+    """The numbers bar says which state the machine was timed in (its memory read rate around the rounds), that a Run
+    straddled two levels, or that it was timed at another level than γ auto's choice (docs/performance.md)."""
+    from specviz.run.chosen_setting import ChosenSetting
+
+    recorded = record_tiny_trace()
+
+    def numbers(rates, setting=None):
+        trace = Trace(**{**recorded.__dict__, "memory_read_gb_s": rates, "setting": setting})
+        return run_numbers_html(readings_of_trace(trace), "done", 1, trace)
+
+    steady = numbers((35.2, 36.0))
+    assert 'data-read-gb-s="35.2/36.0"' in steady and "memory read 35–36 GB/s around it" in steady
+    assert "changed speed" not in steady and "Compare Runs" not in steady
+    assert "changed speed during this Run" in numbers((35.0, 64.0))
+    chosen = ChosenSetting(gamma=2, verify_costs={1: 1.0}, measured_at="2026-12-07T10:00:00+00:00", auto=True, read_gb_s=35.0)
+    elsewhere = numbers((64.2, 64.4), chosen)
+    assert "γ auto chose this setting while memory read 35 GB/s and this Run was timed at 64 GB/s" in elsewhere
+    assert "Compare Runs" not in numbers((36.0, 36.0), chosen)
+    assert "data-read-gb-s" not in numbers(()), "a trace from before the rate was taken shows nothing"
+    again = Trace.from_json(Trace(**{**recorded.__dict__, "memory_read_gb_s": (35.2, 36.0)}).to_json())
+    assert again.memory_read_gb_s == (35.2, 36.0), "the rates travel in the trace"

@@ -356,3 +356,36 @@ def test_bench_says_each_rows_spread_and_warns_past_ten_percent():
     assert lines == ["speculative (γ 4): 1.48× ± 0.03 over 3 repeats"], lines
     warned = spread_lines([steady, moved], repeats=3)
     assert warned[-1].startswith("⚠ unsteady") and "speculative-tree (tree 2x1:1) 33 %" in warned[-1], warned
+
+
+def test_a_run_takes_the_memory_read_rate_just_before_and_after_its_rounds_never_inside(bundled_pair, monkeypatch):
+    """Which state the machine was in (docs/performance.md, "The machine's two states"): the read rate is taken right
+    before the first round and after the last, never between rounds, and travels in the trace."""
+    from types import SimpleNamespace
+
+    from specviz.analysis import cache_fit
+    from specviz.engine import DecodeSettings
+    from specviz.serving import recorder
+
+    events: list[str] = []
+    taken: list[float] = []
+
+    def fake_round(pair, prompt, settings, drafter, should_stop, index, peaks=None):
+        events.append("round")
+        summary = SimpleNamespace(new_tokens=8, index=index)
+        return SimpleNamespace(
+            started=None, cycles=[], summary=summary, baseline_steps=[], baseline=summary, seconds=0.5, speedup=1.2
+        )
+
+    def read_rate() -> float:
+        events.append("rate")
+        taken.append(35.0 + 29 * len(taken))
+        return taken[-1]
+
+    monkeypatch.setattr(recorder, "_round", fake_round)
+    monkeypatch.setattr(recorder, "warm_up", lambda *args, **kwargs: False)
+    monkeypatch.setattr(cache_fit, "read_rate_now_gb_s", read_rate)
+    trace = recorder.measure_run(bundled_pair, "def main():\n", DecodeSettings(max_new_tokens=8, gamma=2))
+    rounds = events.count("round")
+    assert rounds > 1 and events == ["rate", *["round"] * rounds, "rate"], events
+    assert trace.memory_read_gb_s == tuple(taken) == (35.0, 64.0)

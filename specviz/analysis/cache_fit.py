@@ -27,6 +27,15 @@ def measure_read_bandwidth(megabytes: int = 512, repeats: int = 3) -> float:
     return data.numel() * 4 / best
 
 
+TWO_LEVELS = 1.4  # read rates further apart than this ratio: the machine moved between its two states (35 and 65 GB/s here)
+
+
+def two_levels(rates) -> bool:
+    """Whether memory read rates lie at two levels (the largest over TWO_LEVELS times the smallest)."""
+    rates = [rate for rate in rates if rate]
+    return bool(rates) and max(rates) > TWO_LEVELS * min(rates)
+
+
 def read_rate_now_gb_s() -> float:
     """The machine's memory read rate now, in GB/s: taken around measurements (never inside one), because on some
     machines it sits at one of two levels and a verify pass's cost moves with it (docs/performance.md, "The machine's

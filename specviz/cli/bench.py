@@ -10,7 +10,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from specviz.analysis.cache_fit import read_rate_now_gb_s
+from specviz.analysis.cache_fit import read_rate_now_gb_s, two_levels
 from specviz.analysis.readings import STEADY_WITHIN, spread_of
 from specviz.cli import options
 from specviz.deployment.benchmark import bench, merge_processes
@@ -200,15 +200,12 @@ def command(args: argparse.Namespace) -> int:
     return 0
 
 
-TWO_LEVELS = 1.4  # read rates further apart than this ratio: the machine moved between its two states (35 and 65 GB/s here)
-
-
 def read_rate_line(rates: list[float], around: str = "the repeats") -> str:
     """The memory read rates taken around the repeats (or processes), and where they lie far apart, what that means."""
     if not rates:
         return "memory read rate: not measured"
     line = f"memory read rate around {around}: {', '.join(f'{rate:.0f}' for rate in rates)} GB/s"
-    if max(rates) > TWO_LEVELS * min(rates):
+    if two_levels(rates):
         line += (
             " (⚠ it moved between levels while this ran: where a machine's memory reads move between two levels, a "
             "verify pass's cost moves with them, docs/performance.md \"The machine's two states\"; compare speedups "

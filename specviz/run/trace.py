@@ -29,6 +29,9 @@ class Trace:
     round_speedups: tuple[float, ...] = ()  # every back-to-back measurement; the trace is the median one
     other_load: OtherLoad | None = None  # other programs' use of the processor while this was timed
     setting: ChosenSetting | None = None  # `gamma: auto`'s choice for this machine, where the run drafted it (or knew it)
+    # the machine's memory read rate in GB/s just before and just after the timed rounds (never inside them): on a
+    # machine that moves between two states, which one the run was timed in (docs/performance.md)
+    memory_read_gb_s: tuple[float, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -48,6 +51,7 @@ class Trace:
                 "round_speedups": list(self.round_speedups),
                 "other_load": self.other_load.to_json() if self.other_load else None,
                 "setting": self.setting.to_json() if self.setting else None,
+                "memory_read_gb_s": list(self.memory_read_gb_s),
             }
         )
 
@@ -66,6 +70,7 @@ class Trace:
             round_speedups=tuple(raw.get("round_speedups", ())),
             other_load=OtherLoad.from_json(raw["other_load"]) if raw.get("other_load") else None,
             setting=ChosenSetting.from_json(raw["setting"]) if raw.get("setting") else None,
+            memory_read_gb_s=tuple(raw.get("memory_read_gb_s", ())),
         )
 
 

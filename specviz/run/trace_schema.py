@@ -214,6 +214,7 @@ TRACE = record(
         "round_speedups": items(number(0, 1e6), 100),
         "other_load": optional(OTHER_LOAD),
         "setting": optional(CHOSEN_SETTING),
+        "memory_read_gb_s": items(number(0, 1e6), 2),
     },
     required=["format"],
 )

@@ -114,6 +114,7 @@ def _record(
         waited = waited_for_loads + (settle(settle_s, wait_at_most, should_stop) if settle_s else 0.0)
         if not should_stop():  # a Run stopped while it waited for its turn ends at once
             warm_up(pair, prompt, settings, drafter, every_time=True)  # untimed: a package's first calls, idle caches
+        read_gb_s = [memory_read_rate(pair)]  # untimed, as the rounds' neighbours: which state the machine is in
         with (
             collector_paused(),
             compile_worker.paused(compile_worker.BUILD_WAIT_MAX_S, should_stop),  # waits out a kernel's build
@@ -124,6 +125,7 @@ def _record(
             if rounds[0].baseline is not None:
                 for index in range(1, rounds_that_fit(rounds[0].seconds, repeat_budget_s, MOST_ROUNDS)):
                     rounds.append(_round(pair, prompt, settings, drafter, should_stop, index, peaks))
+        read_gb_s.append(memory_read_rate(pair))
     complete = [r for r in rounds if r.speedup is not None]
     if len(complete) < len(rounds):  # stopped: show what was recorded of the first round
         chosen, speedups = rounds[0], ()
@@ -143,7 +145,18 @@ def _record(
         round_speedups=speedups,
         other_load=others.result,
         setting=setting,
+        memory_read_gb_s=tuple(rate for rate in read_gb_s if rate is not None),
     )
+
+
+def memory_read_rate(pair: LoadedPair) -> float | None:
+    """The machine's memory read rate now, in GB/s, where the pair runs on the CPU (analysis/cache_fit.py); None on
+    an accelerator, whose speed does not follow it."""
+    if pair.device.type != "cpu":
+        return None
+    from specviz.analysis.cache_fit import read_rate_now_gb_s
+
+    return read_rate_now_gb_s()
 
 
 @contextmanager

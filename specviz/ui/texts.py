@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 
 from specviz.analysis import theory
+from specviz.analysis.cache_fit import two_levels
 from specviz.analysis.kernels import multiplies_half_precision_row_by_row
 from specviz.analysis.readings import Readings
 from specviz.engine.events import NOT_ROW_EXACT
@@ -145,6 +146,9 @@ def run_numbers_html(m: Readings | None, state: str, run_id: int | None = None, 
     others = getattr(trace, "other_load", None)
     if others is not None and others.other_cores is not None and "speedup" in data:
         data["other-load"] = f"{others.other_cores:.2f}"
+    read_gb_s = tuple(getattr(trace, "memory_read_gb_s", ()) or ())
+    if read_gb_s and "speedup" in data:
+        data["read-gb-s"] = "/".join(f"{rate:.1f}" for rate in read_gb_s)
     attributes = "".join(f' data-{key}="{html.escape(str(value))}"' for key, value in data.items() if value is not None)
     if state == "measuring":
         body = "<b>Measuring</b> the speculative run, then the target alone… nothing is drawn until both are timed."
@@ -170,8 +174,8 @@ def run_numbers_html(m: Readings | None, state: str, run_id: int | None = None, 
             f'<span class="sv-big">{shown}</span> speed of the target alone · '
             f"{m.tokens_per_s:.0f} vs {m.baseline_tokens_per_s:.0f} tokens/s · α = {number(m.alpha, 2)} · τ = {number(m.tau)} · "
             f"ν = {number(m.verify_cost, 2)} · {number(m.tokens_per_cycle, 2)} tokens per target forward{repeat}"
-            f"{_engine_note(engine)}{_threads_note(started)}{_setting_note(setting)}{_busy_warning(others)}"
-            f"{_moved_warning(moved, setting)}"
+            f"{_engine_note(engine)}{_threads_note(started)}{_read_rate_note(read_gb_s, setting)}{_setting_note(setting)}"
+            f"{_busy_warning(others)}{_moved_warning(moved, setting)}"
         )
     return f'<div id="run-numbers" class="sv-numbers"{attributes}>{body}</div>'
 
@@ -191,6 +195,30 @@ def _engine_note(engine: str) -> str:
 def _threads_note(started) -> str:
     threads = getattr(started, "threads", 0)
     return f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
+
+
+def _read_rate_note(rates: tuple[float, ...], setting: ChosenSetting | None) -> str:
+    """The machine's memory read rate around the timed rounds, and where it lay at two levels (during the Run, or
+    between γ auto's choice and the Run), what that means: some machines (VMs) move between two states, and a verify
+    pass costs differently in each (docs/performance.md, "The machine's two states")."""
+    if not rates:
+        return ""
+    low, high = f"{min(rates):.0f}", f"{max(rates):.0f}"
+    said = low if low == high else f"{low}–{high}"
+    note = f" · memory read {said} GB/s around it"
+    chosen = setting.read_gb_s if setting is not None and setting.auto else None
+    if two_levels(rates):
+        note += (
+            "<br>The machine changed speed during this Run (its memory reads moved between two levels): on such a machine "
+            "a verify pass costs differently at each, so this Run mixes the two. Compare Runs timed at one rate."
+        )
+    elif chosen and two_levels([chosen, *rates]):
+        note += (
+            f"<br>γ auto chose this setting while memory read {chosen:.0f} GB/s and this Run was timed at {said} GB/s: "
+            "this machine moves between two speeds, and a verify pass costs differently at each (docs/performance.md, "
+            '"The machine\'s two states"). Compare Runs timed at like rates.'
+        )
+    return note
 
 
 def _setting_note(setting: ChosenSetting | None) -> str:
