@@ -69,6 +69,20 @@ def _cpuinfo() -> str:
         return ""
 
 
+SIGNIFICANT_DIGITS = 7  # a timing's noise is in its second or third digit; every quoted number keeps its rounding
+
+
+def significant(value):
+    """`value` with every float rounded to SIGNIFICANT_DIGITS significant digits (float repr writes 17)."""
+    if isinstance(value, float):
+        return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+    if isinstance(value, dict):
+        return {key: significant(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [significant(item) for item in value]
+    return value
+
+
 def write_results(name: str, values: dict, command: str | None = None) -> Path:
     """Write benchmarks/results/NAME.json: the command that measured `values`, the machine, the date, the values.
     `command` names another process that measured them (benchmarks/results.py NAME -- COMMAND); default: this one."""
@@ -81,7 +95,7 @@ def write_results(name: str, values: dict, command: str | None = None) -> Path:
     FOLDER.mkdir(parents=True, exist_ok=True)
     path = FOLDER / f"{name}.json"
     # compact: a Space clones every tracked file, and the tracked tree stays under 60 MiB (tests/test_stored.py)
-    path.write_text(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+    path.write_text(json.dumps(significant(record), ensure_ascii=False, separators=(",", ":")) + "\n")
     print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
     return path
 
