@@ -299,7 +299,7 @@ def test_a_narrow_model_decodes_with_inductors_loops_on_one_thread_where_torch_h
     """engine/compiled.decode_glue_threads: one thread for the glue of a model of hidden size up to 768 when torch runs
     several threads; torch's count for a wider model, on one thread, or where the user says so."""
     monkeypatch.delenv("SPECVIZ_GLUE_THREADS", raising=False)
-    wide = SimpleNamespace(config=SimpleNamespace(hidden_size=1536))
+    wide = SimpleNamespace(config=SimpleNamespace(hidden_size=1536), device=torch.device("cpu"))
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     assert decode_glue_threads(target) == 1 and decode_glue_threads(wide) is None
     monkeypatch.setenv("SPECVIZ_GLUE_THREADS", "1")

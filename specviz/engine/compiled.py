@@ -110,7 +110,7 @@ def decode_glue_threads(model: PreTrainedModel) -> int | None:
     (`LongPromptPackage`): the same arithmetic in the same order, so the same bits. $SPECVIZ_GLUE_THREADS=1 puts every
     model's loops on one thread, =all on torch's."""
     chosen = os.environ.get("SPECVIZ_GLUE_THREADS", "").strip().lower()
-    if torch.get_num_threads() == 1 or chosen == "all":
+    if model.device.type != "cpu" or torch.get_num_threads() == 1 or chosen == "all":  # a GPU's kernels are not these
         return None
     if chosen == "1":
         return 1
@@ -124,6 +124,7 @@ class CompiledPart:
     same module runs eager. Which of the two a request runs is chosen when it starts, and kept to its end."""
 
     what = "the step"  # as the failure line names it
+    glue_threads: int | None = None  # Inductor's loops' threads in the package: None is torch's (decode_glue_threads)
 
     def __init__(self, compile_step: bool, device: torch.device) -> None:
         missing = compiler_missing(device) if compile_step else None
