@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 
 import pytest
+import torch
 
 from specviz.analysis.readings import verify_costs_in_run
 from specviz.analysis.same_drafts import JudgedCycle
@@ -167,6 +168,20 @@ def test_the_choice_is_measured_once_per_machine_and_pair_then_reused(bundled_pa
     described = gamma_auto.conditions(bundled_pair, "model", greedy)
     moved = {**described, "threads": described["threads"] + 1}
     assert gamma_auto.kept_setting(moved) is None, "another thread count is another measurement"
+    other_build = {**described, "glue_threads": {"target": 1, "draft": 1}}
+    assert gamma_auto.kept_setting(other_build) is None, "another build of the compiled step is another measurement"
+
+
+def test_the_conditions_name_every_compiled_parts_glue_threads_a_feature_heads_too():
+    """γ auto's key asks each compiled part how its package runs Inductor's loops: a feature head's package
+    (FastHead, a CompiledPart) answers too (None: torch's threads), or `specviz run` on a pair with a head fails."""
+    from types import SimpleNamespace
+
+    from specviz.engine.compiled import CompiledPart, fast_models
+
+    head = CompiledPart(compile_step=False, device=torch.device("cpu"))
+    pair = SimpleNamespace(target=SimpleNamespace(model=SimpleNamespace(_specviz_fast_path=head)), draft=None)
+    assert {role: fast.glue_threads for role, fast in fast_models(pair).items()} == {"target": None}
 
 
 def test_the_choice_keeps_the_memory_read_rate_around_its_calibration(bundled_pair, tmp_path, monkeypatch):
