@@ -79,6 +79,7 @@ UNMEASURED: dict[str, dict[str, str]] = {
         "at most 0.95": "the verdict's threshold (readings.speed_verdict)",
     },
     "docs/cli.md": {
+        "hidden size up to 512": "the limit decode_glue_threads sets (engine/compiled.SMALL_HIDDEN), a setting",
         '"confidence 0.31 < 0.40"': "an example of a draft's stop reason",
         "confidence 0.4": "transformers' default threshold",
         "within 0.05": "the tolerance tests/test_score.py holds",
