@@ -36,6 +36,12 @@ def two_levels(rates) -> bool:
     return bool(rates) and max(rates) > TWO_LEVELS * min(rates)
 
 
+def rate_range(rates) -> str:
+    """Read rates as the page and `bench` write them, in whole GB/s: "35", or "35–64" where they differ."""
+    low, high = f"{min(rates):.0f}", f"{max(rates):.0f}"
+    return low if low == high else f"{low}–{high}"
+
+
 def read_rate_now_gb_s() -> float:
     """The machine's memory read rate now, in GB/s: taken around measurements (never inside one), because on some
     machines it sits at one of two levels and a verify pass's cost moves with it (docs/performance.md, "The machine's

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from specviz.analysis.cache_fit import read_rate_now_gb_s, two_levels
+from specviz.analysis.cache_fit import rate_range, read_rate_now_gb_s, two_levels
 from specviz.analysis.readings import STEADY_WITHIN, spread_of
 from specviz.cli import options
 from specviz.deployment.benchmark import bench, merge_processes
@@ -245,10 +245,7 @@ def auto_line(
     line += f"{decode:.2f}× ({decode / predicted:.2f} of it)" if decode and predicted else "n/a"
     line += f"; {whole:.2f}× with the prompt's prefill" if whole is not None else ""
     if chosen_read_gb_s and read_gb_s:
-        low, high = f"{min(read_gb_s):.0f}", f"{max(read_gb_s):.0f}"
-        line += (
-            f"; chosen while memory read {chosen_read_gb_s:.0f} GB/s, measured at {low if low == high else f'{low}–{high}'} GB/s"
-        )
+        line += f"; chosen while memory read {chosen_read_gb_s:.0f} GB/s, measured at {rate_range(read_gb_s)} GB/s"
     return line
 
 

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
+from specviz.analysis import cache_fit
 from specviz.analysis.readings import median_index, readings_of
 from specviz.engine.events import Cycle, RunStarted, Step, Summary
 from specviz.engine.settings import DecodeSettings, StopCheck, never_stop
@@ -152,11 +153,7 @@ def _record(
 def memory_read_rate(pair: LoadedPair) -> float | None:
     """The machine's memory read rate now, in GB/s, where the pair runs on the CPU (analysis/cache_fit.py); None on
     an accelerator, whose speed does not follow it."""
-    if pair.device.type != "cpu":
-        return None
-    from specviz.analysis.cache_fit import read_rate_now_gb_s
-
-    return read_rate_now_gb_s()
+    return cache_fit.read_rate_now_gb_s() if pair.device.type == "cpu" else None
 
 
 @contextmanager

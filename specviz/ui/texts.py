@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 
 from specviz.analysis import theory
-from specviz.analysis.cache_fit import two_levels
+from specviz.analysis.cache_fit import rate_range, two_levels
 from specviz.analysis.kernels import multiplies_half_precision_row_by_row
 from specviz.analysis.readings import Readings
 from specviz.engine.events import NOT_ROW_EXACT
@@ -203,8 +203,7 @@ def _read_rate_note(rates: tuple[float, ...], setting: ChosenSetting | None) -> 
     pass costs differently in each (docs/performance.md, "The machine's two states")."""
     if not rates:
         return ""
-    low, high = f"{min(rates):.0f}", f"{max(rates):.0f}"
-    said = low if low == high else f"{low}–{high}"
+    said = rate_range(rates)
     note = f" · memory read {said} GB/s around it"
     chosen = setting.read_gb_s if setting is not None and setting.auto else None
     if two_levels(rates):
