@@ -1,6 +1,6 @@
 """The app's first start, as a new user gets it, timed: `python app.py` from an empty cache, then a warm restart.
 
-    python benchmarks/first_start.py [--runs 3] [--out ANOTHER.json]
+    python benchmarks/first_start.py [--runs 3] [--save NAME] [--out ANOTHER.json]
 
 Measures, in Chromium, with everything as it ships (compiling on, the real pair loading in the background) and only
 the real model's downloaded files linked into the new cache:
@@ -10,8 +10,8 @@ the real model's downloaded files linked into the new cache:
   processes, their median; γ auto where the page drafted it, so both read the same kept choice): the app's ÷ bench's,
 - a restart on the warm cache: seconds from `python app.py` to "Ready" on the page, and the engine of its first run,
 - the lines of the server's logs with a traceback or "failed".
-Printed as JSON and written to benchmarks/results/first_start.json (benchmarks/results.py: with the command, machine
-and date; also to `--out`); never asserted: tests/test_first_start.py holds the behaviour.
+Printed as JSON and written to benchmarks/results/first_start.json, or NAME.json with `--save` (benchmarks/results.py:
+with the command, machine and date; also to `--out`); never asserted: tests/test_first_start.py holds the behaviour.
 """
 
 from __future__ import annotations
@@ -103,6 +103,7 @@ def main() -> None:
     parser.add_argument("--bench-repeats", type=int, default=3)
     parser.add_argument("--bench-calls", type=int, default=3, help="bench processes, each --bench-repeats repeats: their median")
     parser.add_argument("--out", type=Path, help="also write the JSON here (it always goes to benchmarks/results/)")
+    parser.add_argument("--save", default="first_start", help="benchmarks/results/NAME.json to write")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -157,7 +158,7 @@ def main() -> None:
     report["log_problems"] = [line for log in logs for line in problems_in(log)]
     text = json.dumps(report, indent=1)
     print(text)
-    write_results("first_start", report)
+    write_results(args.save, report)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")

@@ -55,3 +55,10 @@ def test_verify_cost_generalises_theorem_3_8():
     assert theory.expected_speedup_with_verify_cost(0.7, 4, 0.1, 1.0) == pytest.approx(theory.expected_speedup(0.7, 4, 0.1))
     slower_verify = theory.expected_speedup_with_verify_cost(0.7, 4, 0.1, 1.5)
     assert slower_verify == pytest.approx(theory.expected_tokens_per_cycle(0.7, 4) / (4 * 0.1 + 1.5))
+
+
+def test_the_verify_cost_a_speedup_asks_for_inverts_theorem_3_8():
+    needed = theory.verify_cost_for_speedup(0.88, 3, 0.37, 1.5)
+    assert theory.expected_speedup_with_verify_cost(0.88, 3, 0.37, needed) == pytest.approx(1.5)
+    assert theory.expected_speedup_with_verify_cost(0.88, 3, 0.37, needed * 1.01) < 1.5  # a dearer pass falls short
+    assert theory.verify_cost_for_speedup(0.5, 1, 0.5, 2.0) < 1.0  # out of any kernel's reach: E 1.5 ÷ 2 − 0.5 = 0.25

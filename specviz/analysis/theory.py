@@ -33,6 +33,12 @@ def expected_speedup_with_verify_cost(alpha: float, gamma: int, tau: float, veri
     return expected_tokens_per_cycle(alpha, gamma) / (gamma * tau + verify_cost)
 
 
+def verify_cost_for_speedup(alpha: float, gamma: int, tau: float, speedup: float) -> float:
+    """The largest ν at which E / (γτ + ν) still reaches `speedup`: what a goal asks of the verify pass (below 1, no
+    kernel can reach it at this α and τ)."""
+    return expected_tokens_per_cycle(alpha, gamma) / speedup - gamma * tau
+
+
 def operations_factor(alpha: float, gamma: int, tau_hat: float) -> float:
     """Arithmetic operations relative to autoregressive: (1 − α)(γτ̂ + γ + 1) / (1 − α^(γ+1)) (Theorem 3.11)."""
     return (gamma * tau_hat + gamma + 1) / expected_tokens_per_cycle(alpha, gamma)
