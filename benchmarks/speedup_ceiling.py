@@ -21,10 +21,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.results import FOLDER, write_results  # noqa: E402
-from specviz.analysis.theory import expected_speedup_with_verify_cost, verify_cost_for_speedup  # noqa: E402
+from specviz.analysis.theory import expected_speedup, verify_cost_for_speedup  # noqa: E402
 
 
-def chain_rows(grid: dict) -> list[dict]:
+def chain_rows(grid: dict, goal: float) -> list[dict]:
     """Each measured chain: γ, its α, τ and ν while it ran, what it measured, its ceiling and the ν the goal needs."""
     return [
         {
@@ -33,7 +33,8 @@ def chain_rows(grid: dict) -> list[dict]:
             "tau": row["tau"],
             "measured_verify_cost": row["verify_cost"],
             "measured_decode_speedup": row["decode_speedup"],
-            "ceiling_at_free_verify": expected_speedup_with_verify_cost(row["alpha"], row["gamma"], row["tau"], 1.0),
+            "ceiling_at_free_verify": expected_speedup(row["alpha"], row["gamma"], row["tau"]),  # Theorem 3.8: ν = 1
+            "verify_cost_needed": verify_cost_for_speedup(row["alpha"], row["gamma"], row["tau"], goal),
         }
         for row in grid["grid"]
         if row["method"] == "speculative"
@@ -48,9 +49,7 @@ def main() -> int:
     args = parser.parse_args()
 
     grid = json.loads((FOLDER / f"{args.grid}.json").read_text())["results"]
-    rows = chain_rows(grid)
-    for row in rows:
-        row["verify_cost_needed"] = verify_cost_for_speedup(row["alpha"], row["gamma"], row["tau"], args.goal)
+    rows = chain_rows(grid, args.goal)
     print(f"{grid['pair']}, chains measured in benchmarks/results/{args.grid}.json; goal {args.goal:.2f}×")
     print("   γ     α     τ   ceiling at ν=1   ν needed   ν measured   measured")
     for row in rows:

@@ -296,7 +296,7 @@ def test_qwen2_biases_run_on_the_fast_path_fused_and_rows_independent(form):
 
 
 def test_a_narrow_model_decodes_with_inductors_loops_on_one_thread_where_torch_has_several(target, monkeypatch):
-    """engine/compiled.decode_glue_threads: one thread for the glue of a model of hidden size up to 768 when torch runs
+    """engine/compiled.decode_glue_threads: one thread for the glue of a model of hidden size up to 512 when torch runs
     several threads; torch's count for a wider model, on one thread, or where the user says so."""
     monkeypatch.delenv("SPECVIZ_GLUE_THREADS", raising=False)
     wide = SimpleNamespace(config=SimpleNamespace(hidden_size=1536), device=torch.device("cpu"))
